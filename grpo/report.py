@@ -1,0 +1,86 @@
+"""StepReport: what one GRPO step tells the outside world.
+
+Plain dataclasses of Python numbers and strings (no tensors), so a sink can store or print
+them without torch. Knows nothing of HTTP, SQL or Celery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Fixed, documented histogram bins so steps are comparable across a run and across runs.
+ADVANTAGE_BIN_EDGES: tuple[float, ...] = tuple(round(-3.0 + 0.25 * i, 2) for i in range(25))
+"""Advantage histogram: 24 bins of width 0.25 on [-3, 3]; values outside go to the end bins."""
+REWARD_BIN_EDGES: tuple[float, ...] = tuple(round(-1.0 + 0.1 * i, 2) for i in range(31))
+"""Reward histogram: 30 bins of width 0.1 on [-1, 2]; values outside go to the end bins."""
+
+
+@dataclass(frozen=True)
+class CompletionReport:
+    """One sampled completion of a group."""
+
+    text: str
+    num_tokens: int
+    is_truncated: bool
+    rewards: dict[str, float]
+    """Per-function reward, keyed by reward name (unweighted)."""
+    reward: float
+    """Weighted total reward."""
+    advantage: float
+    kl: float
+    """Sequence mean of the per-token k3 KL to the reference (0 when beta = 0)."""
+    token_kls: list[float] | None = None
+    """Per-token k3 KL, kept for completions whose text is kept."""
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    """One prompt and its G completions."""
+
+    index: int
+    """Position of the group in the step, 0..B-1."""
+    prompt_id: str
+    """Stable id of the prompt in its data source (follows a prompt across steps)."""
+    prompt: str
+    answer: str
+    rewards: list[float]
+    """Total reward of each completion, in sampling order (G)."""
+    advantages: list[float]
+    completions: list[CompletionReport] | None = None
+    """Kept only for the groups the logging policy keeps."""
+
+    @property
+    def reward_mean(self) -> float:
+        return sum(self.rewards) / len(self.rewards)
+
+    @property
+    def reward_std(self) -> float:
+        mean = self.reward_mean
+        return (sum((r - mean) ** 2 for r in self.rewards) / len(self.rewards)) ** 0.5
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """Everything one step produced. `scalars` keys are the metric names shown everywhere."""
+
+    step: int
+    """1-based step number."""
+    total_steps: int
+    scalars: dict[str, float]
+    """e.g. reward, reward_std, kl, loss, completions/mean_length, time/step; see trainer."""
+    groups: list[GroupReport] = field(default_factory=list)
+    advantage_histogram: list[int] = field(default_factory=list)
+    """Counts over ADVANTAGE_BIN_EDGES."""
+    reward_histogram: list[int] = field(default_factory=list)
+    """Counts over REWARD_BIN_EDGES."""
+
+
+def histogram(values: list[float], edges: tuple[float, ...]) -> list[int]:
+    """Counts of values in [edges[i], edges[i+1]); out-of-range values land in the end bins."""
+    counts = [0] * (len(edges) - 1)
+    for v in values:
+        i = 0
+        while i < len(counts) - 1 and v >= edges[i + 1]:
+            i += 1
+        counts[i] += 1
+    return counts

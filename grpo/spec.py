@@ -1,0 +1,279 @@
+"""JobSpec: the one description of a GRPO job.
+
+The API validates request bodies with it, the store keeps it as JSON on the run, the
+worker rebuilds the trainer from it and the CLI reads YAML into it. Pydantic only: this
+module must import without torch. Knob names follow TRL's GRPOConfig where the concept is
+the same. Knows nothing of HTTP, SQL or Celery.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith")
+BUILTIN_TASKS = ("builtin:arith",)
+DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
+
+_FROZEN = ConfigDict(
+    extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+)
+
+
+class AccuracyReward(BaseModel):
+    """1 when the completion's final answer equals the reference answer, else 0."""
+
+    model_config = _FROZEN
+    name: Literal["accuracy"] = "accuracy"
+    weight: float = 1.0
+    """Weight of this function in the total reward."""
+    extract: Literal["auto", "answer_tag", "boxed", "last_number"] = "auto"
+    """Where the final answer is read: `auto` tries <answer>, then \\boxed{}, then the last number."""
+    compare: Literal["numeric", "symbolic", "string"] = "numeric"
+    """How the extracted answer is compared to the reference."""
+    tolerance: float = Field(1e-6, ge=0)
+    """Absolute tolerance for numeric comparison."""
+
+
+class FormatReward(BaseModel):
+    """1 when the whole completion matches `pattern`, else 0."""
+
+    model_config = _FROZEN
+    name: Literal["format"] = "format"
+    weight: float = 1.0
+    """Weight of this function in the total reward."""
+    pattern: str = DEFAULT_FORMAT_PATTERN
+    """Regular expression the completion must match (dot matches newlines)."""
+
+
+class LengthReward(BaseModel):
+    """Soft overlong penalty (DAPO): 0 up to max_length - cache_length, then linear to -1."""
+
+    model_config = _FROZEN
+    name: Literal["length"] = "length"
+    weight: float = 1.0
+    """Weight of this function in the total reward."""
+    max_length: int = Field(64, ge=1)
+    """Completion length in tokens at which the penalty reaches -1."""
+    cache_length: int = Field(16, ge=0)
+    """Width in tokens of the linear penalty ramp before max_length."""
+
+
+class ExactMatchReward(BaseModel):
+    """1 when the completion equals the reference answer (after optional strip), else 0."""
+
+    model_config = _FROZEN
+    name: Literal["exact_match"] = "exact_match"
+    weight: float = 1.0
+    """Weight of this function in the total reward."""
+    strip: bool = True
+    """Strip surrounding whitespace from both sides before comparing."""
+
+
+class RegexReward(BaseModel):
+    """1 when `pattern` is found anywhere in the completion, else 0."""
+
+    model_config = _FROZEN
+    name: Literal["regex"] = "regex"
+    weight: float = 1.0
+    """Weight of this function in the total reward."""
+    pattern: str = Field(min_length=1, max_length=500)
+    """Regular expression searched in the completion."""
+
+
+RewardSpec = Annotated[
+    AccuracyReward | FormatReward | LengthReward | ExactMatchReward | RegexReward,
+    Field(discriminator="name"),
+]
+
+
+class DataSpec(BaseModel):
+    """Where prompts and reference answers come from."""
+
+    model_config = _FROZEN
+    source: str = Field("builtin:arith", min_length=1, max_length=500)
+    """`builtin:arith`, a JSONL path, `dataset:<id>` (uploaded) or `hf:<name>`."""
+    split: str = Field("train", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
+    """Split to train on."""
+    prompt_field: str = Field("prompt", min_length=1, max_length=100)
+    """Field of each record that holds the prompt."""
+    answer_field: str = Field("answer", min_length=1, max_length=100)
+    """Field of each record that holds the reference answer."""
+    prompt_template: str = Field("{prompt}", max_length=4000)
+    """Text around each prompt; `{prompt}` is replaced by the record's prompt."""
+    use_chat_template: bool = True
+    """Apply the tokenizer's chat template when it has one."""
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _has_placeholder(cls, value: str) -> str:
+        if "{prompt}" not in value:
+            raise ValueError("must contain the placeholder {prompt}")
+        return value
+
+
+class LoraSpec(BaseModel):
+    """Train LoRA adapters instead of all weights; the reference is the adapter-free model."""
+
+    model_config = _FROZEN
+    r: int = Field(8, ge=1, le=1024)
+    """Rank of the adapters."""
+    alpha: float = Field(16.0, gt=0)
+    """Scaling numerator (scale = alpha / r)."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the adapter input (0 keeps log-probs deterministic)."""
+    target_modules: tuple[str, ...] = ("q_proj", "v_proj")
+    """Names of the linear layers that get adapters."""
+
+
+class ResourcesSpec(BaseModel):
+    """Where the job runs."""
+
+    model_config = _FROZEN
+    queue: str = Field("default", pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    """Celery queue; workers started for a GPU class listen on its queue."""
+
+
+class LoggingSpec(BaseModel):
+    """What is kept of each step beyond its scalars."""
+
+    model_config = _FROZEN
+    max_groups_per_step: int = Field(16, ge=0, le=4096)
+    """Groups per step whose completion texts are kept (all group stats are always kept)."""
+
+
+class JobSpec(BaseModel):
+    """A GRPO training job: model, data, rewards and every algorithm knob."""
+
+    model_config = _FROZEN
+    name: str | None = Field(None, max_length=200)
+    """Human-readable run name."""
+    model: str = Field("builtin:tiny-arith", min_length=1, max_length=500)
+    """`builtin:tiny`, `builtin:tiny-arith`, a Hugging Face model id or a local path."""
+    data: DataSpec = DataSpec()
+    """Prompt source."""
+    rewards: tuple[RewardSpec, ...] = (AccuracyReward(),)
+    """Reward functions; the total reward is their weighted sum."""
+
+    max_steps: int = Field(50, ge=1, le=1_000_000)
+    """Number of GRPO steps (one generation batch each)."""
+    prompts_per_step: int = Field(8, ge=1, le=4096)
+    """Prompts (groups) per step, B."""
+    num_generations: int = Field(8, ge=2, le=512)
+    """Completions per prompt (G); advantages are relative within a group."""
+    num_iterations: int = Field(1, ge=1, le=64)
+    """Updates per generation batch (mu); >1 clips against the sampling policy."""
+
+    beta: float = Field(0.04, ge=0, le=100)
+    """KL coefficient toward the reference policy (0 skips the reference pass)."""
+    kl_target: float | None = Field(None, gt=0)
+    """When set, beta adapts each step toward this KL (adaptive controller)."""
+    kl_horizon: int = Field(100, ge=1)
+    """Steps over which the adaptive controller closes the gap to kl_target."""
+    sync_ref_every: int = Field(0, ge=0)
+    """Reset the reference to the policy every k steps (iterative GRPO); 0 never."""
+    epsilon: float = Field(0.2, gt=0, lt=1)
+    """Lower clip range: ratio is clipped below at 1 - epsilon."""
+    epsilon_high: float | None = Field(None, gt=0, le=10)
+    """Upper clip range (DAPO clip-higher); None means epsilon."""
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "grpo"
+    """How per-token losses are averaged; see grpo/loss.py."""
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    """Std that divides centred rewards: per group, whole batch, or none (Dr. GRPO)."""
+    advantage_eps: float = Field(1e-8, gt=0, le=1)
+    """Added to the std so all-equal groups get advantage 0."""
+    advantage_clip: float | None = Field(None, gt=0)
+    """When set, advantages are clipped to [-c, c]."""
+    mask_truncated_completions: bool = False
+    """Exclude completions that hit max_completion_length from the loss."""
+
+    max_prompt_length: int = Field(512, ge=1, le=131072)
+    """Prompts longer than this (tokens) are cut from the left."""
+    max_completion_length: int = Field(16, ge=1, le=131072)
+    """Tokens generated at most per completion."""
+    temperature: float = Field(1.0, gt=0, le=10)
+    """Sampling temperature."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling mass; 1 disables."""
+    top_k: int = Field(0, ge=0)
+    """Sample among the k most likely tokens; 0 disables."""
+
+    learning_rate: float = Field(1e-5, gt=0, le=1)
+    """Peak learning rate."""
+    lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
+    """Decay after warmup."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warmup steps."""
+    weight_decay: float = Field(0.0, ge=0, le=1)
+    """Decoupled weight decay."""
+    max_grad_norm: float | None = Field(1.0, gt=0)
+    """Gradient clipping by global norm; None disables."""
+    optim: Literal["adamw_torch", "adafactor"] = "adamw_torch"
+    """Optimizer."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in backward to save memory."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """bf16 autocast where the hardware has it (auto), or forced."""
+    lora: LoraSpec | None = None
+    """Train LoRA adapters instead of the full model."""
+
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    """Seeds data order, sampling and initialisation."""
+    save_steps: int = Field(10, ge=0)
+    """Checkpoint every k steps (and at the end); 0 only at the end."""
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d{1,2})?)$")
+    """`auto` picks CUDA when present, else CPU."""
+    resources: ResourcesSpec = ResourcesSpec()
+    """Queue routing."""
+    logging: LoggingSpec = LoggingSpec()
+    """What is kept of each step."""
+
+    @field_validator("rewards")
+    @classmethod
+    def _rewards_unique_and_valid(cls, rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, ...]:
+        if not rewards:
+            raise ValueError("at least one reward function is required")
+        names = [r.name for r in rewards]
+        if len(set(names)) != len(names):
+            raise ValueError(f"reward names must be unique, got {names}")
+        for r in rewards:
+            if isinstance(r, FormatReward | RegexReward):
+                try:
+                    re.compile(r.pattern)
+                except re.error as exc:
+                    raise ValueError(f"{r.name}.pattern is not a valid regex: {exc}") from exc
+        return rewards
+
+    @field_validator("model")
+    @classmethod
+    def _model_known(cls, value: str) -> str:
+        if value.startswith("builtin:") and value not in BUILTIN_MODELS:
+            raise ValueError(f"unknown built-in model {value!r}; choose one of {BUILTIN_MODELS}")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> JobSpec:
+        if self.epsilon_high is not None and self.epsilon_high < self.epsilon:
+            raise ValueError("epsilon_high must be >= epsilon")
+        if self.kl_target is not None and self.beta == 0:
+            raise ValueError("kl_target needs beta > 0 (the controller scales beta)")
+        if self.data.source.startswith("builtin:") and self.data.source not in BUILTIN_TASKS:
+            raise ValueError(f"unknown built-in task {self.data.source!r}; choose one of {BUILTIN_TASKS}")
+        return self
+
+    @property
+    def effective_epsilon_high(self) -> float:
+        """Upper clip range in force."""
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @property
+    def completions_per_step(self) -> int:
+        """B x G completions sampled each step."""
+        return self.prompts_per_step * self.num_generations
+
+    @property
+    def display_name(self) -> str:
+        """Name shown in lists."""
+        return self.name or f"{self.model} on {self.data.source}"
