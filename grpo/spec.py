@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith")
 BUILTIN_TASKS = ("builtin:arith",)
@@ -105,6 +105,13 @@ class DataSpec(BaseModel):
     """Text around each prompt; `{prompt}` is replaced by the record's prompt."""
     use_chat_template: bool = True
     """Apply the tokenizer's chat template when it has one."""
+
+    @field_validator("source")
+    @classmethod
+    def _builtin_known(cls, value: str) -> str:
+        if value.startswith("builtin:") and value not in BUILTIN_TASKS:
+            raise ValueError(f"unknown built-in task {value!r}; choose one of {BUILTIN_TASKS}")
+        return value
 
     @field_validator("prompt_template")
     @classmethod
@@ -253,15 +260,20 @@ class JobSpec(BaseModel):
             raise ValueError(f"unknown built-in model {value!r}; choose one of {BUILTIN_MODELS}")
         return value
 
-    @model_validator(mode="after")
-    def _cross_field_rules(self) -> JobSpec:
-        if self.epsilon_high is not None and self.epsilon_high < self.epsilon:
-            raise ValueError("epsilon_high must be >= epsilon")
-        if self.kl_target is not None and self.beta == 0:
-            raise ValueError("kl_target needs beta > 0 (the controller scales beta)")
-        if self.data.source.startswith("builtin:") and self.data.source not in BUILTIN_TASKS:
-            raise ValueError(f"unknown built-in task {self.data.source!r}; choose one of {BUILTIN_TASKS}")
-        return self
+    @field_validator("epsilon_high")
+    @classmethod
+    def _clip_range_ordered(cls, value: float | None, info: ValidationInfo) -> float | None:
+        epsilon = info.data.get("epsilon")
+        if value is not None and epsilon is not None and value < epsilon:
+            raise ValueError(f"must be >= epsilon ({epsilon})")
+        return value
+
+    @field_validator("kl_target")
+    @classmethod
+    def _controller_needs_beta(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None and info.data.get("beta") == 0:
+            raise ValueError("needs beta > 0 (the controller scales beta)")
+        return value
 
     @property
     def effective_epsilon_high(self) -> float:

@@ -1,0 +1,53 @@
+"""Shared route dependencies: bearer-token checks and loading a run or answering 404."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Header, Path
+
+from app.api.errors import ApiError
+from app.settings import Settings, get_settings
+from app.store import runs
+from app.store.models import Run
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def _check_token(settings: Settings, authorization: str | None) -> None:
+    tokens = settings.token_list
+    if not tokens:
+        return
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer …)")
+    given = authorization[7:].strip().encode()
+    # Compare against every token in constant time, so timing leaks neither which nor how much.
+    matches = [hmac.compare_digest(given, t.encode()) for t in tokens]
+    if not any(matches):
+        raise ApiError(403, "forbidden", "invalid token")
+
+
+def require_write(
+    settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
+) -> None:
+    _check_token(settings, authorization)
+
+
+def require_read(
+    settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
+) -> None:
+    if settings.read_requires_token:
+        _check_token(settings, authorization)
+
+
+def load_run(run_id: Annotated[str, Path(max_length=32)]) -> Run:
+    run = runs.get_run(run_id)
+    if run is None:
+        raise ApiError(404, "not_found", f"run {run_id} not found")
+    return run
+
+
+WriteAccess = Depends(require_write)
+ReadAccess = Depends(require_read)
+RunDep = Annotated[Run, Depends(load_run)]

@@ -1,0 +1,73 @@
+"""One JSON shape for every error: {"error": {"code", "message", "fields"?}}.
+
+No stack traces or secrets reach a client; validation errors name each field's path.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, code: str, message: str, fields: list[dict[str, str]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.fields = status, code, message, fields
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def field_errors(errors: list[Any], *, drop_prefix: tuple[str, ...] = ("body",)) -> list[dict[str, str]]:
+    fields = []
+    for err in errors:
+        loc = [str(p) for p in err.get("loc", ())]
+        while loc and loc[0] in drop_prefix:
+            loc = loc[1:]
+        # Discriminated unions add the tag as a path element (rewards.0.accuracy.weight).
+        message = str(err.get("msg", "")).removeprefix("Value error, ")
+        fields.append({"loc": ".".join(loc) or "(body)", "message": message})
+    return fields
+
+
+def validation_response(errors: list[Any]) -> JSONResponse:
+    fields = field_errors(errors)
+    summary = "; ".join(f"{f['loc']}: {f['message']}" for f in fields[:5])
+    body = error_body("validation_error", f"invalid job spec: {summary}", fields=fields)
+    return JSONResponse(body, status_code=422)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        extra = {"fields": exc.fields} if exc.fields else {}
+        return JSONResponse(error_body(exc.code, exc.message, **extra), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_response(list(exc.errors()))
+
+    @app.exception_handler(ValidationError)
+    async def _model_invalid(_: Request, exc: ValidationError) -> JSONResponse:
+        return validation_response(list(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)

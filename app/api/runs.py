@@ -1,0 +1,103 @@
+"""Runs: submit, list, read, cancel, and the step metrics behind the curves."""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from importlib.metadata import version
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+
+from app.api.deps import ReadAccess, RunDep, SettingsDep, WriteAccess
+from app.api.errors import ApiError
+from app.api.schemas import LogList, LogRow, MetricList, MetricRow, RunList, RunOut, RunStatus
+from app.api.spec_checks import check_spec_paths
+from app.store import events, runs, steps
+from app.store.models import Run
+from grpo.spec import JobSpec
+from worker.celery_app import enqueue_run
+
+router = APIRouter(prefix="/api/runs", tags=["runs"])
+PACKAGE_VERSION = version("grpo-service")
+
+
+def run_out(run: Run) -> RunOut:
+    return RunOut.model_validate(runs.run_summary(run))
+
+
+@router.post("", status_code=201, dependencies=[WriteAccess])
+def submit_run(
+    spec: JobSpec,
+    response: Response,
+    settings: SettingsDep,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> RunOut:
+    """Store the run, then enqueue it; a repeated Idempotency-Key returns the first run."""
+    check_spec_paths(spec, settings)
+    run, is_new = runs.create_run(
+        spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key
+    )
+    if is_new:
+        enqueue_run(run.id, queue=run.queue)
+    else:
+        response.status_code = 200
+    response.headers["Location"] = f"/api/runs/{run.id}"
+    return run_out(run)
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        return datetime.fromisoformat(created), run_id
+    except ValueError as exc:
+        raise ApiError(400, "bad_cursor", "cursor is not one this API returned") from exc
+
+
+def _encode_cursor(run: Run) -> str:
+    return base64.urlsafe_b64encode(f"{run.created_at.isoformat()}|{run.id}".encode()).decode()
+
+
+@router.get("", dependencies=[ReadAccess])
+def list_runs(
+    status: RunStatus | None = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> RunList:
+    """Newest first, filtered by status and name; follow next_cursor for the next page."""
+    page = runs.list_runs(
+        status=status, query=q, limit=limit, cursor=_decode_cursor(cursor) if cursor else None
+    )
+    next_cursor = _encode_cursor(page[-1]) if len(page) == limit else None
+    return RunList(items=[run_out(r) for r in page], next_cursor=next_cursor)
+
+
+@router.get("/{run_id}", dependencies=[ReadAccess])
+def get_run(run: RunDep) -> RunOut:
+    return run_out(run)
+
+
+@router.post("/{run_id}/cancel", dependencies=[WriteAccess])
+def cancel_run(run: RunDep) -> RunOut:
+    """Queued runs never start; running runs stop at the next step boundary."""
+    updated = runs.request_cancel(run.id)
+    assert updated is not None
+    return run_out(updated)
+
+
+@router.get("/{run_id}/metrics", dependencies=[ReadAccess])
+def get_metrics(
+    run: RunDep,
+    after_step: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
+    keys: Annotated[str | None, Query(description="comma-separated metric names")] = None,
+) -> MetricList:
+    key_list = [k for k in keys.split(",") if k] if keys else None
+    rows = steps.list_metrics(run.id, after_step=after_step, limit=limit, keys=key_list)
+    return MetricList(items=[MetricRow(step=r["step"], metrics=r["metrics"]) for r in rows])
+
+
+@router.get("/{run_id}/logs", dependencies=[ReadAccess])
+def get_logs(run: RunDep, limit: Annotated[int, Query(ge=1, le=100_000)] = 1000) -> LogList:
+    return LogList(items=[LogRow(**row) for row in events.list_logs(run.id, limit=limit)])

@@ -1,0 +1,92 @@
+"""Service commands of the `grpo` CLI: `up` (embedded service), `migrate`.
+
+Reached from grpo.cli through a process boundary (python -m app.cli), so the library never
+imports the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app.settings import get_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def migrate() -> None:
+    """Bring the database schema to the latest migration (alembic upgrade head)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config(str(ROOT / "alembic.ini"))
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head")
+
+
+def up(*, host: str, port: int) -> int:
+    """Migrate, then run one worker and the API until Ctrl-C; stop both cleanly."""
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    migrate()
+    env = {**os.environ, "GRPO_DATA_DIR": str(settings.data_dir.resolve())}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "--queue", settings.default_queue], env=env, cwd=ROOT
+    )
+    api = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port),
+         "--log-level", "warning"],
+        env=env, cwd=ROOT,
+    )
+    print(f"GRPO Service: dashboard at http://{host}:{port}  (data in {settings.data_dir.resolve()};"
+          " Ctrl-C stops)", flush=True)
+    return _wait_then_stop([api, worker])
+
+
+def _wait_then_stop(children: list[subprocess.Popen[bytes]]) -> int:
+    def _stop(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    code = 0
+    try:
+        while all(c.poll() is None for c in children):
+            time.sleep(0.5)
+        code = next(c.returncode for c in children if c.poll() is not None) or 1
+        print("a service process exited; stopping the others", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("\nstopping…", flush=True)
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grpo")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up_parser = sub.add_parser("up", help="start API, dashboard and one worker (embedded default)")
+    up_parser.add_argument("--host", default=None)
+    up_parser.add_argument("--port", type=int, default=None)
+    sub.add_parser("migrate", help="alembic upgrade head")
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    if args.command == "up":
+        return up(host=args.host or settings.host, port=args.port or settings.port)
+    migrate()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Settings: every URL, path and secret of the service, read from GRPO_* variables.
+
+With nothing set, the embedded default: SQLite (WAL) and Celery over kombu's filesystem
+transport, both under the data directory. Read through get_settings(); nothing else reads
+the environment.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GRPO_", extra="ignore")
+
+    data_dir: Path = Path("data")
+    """Runs' files, checkpoints, uploaded datasets, and the embedded database and broker."""
+    database_url: str | None = None
+    """SQLAlchemy URL; default sqlite:///<data_dir>/grpo.db."""
+    broker_url: str | None = None
+    """Celery broker; default filesystem:// under <data_dir>/broker."""
+    cache_dir: Path | None = None
+    """Built-in models and other caches; default ~/.cache/grpo."""
+    host: str = "127.0.0.1"
+    """Interface the server binds to; loopback unless told otherwise."""
+    port: int = 8000
+    api_tokens: str = ""
+    """Comma-separated bearer tokens; when set, every write needs one."""
+    read_requires_token: bool = False
+    """When tokens are set, also require one for reads."""
+    default_queue: str = "default"
+    """Queue a worker listens on when none is given."""
+    model_roots: str = ""
+    """Comma-separated directories that local model paths in a spec may point into."""
+    max_body_bytes: int = 1_000_000
+    """Largest request body accepted."""
+    stream_poll_seconds: float = Field(0.5, gt=0)
+    """How often a live stream re-reads the database when nothing wakes it."""
+    heartbeat_seconds: float = Field(5.0, gt=0)
+    """How often a running job refreshes its heartbeat."""
+    stale_after_seconds: float = Field(60.0, gt=0)
+    """A running run whose heartbeat is older than this has lost its worker."""
+    max_retries: int = Field(3, ge=0)
+    """Requeues of a run whose worker died before it is marked failed."""
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'grpo.db'}"
+
+    @property
+    def resolved_broker_url(self) -> str:
+        return self.broker_url or "filesystem://"
+
+    @property
+    def is_filesystem_broker(self) -> bool:
+        return self.resolved_broker_url.startswith("filesystem://")
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.data_dir.resolve() / "broker"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir.resolve() / "runs"
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.data_dir.resolve() / "datasets"
+
+    @property
+    def resolved_cache_dir(self) -> Path:
+        return self.cache_dir or Path.home() / ".cache" / "grpo"
+
+    @property
+    def token_list(self) -> list[str]:
+        return [t.strip() for t in self.api_tokens.split(",") if t.strip()]
+
+    @property
+    def model_root_list(self) -> list[Path]:
+        return [Path(p.strip()).resolve() for p in self.model_roots.split(",") if p.strip()]
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

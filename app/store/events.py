@@ -1,0 +1,56 @@
+"""The run's event log and log lines: what live streams replay, in id order.
+
+Knows nothing of HTTP: the stream endpoint turns these rows into Server-Sent Events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from app.store.db import session_scope
+from app.store.models import Event, LogLine, utcnow
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    id: int
+    kind: str
+    payload: dict[str, Any]
+
+
+def add_log(run_id: str, level: str, message: str) -> None:
+    """Store a log line and its event in one transaction."""
+    level = level.lower() if level.lower() in LOG_LEVELS else "info"
+    now = utcnow()
+    with session_scope() as session:
+        session.add(LogLine(run_id=run_id, level=level, message=message, created_at=now))
+        payload = {"level": level, "message": message, "created_at": now.isoformat()}
+        session.add(Event(run_id=run_id, kind="log", payload=payload, created_at=now))
+
+
+def events_after(run_id: str, after_id: int, *, limit: int = 500) -> list[StoredEvent]:
+    stmt = (
+        select(Event.id, Event.kind, Event.payload)
+        .where(Event.run_id == run_id, Event.id > after_id)
+        .order_by(Event.id)
+        .limit(limit)
+    )
+    with session_scope() as session:
+        return [StoredEvent(i, k, p) for i, k, p in session.execute(stmt).all()]
+
+
+def list_logs(run_id: str, *, limit: int = 1000) -> list[dict[str, Any]]:
+    stmt = (
+        select(LogLine.level, LogLine.message, LogLine.created_at)
+        .where(LogLine.run_id == run_id)
+        .order_by(LogLine.id)
+        .limit(limit)
+    )
+    with session_scope() as session:
+        rows = session.execute(stmt).all()
+    return [{"level": lv, "message": m, "created_at": c.isoformat()} for lv, m, c in rows]

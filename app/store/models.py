@@ -1,0 +1,174 @@
+"""Tables: runs, their steps, groups, samples, log lines, events, checkpoints, datasets.
+
+The database is the log: everything a run produced is a row here, and live streams read
+the `event` table in id order. Alembic migrations in migrations/ create this schema.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+FINAL_STATUSES = ("succeeded", "failed", "cancelled")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Run(Base):
+    __tablename__ = "run"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    package_version: Mapped[str] = mapped_column(String(40))
+    queue: Mapped[str] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    total_steps: Mapped[int] = mapped_column(Integer)
+    last_metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    device: Mapped[str | None] = mapped_column(String(100))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    is_cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_run_status_created", "status", "created_at"),
+        Index("ix_run_created", "created_at", "id"),
+    )
+
+
+class StepMetric(Base):
+    __tablename__ = "step_metric"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    advantage_histogram: Mapped[list[Any]] = mapped_column(JSON)
+    reward_histogram: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("run_id", "step", name="uq_step_metric_run_step"),)
+
+
+class StepGroup(Base):
+    __tablename__ = "step_group"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    index: Mapped[int] = mapped_column(Integer)
+    prompt_id: Mapped[str] = mapped_column(String(200))
+    prompt: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str] = mapped_column(Text)
+    rewards: Mapped[list[Any]] = mapped_column(JSON)
+    advantages: Mapped[list[Any]] = mapped_column(JSON)
+    reward_mean: Mapped[float] = mapped_column(Float)
+    reward_std: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(String(16))
+    """all_fail, all_pass or mixed."""
+    has_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    has_completions: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "step", "index", name="uq_step_group_run_step_index"),
+        Index("ix_step_group_run_prompt", "run_id", "prompt_id"),
+    )
+
+
+class Sample(Base):
+    __tablename__ = "sample"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    group_index: Mapped[int] = mapped_column(Integer)
+    position: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    num_tokens: Mapped[int] = mapped_column(Integer)
+    is_truncated: Mapped[bool] = mapped_column(Boolean)
+    rewards: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reward: Mapped[float] = mapped_column(Float)
+    advantage: Mapped[float] = mapped_column(Float)
+    kl: Mapped[float] = mapped_column(Float)
+    token_kls: Mapped[list[Any] | None] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_sample_run_step_group", "run_id", "step", "group_index"),)
+
+
+class LogLine(Base):
+    __tablename__ = "log_line"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    level: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Event(Base):
+    """The run's log in order: what a live stream replays after Last-Event-ID."""
+
+    __tablename__ = "event"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))
+    """step, status or log."""
+    step: Mapped[int | None] = mapped_column(Integer)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (Index("ix_event_run_id", "run_id", "id"),)
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoint"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Dataset(Base):
+    __tablename__ = "dataset"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    num_records: Mapped[int] = mapped_column(Integer)
+    num_bytes: Mapped[int] = mapped_column(BigInteger)
+    fields: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

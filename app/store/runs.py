@@ -1,0 +1,174 @@
+"""Run rows: create, read, list, and every status transition (each one also an event).
+
+The only code that moves a run's status. Knows nothing of HTTP or Celery.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.store.db import session_scope
+from app.store.models import FINAL_STATUSES, Event, Run, utcnow
+from grpo.spec import JobSpec
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """The run as every client sees it (API body, status events)."""
+    return {
+        "id": run.id,
+        "name": run.name,
+        "status": run.status,
+        "spec": run.spec,
+        "package_version": run.package_version,
+        "step": run.step,
+        "total_steps": run.total_steps,
+        "last_metrics": run.last_metrics,
+        "error": run.error,
+        "worker": run.worker,
+        "device": run.device,
+        "attempts": run.attempts,
+        "is_cancel_requested": run.is_cancel_requested,
+        "created_at": _iso(run.created_at),
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "heartbeat_at": _iso(run.heartbeat_at),
+    }
+
+
+def add_status_event(session: Session, run: Run) -> None:
+    session.flush()
+    session.add(Event(run_id=run.id, kind="status", payload=run_summary(run)))
+
+
+def create_run(
+    spec: JobSpec, *, package_version: str, idempotency_key: str | None = None
+) -> tuple[Run, bool]:
+    """Insert a queued run; with an idempotency key already used, return that run instead.
+
+    Returns (run, is_new).
+    """
+    if idempotency_key:
+        existing = find_by_idempotency_key(idempotency_key)
+        if existing:
+            return existing, False
+    run = Run(
+        id=uuid.uuid4().hex[:16],
+        name=spec.display_name,
+        status="queued",
+        spec=spec.model_dump(mode="json"),
+        package_version=package_version,
+        queue=spec.resources.queue,
+        idempotency_key=idempotency_key,
+        step=0,
+        total_steps=spec.max_steps,
+        attempts=0,
+        is_cancel_requested=False,
+        created_at=utcnow(),
+    )
+    try:
+        with session_scope() as session:
+            session.add(run)
+            add_status_event(session, run)
+    except IntegrityError:
+        # Two retries raced on one key: the other insert won; return its run.
+        existing = find_by_idempotency_key(idempotency_key or "")
+        if existing is None:
+            raise
+        return existing, False
+    return run, True
+
+
+def find_by_idempotency_key(key: str) -> Run | None:
+    with session_scope() as session:
+        return session.scalar(select(Run).where(Run.idempotency_key == key))
+
+
+def get_run(run_id: str) -> Run | None:
+    with session_scope() as session:
+        return session.get(Run, run_id)
+
+
+def list_runs(
+    *, status: str | None = None, query: str | None = None, limit: int = 50,
+    cursor: tuple[datetime, str] | None = None,
+) -> list[Run]:
+    """Newest first; `cursor` is the (created_at, id) of the last run of the previous page."""
+    stmt = select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+    if status:
+        stmt = stmt.where(Run.status == status)
+    if query:
+        stmt = stmt.where(Run.name.ilike(f"%{query}%"))
+    if cursor:
+        created_at, run_id = cursor
+        stmt = stmt.where(
+            or_(Run.created_at < created_at, (Run.created_at == created_at) & (Run.id < run_id))
+        )
+    with session_scope() as session:
+        return list(session.scalars(stmt))
+
+
+def claim_run(run_id: str, *, worker: str, device: str) -> Run | None:
+    """Move a queued run to running for this worker; None when it is not queued (idempotent)."""
+    now = utcnow()
+    with session_scope() as session:
+        result = session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.status == "queued", Run.is_cancel_requested.is_(False))
+            .values(status="running", worker=worker, device=device, started_at=now,
+                    heartbeat_at=now, attempts=Run.attempts + 1, error=None)
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            return None
+        run = session.get(Run, run_id)
+        assert run is not None
+        session.refresh(run)
+        add_status_event(session, run)
+        return run
+
+
+def finish_run(run_id: str, *, status: str, error: str | None = None) -> Run | None:
+    """Record a final status (succeeded, failed, cancelled) once; later calls change nothing."""
+    assert status in FINAL_STATUSES
+    with session_scope() as session:
+        run = session.get(Run, run_id, with_for_update=True)
+        if run is None or run.status in FINAL_STATUSES:
+            return run
+        run.status = status
+        run.error = error
+        run.finished_at = utcnow()
+        add_status_event(session, run)
+        return run
+
+
+def request_cancel(run_id: str) -> Run | None:
+    """Queued runs become cancelled now; running ones stop at the next step boundary."""
+    with session_scope() as session:
+        run = session.get(Run, run_id, with_for_update=True)
+        if run is None or run.status in FINAL_STATUSES:
+            return run
+        run.is_cancel_requested = True
+        if run.status == "queued":
+            run.status = "cancelled"
+            run.finished_at = utcnow()
+        add_status_event(session, run)
+        return run
+
+
+def is_cancel_requested(run_id: str) -> bool:
+    with session_scope() as session:
+        return bool(session.scalar(select(Run.is_cancel_requested).where(Run.id == run_id)))
+
+
+def touch_heartbeat(run_id: str) -> None:
+    with session_scope() as session:
+        session.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=utcnow()))

@@ -1,0 +1,127 @@
+"""Step rows: one StepReport becomes step, group, sample and event rows in one transaction.
+
+A rewritten step (a run resumed from an earlier checkpoint replays it) replaces the old
+rows, never duplicates them. Inserts are batched: one round trip per table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.orm import Session
+
+from app.store.db import session_scope
+from app.store.models import Event, Run, Sample, StepGroup, StepMetric
+from grpo.report import GroupReport, StepReport
+
+SUMMARY_KEYS = ("reward", "reward_std", "kl", "loss")
+
+
+def group_outcome(rewards: list[float]) -> str:
+    """all_fail (every reward <= 0), all_pass (all equal and > 0) or mixed."""
+    if all(r <= 0 for r in rewards):
+        return "all_fail"
+    if max(rewards) == min(rewards):
+        return "all_pass"
+    return "mixed"
+
+
+def save_step(run_id: str, report: StepReport) -> None:
+    """Write one step (replacing an earlier write of the same step) and its event."""
+    with session_scope() as session:
+        _delete_step(session, run_id, report.step)
+        session.execute(insert(StepMetric), [_metric_row(run_id, report)])
+        if report.groups:
+            session.execute(insert(StepGroup), [_group_row(run_id, report.step, g) for g in report.groups])
+        samples = [row for g in report.groups for row in _sample_rows(run_id, report.step, g)]
+        if samples:
+            session.execute(insert(Sample), samples)
+        session.add(Event(run_id=run_id, kind="step", step=report.step, payload=step_payload(report)))
+        run = session.get(Run, run_id)
+        if run is not None:
+            run.step = report.step
+            run.last_metrics = {k: report.scalars[k] for k in SUMMARY_KEYS if k in report.scalars}
+
+
+def _delete_step(session: Session, run_id: str, step: int) -> None:
+    for table in (StepMetric, StepGroup, Sample):
+        session.execute(delete(table).where(table.run_id == run_id, table.step == step))
+    session.execute(
+        delete(Event).where(Event.run_id == run_id, Event.kind == "step", Event.step == step)
+    )
+
+
+def step_payload(report: StepReport) -> dict[str, Any]:
+    return {
+        "step": report.step,
+        "metrics": report.scalars,
+        "advantage_histogram": report.advantage_histogram,
+        "reward_histogram": report.reward_histogram,
+    }
+
+
+def _metric_row(run_id: str, report: StepReport) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "step": report.step,
+        "metrics": report.scalars,
+        "advantage_histogram": report.advantage_histogram,
+        "reward_histogram": report.reward_histogram,
+    }
+
+
+def _group_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
+    completions = group.completions or []
+    return {
+        "run_id": run_id,
+        "step": step,
+        "index": group.index,
+        "prompt_id": group.prompt_id,
+        "prompt": group.prompt,
+        "answer": group.answer,
+        "rewards": group.rewards,
+        "advantages": group.advantages,
+        "reward_mean": group.reward_mean,
+        "reward_std": group.reward_std,
+        "outcome": group_outcome(group.rewards),
+        "has_truncated": any(c.is_truncated for c in completions),
+        "has_completions": bool(completions),
+    }
+
+
+def _sample_rows(run_id: str, step: int, group: GroupReport) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": run_id,
+            "step": step,
+            "group_index": group.index,
+            "position": position,
+            "text": c.text,
+            "num_tokens": c.num_tokens,
+            "is_truncated": c.is_truncated,
+            "rewards": c.rewards,
+            "reward": c.reward,
+            "advantage": c.advantage,
+            "kl": c.kl,
+            "token_kls": c.token_kls,
+        }
+        for position, c in enumerate(group.completions or [])
+    ]
+
+
+def list_metrics(
+    run_id: str, *, after_step: int = 0, limit: int = 100_000, keys: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Step scalars in step order, optionally only some keys."""
+    stmt = (
+        select(StepMetric.step, StepMetric.metrics)
+        .where(StepMetric.run_id == run_id, StepMetric.step > after_step)
+        .order_by(StepMetric.step)
+        .limit(limit)
+    )
+    with session_scope() as session:
+        rows = session.execute(stmt).all()
+    if keys:
+        return [{"step": s, "metrics": {k: m[k] for k in keys if k in m}} for s, m in rows]
+    return [{"step": s, "metrics": m} for s, m in rows]

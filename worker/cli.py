@@ -1,0 +1,31 @@
+"""`grpo worker`: a Celery worker with the defaults a GPU job needs (solo pool, one job)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.settings import get_settings
+from worker.celery_app import celery_app
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="grpo worker")
+    parser.add_argument("--queue", "-Q", default=None, help="queue(s) to consume, comma-separated")
+    parser.add_argument("--loglevel", "-l", default="INFO")
+    parser.add_argument("--hostname", "-n", default=None)
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    worker_args = [
+        "worker", "--pool", "solo", "--concurrency", "1", "--prefetch-multiplier", "1",
+        "--queues", args.queue or settings.default_queue, "--loglevel", args.loglevel,
+        "--without-mingle", "--without-gossip",
+    ]
+    if args.hostname:
+        worker_args += ["--hostname", args.hostname]
+    celery_app.worker_main(worker_args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,73 @@
+"""One training job: claim the run, train it with grpo.Trainer, sink every step to the store.
+
+A duplicate delivery of a run that is not queued does nothing. Errors become a failed run
+with a message a user understands; the worker process goes on to the next job.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from functools import partial
+
+from app.settings import get_settings
+from app.store import events, runs, steps
+from grpo.report import StepReport
+from grpo.spec import JobSpec
+from grpo.trainer import Trainer
+from worker.errors import describe_error
+
+log = logging.getLogger(__name__)
+
+
+def run_job(run_id: str) -> None:
+    settings = get_settings()
+    run = runs.claim_run(run_id, worker=socket.gethostname(), device=_device_label())
+    if run is None:
+        log.info("run %s is not queued; nothing to do", run_id)
+        return
+    stop_heartbeat = _start_heartbeat(run_id, settings.heartbeat_seconds)
+    try:
+        trainer = Trainer(
+            JobSpec.model_validate(run.spec),
+            workdir=settings.runs_dir / run_id,
+            cache_dir=settings.resolved_cache_dir,
+            datasets_dir=settings.datasets_dir,
+            log=partial(events.add_log, run_id),
+        )
+        result = trainer.fit(
+            partial(_sink_step, run_id),
+            should_stop=partial(runs.is_cancel_requested, run_id),
+        )
+        runs.finish_run(run_id, status="cancelled" if result.is_stopped else "succeeded")
+    except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
+        message = describe_error(exc)
+        log.exception("run %s failed", run_id)
+        events.add_log(run_id, "error", message)
+        runs.finish_run(run_id, status="failed", error=message)
+    finally:
+        stop_heartbeat()
+
+
+def _sink_step(run_id: str, report: StepReport) -> None:
+    steps.save_step(run_id, report)
+
+
+def _start_heartbeat(run_id: str, every_seconds: float) -> "partial[None]":
+    stopped = threading.Event()
+
+    def beat() -> None:
+        while not stopped.wait(every_seconds):
+            runs.touch_heartbeat(run_id)
+
+    threading.Thread(target=beat, name=f"heartbeat-{run_id}", daemon=True).start()
+    return partial(stopped.set)
+
+
+def _device_label() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda ({torch.cuda.get_device_name(0)})"
+    return "cpu"
