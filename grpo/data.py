@@ -1,0 +1,203 @@
+"""Prompts and reference answers: the built-in arithmetic task, JSONL files, uploaded
+datasets and `datasets` hub sources; prompt formatting; the per-step prompt order.
+
+The order is a pure function of (examples, seed, step), so a run resumed at step k sees
+exactly the prompts the uninterrupted run saw, without saved sampler state. Knows nothing
+of models, HTTP or SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo.spec import DataSpec
+
+ARITH_SEED = 20240101
+ARITH_MAX_OPERAND = 99
+"""Operands are drawn from 0..ARITH_MAX_OPERAND; operators are + and - (a >= b, so no
+negative answers)."""
+ARITH_OPERATORS = ("+", "-")
+ARITH_TEST_SIZE = 400
+
+R1_TEMPLATE = (
+    "A conversation between User and Assistant. The user asks a question, and the "
+    "Assistant solves it. The Assistant first thinks about the reasoning process in the "
+    "mind and then provides the User with the answer. The reasoning process and answer "
+    "are enclosed within <think> </think> and <answer> </answer> tags, respectively, i.e., "
+    "<think> reasoning process here </think> <answer> answer here </answer>. "
+    "User: {prompt}. Assistant:"
+)
+"""DeepSeek-R1-Zero's training template (DeepSeek-AI 2025, Table 1); `{prompt}` is replaced."""
+
+_DATASET_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One prompt with its reference answer; `id` is stable within its source."""
+
+    id: str
+    prompt: str
+    answer: str
+
+
+def arith_problems() -> list[tuple[int, str, int]]:
+    """Every (a, op, b) problem of the task, in one seeded order (train and test cut it)."""
+    problems = [
+        (a, op, b)
+        for op in ARITH_OPERATORS
+        for a in range(ARITH_MAX_OPERAND + 1)
+        for b in range(ARITH_MAX_OPERAND + 1)
+        if op == "+" or a >= b
+    ]
+    random.Random(ARITH_SEED).shuffle(problems)
+    return problems
+
+
+def arith_examples(split: str) -> list[Example]:
+    """The built-in task: `23+45=` → `68`. Test is the first ARITH_TEST_SIZE problems."""
+    problems = arith_problems()
+    match split:
+        case "test":
+            chosen = problems[:ARITH_TEST_SIZE]
+        case "train":
+            chosen = problems[ARITH_TEST_SIZE:]
+        case _:
+            raise ValueError(f"builtin:arith has splits 'train' and 'test', not {split!r}")
+    examples = []
+    for a, op, b in chosen:
+        answer = a + b if op == "+" else a - b
+        examples.append(Example(id=f"{a}{op}{b}", prompt=f"{a}{op}{b}=", answer=str(answer)))
+    return examples
+
+
+def _record_example(record: Any, data: DataSpec, *, where: str, index: int) -> Example:
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    for field in (data.prompt_field, data.answer_field):
+        if field not in record:
+            raise ValueError(f"{where}: missing field {field!r} (has {sorted(record)})")
+    prompt = record[data.prompt_field]
+    if not isinstance(prompt, str):
+        raise ValueError(f"{where}: field {data.prompt_field!r} must be a string")
+    answer = record[data.answer_field]
+    answer_text = answer if isinstance(answer, str) else json.dumps(answer)
+    return Example(id=str(record.get("id", index)), prompt=prompt, answer=answer_text)
+
+
+def jsonl_examples(path: Path, data: DataSpec) -> list[Example]:
+    """One example per non-blank line; errors name the file and the line."""
+    if not path.is_file():
+        raise ValueError(f"dataset file {str(path)!r} does not exist")
+    examples = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: invalid JSON ({exc.msg})") from exc
+            examples.append(_record_example(record, data, where=where, index=line_no))
+    if not examples:
+        raise ValueError(f"dataset is empty: {path}")
+    return examples
+
+
+def uploaded_dataset_path(dataset_id: str, datasets_dir: Path | None) -> Path:
+    """`datasets_dir/<id>.jsonl`; the id pattern keeps the path inside datasets_dir."""
+    if datasets_dir is None:
+        raise ValueError("dataset:<id> sources need a datasets directory")
+    if not _DATASET_ID.fullmatch(dataset_id):
+        raise ValueError(f"invalid dataset id {dataset_id!r}: use letters, digits, _ and -")
+    return Path(datasets_dir) / f"{dataset_id}.jsonl"
+
+
+def hub_examples(name: str, split: str, data: DataSpec) -> list[Example]:
+    """`hf:<name>` or `hf:<name>:<config>` through the `datasets` package."""
+    try:
+        import datasets  # optional: only hub sources need it
+    except ImportError as exc:
+        raise ValueError(
+            f"source hf:{name} needs the `datasets` package (pip install datasets)"
+        ) from exc
+    repo, _, config = name.partition(":")
+    rows = datasets.load_dataset(repo, config or None, split=split)
+    examples = [
+        _record_example(row, data, where=f"hf:{name}[{split}] row {i}", index=i)
+        for i, row in enumerate(rows)
+    ]
+    if not examples:
+        raise ValueError(f"dataset is empty: hf:{name}[{split}]")
+    return examples
+
+
+def load_examples(
+    data: DataSpec, *, split: str | None = None, datasets_dir: Path | None = None
+) -> list[Example]:
+    """Examples of `data.source` (split defaults to `data.split`; single files have one)."""
+    split = split or data.split
+    source = data.source
+    if source == "builtin:arith":
+        return arith_examples(split)
+    if source.startswith("builtin:"):
+        raise ValueError(f"unknown built-in task {source!r}")
+    if source.startswith("dataset:"):
+        return jsonl_examples(uploaded_dataset_path(source[len("dataset:") :], datasets_dir), data)
+    if source.startswith("hf:"):
+        return hub_examples(source[len("hf:") :], split, data)
+    return jsonl_examples(Path(source).expanduser(), data)
+
+
+def format_prompt(example: Example, data: DataSpec, tokenizer: Any) -> str:
+    """The policy's text: the template filled in, then the chat template if asked and present."""
+    # replace, not str.format: user prompts may hold braces
+    text = data.prompt_template.replace("{prompt}", example.prompt)
+    if data.use_chat_template and getattr(tokenizer, "chat_template", None):
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
+        return str(rendered)
+    return text
+
+
+def epoch_order(num_examples: int, *, seed: int, epoch: int) -> list[int]:
+    """A seeded permutation of 0..n-1 for one epoch (str seeds hash with SHA-512: stable)."""
+    order = list(range(num_examples))
+    random.Random(f"grpo-data:{seed}:{epoch}").shuffle(order)
+    return order
+
+
+class PromptSampler:
+    """Batch k = positions (k-1)·B .. k·B-1 of the endless sequence of seeded epochs."""
+
+    def __init__(self, examples: list[Example], *, batch_size: int, seed: int) -> None:
+        if not examples:
+            raise ValueError("dataset is empty")
+        self.examples = examples
+        self.batch_size = batch_size
+        self.seed = seed
+        self._orders: dict[int, list[int]] = {}
+
+    def _order(self, epoch: int) -> list[int]:
+        if epoch not in self._orders:
+            self._orders = {epoch: epoch_order(len(self.examples), seed=self.seed, epoch=epoch)}
+        return self._orders[epoch]
+
+    def batch(self, step: int) -> list[Example]:
+        """The B examples of 1-based `step` (the numbering of StepReport.step)."""
+        if step < 1:
+            raise ValueError(f"steps are 1-based, got {step}")
+        n = len(self.examples)
+        start = (step - 1) * self.batch_size
+        batch = []
+        for position in range(start, start + self.batch_size):
+            epoch, offset = divmod(position, n)
+            batch.append(self.examples[self._order(epoch)[offset]])
+        return batch

@@ -1,0 +1,212 @@
+"""Loading the policy: built-in tiny models, local directories and Hugging Face ids.
+
+Built-in models are materialised once into the cache directory (config, weights and
+tokenizer written with `save_pretrained`) and then always loaded back through
+`AutoModelForCausalLM` / `AutoTokenizer`, the same path any hub id or local directory
+takes. Also picks the device and says whether it computes in bf16. Knows nothing of GRPO.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.utils import logging as hf_logging
+
+from grpo.tokenizer import build_char_tokenizer
+
+TINY_VERSION = "v1"
+"""Bump when the built-in architecture or its initialisation changes (new cache dir)."""
+TINY_SEED = 1234
+
+
+def tiny_config(vocab_size: int, *, pad_id: int, bos_id: int, eos_id: int) -> LlamaConfig:
+    """A small Llama: 4 layers, 4 heads, width 128, tied embeddings, no dropout."""
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=128,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        attention_dropout=0.0,
+        pad_token_id=pad_id,
+        bos_token_id=bos_id,
+        eos_token_id=eos_id,
+    )
+
+
+def build_tiny(target: Path) -> None:
+    """Write the seeded, randomly initialised built-in model and its tokenizer to `target`."""
+    tokenizer = build_char_tokenizer()
+    config = tiny_config(
+        len(tokenizer),
+        pad_id=tokenizer.pad_token_id,
+        bos_id=tokenizer.bos_token_id,
+        eos_id=tokenizer.eos_token_id,
+    )
+    # Seed in a forked RNG scope so building the model never disturbs the caller's RNG.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(TINY_SEED)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Exclusive advisory lock held for the block (blocks until free)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def materialise(target: Path, build: Callable[[Path], None]) -> Path:
+    """Run `build` into a temp dir next to `target` and rename it into place, once.
+
+    Safe across processes: a file lock serialises builders, the rename is atomic, so a
+    reader sees either no directory or a complete one.
+    """
+    if (target / "config.json").is_file():
+        return target
+    with _file_lock(target.with_name(target.name + ".lock")):
+        if (target / "config.json").is_file():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
+        try:
+            build(tmp)
+            if target.exists():  # an incomplete leftover from a killed builder
+                shutil.rmtree(target)
+            tmp.rename(target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def builtin_dir(name: str, cache_dir: Path, *, progress: bool) -> Path:
+    """Directory of a built-in model, created on first use."""
+    tiny = materialise(cache_dir / f"builtin-tiny-{TINY_VERSION}", build_tiny)
+    if name == "builtin:tiny":
+        return tiny
+    if name == "builtin:tiny-arith":
+        from grpo.warmup import RECIPE_VERSION, build_tiny_arith
+
+        target = cache_dir / f"builtin-tiny-arith-{RECIPE_VERSION}"
+        return materialise(target, lambda tmp: build_tiny_arith(tiny, tmp, progress=progress))
+    raise ValueError(f"unknown built-in model {name!r}")
+
+
+@contextmanager
+def _progress_bars(enabled: bool) -> Iterator[None]:
+    """Silence transformers' loading bars for the block when not `enabled`."""
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    if not enabled:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def resolve_model_path(name: str, cache_dir: Path, *, progress: bool) -> str:
+    """What to hand to `from_pretrained`: a built-in's directory, a local dir, or the hub id."""
+    if name.startswith("builtin:"):
+        return str(builtin_dir(name, cache_dir, progress=progress))
+    path = Path(name).expanduser()
+    is_path_like = name.startswith(("/", ".", "~")) or path.exists()
+    if not is_path_like:
+        return name
+    if not path.is_dir():
+        raise ValueError(f"model path {str(path)!r} does not exist or is not a directory")
+    if not (path / "config.json").is_file():
+        raise ValueError(f"model path {str(path)!r} has no config.json")
+    return str(path)
+
+
+def load_policy(
+    name: str,
+    *,
+    cache_dir: Path,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Model (fp32 master weights, eval mode) and tokenizer (left padding) on `device`."""
+    with _progress_bars(progress):
+        source = resolve_model_path(name, Path(cache_dir), progress=progress)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+        except OSError as exc:
+            raise ValueError(
+                f"cannot load model {name!r}: not a built-in, not a local directory, and "
+                f"not available from the Hugging Face cache or hub ({exc})"
+            ) from exc
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        # Many causal LMs ship without a pad token; masked positions never reach the loss.
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    return model.to(device), tokenizer
+
+
+def pick_device(device: str) -> torch.device:
+    """`auto` → CUDA when present, else CPU; `cuda[:N]` must exist."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    picked = torch.device(device)
+    if picked.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but CUDA is not available")
+        index = picked.index or 0
+        if index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device {device!r} requested but only {torch.cuda.device_count()} GPU(s) exist"
+            )
+    elif picked.type != "cpu":
+        raise ValueError(f"unsupported device {device!r}; use auto, cpu or cuda[:N]")
+    return picked
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def supports_bf16(device: torch.device | str) -> bool:
+    """Whether bf16 compute is native (and so fast) on `device`."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    # Without AVX-512 BF16 or AMX, CPU bf16 is emulated and slower than fp32.
+    capability = torch.backends.cpu.get_cpu_capability()
+    if "BF16" in capability or "AMX" in capability:
+        return True
+    return bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
