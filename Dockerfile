@@ -1,0 +1,15 @@
+# One image for the API and the workers. For GPU workers pick a CUDA torch build:
+#   docker compose build --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
+FROM python:3.11-slim
+ARG TORCH_SPEC=torch==2.13.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+WORKDIR /srv/grpo
+RUN pip install --no-cache-dir "${TORCH_SPEC}" --index-url "${TORCH_INDEX_URL}"
+COPY pyproject.toml README.md alembic.ini ./
+COPY app app
+COPY worker worker
+COPY grpo grpo
+COPY migrations migrations
+COPY examples examples
+RUN pip install --no-cache-dir -e .
+EXPOSE 8000

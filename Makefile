@@ -1,0 +1,51 @@
+# GRPO Service: the two commands of the README's Quick start, and what they build on.
+#   make up    install into .venv and start API + dashboard + one worker (embedded default)
+#   make test  install test extras and run the whole suite
+# TORCH_SPEC picks the torch build (default: the CPU wheel torch==2.13.0); on a GPU machine e.g.
+#   make up TORCH_SPEC="torch==2.13.0" TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
+PYTEST_ARGS ?=
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+
+.PHONY: up test install install-test lint bench clean
+
+up: install
+	$(BIN)/grpo up
+
+test: install-test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.torch: | $(BIN)/python
+	$(PIP) install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.torch
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(PIP) install -q -e ".[test]"
+	touch $@
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/mypy app worker grpo
+
+bench: install-test
+	$(PIP) install -q -e ".[bench]"
+	$(BIN)/python bench/vs_trl.py
+	$(BIN)/python bench/api.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

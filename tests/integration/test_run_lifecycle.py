@@ -1,0 +1,84 @@
+"""A real run through every layer: REST -> SQL -> Celery worker -> SQL -> metrics and SSE."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from tests.integration.conftest import tiny_spec
+from tests.sse import read_events
+from tests.stack import Stack
+
+FINAL = {"succeeded", "failed", "cancelled"}
+
+
+def wait_for_final(client: httpx.Client, run_id: str, timeout: float = 300) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = client.get(f"/api/runs/{run_id}").json()
+        if run["status"] in FINAL:
+            return run
+        time.sleep(0.5)
+    raise TimeoutError(f"run {run_id} still {run['status']} after {timeout}s")
+
+
+def test_submitted_run_trains_and_stores_every_step_once(stack: Stack) -> None:
+    with stack.client() as client:
+        response = client.post("/api/runs", json=tiny_spec(stack, max_steps=3))
+        assert response.status_code == 201, response.text
+        run_id = response.json()["id"]
+        assert response.headers["location"] == f"/api/runs/{run_id}"
+        assert response.json()["status"] == "queued"
+
+        run = wait_for_final(client, run_id)
+        assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+        assert (run["step"], run["total_steps"]) == (3, 3)
+        assert run["started_at"] and run["finished_at"] and run["worker"]
+
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+        assert [m["step"] for m in metrics] == [1, 2, 3]
+        for row in metrics:
+            for key in ("reward", "reward_std", "kl", "loss", "completions/mean_length", "time/step"):
+                assert key in row["metrics"], key
+            assert row["metrics"]["time/step"] > 0
+
+
+def test_event_stream_replays_from_the_database_and_resumes_without_gaps(stack: Stack) -> None:
+    with stack.client() as client:
+        run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=3)).json()["id"]
+        everything = read_events(client, f"/api/runs/{run_id}/events")
+        assert everything[-1].kind == "end"
+        events = everything[:-1]
+        ids = [e.id for e in events]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
+        assert [e.data["step"] for e in events if e.kind == "step"] == [1, 2, 3]
+        statuses = [e.data["status"] for e in events if e.kind == "status"]
+        assert statuses[0] == "queued" and statuses[-1] == "succeeded" and "running" in statuses
+
+        # A client that dropped after the third event resumes exactly after it.
+        resumed = read_events(client, f"/api/runs/{run_id}/events", last_event_id=ids[2])
+        assert [e.id for e in resumed[:-1]] == ids[3:]
+
+
+def test_metrics_query_filters_keys_and_steps(stack: Stack) -> None:
+    with stack.client() as client:
+        run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=3)).json()["id"]
+        assert wait_for_final(client, run_id)["status"] == "succeeded"
+        rows = client.get(f"/api/runs/{run_id}/metrics", params={"after_step": 1, "keys": "reward,kl"}).json()
+        assert [r["step"] for r in rows["items"]] == [2, 3]
+        assert all(set(r["metrics"]) == {"reward", "kl"} for r in rows["items"])
+
+
+def test_health_reports_database_and_broker(stack: Stack) -> None:
+    body = httpx.get(f"{stack.url}/api/health").json()
+    assert body == {**body, "status": "ok", "database": True, "broker": True}
+
+
+def test_bad_spec_is_rejected_at_submit_naming_the_field(stack: Stack) -> None:
+    with stack.client() as client:
+        before = [r["id"] for r in client.get("/api/runs").json()["items"]]
+        response = client.post("/api/runs", json=tiny_spec(stack, num_generations=1))
+        assert response.status_code == 422
+        assert response.json()["error"]["fields"][0]["loc"] == "num_generations"
+        assert [r["id"] for r in client.get("/api/runs").json()["items"]] == before

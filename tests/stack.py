@@ -1,0 +1,148 @@
+"""Start the real service for tests: migrations, a `celery worker` process and uvicorn.
+
+Used by integration and browser tests; nothing here mocks our code.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    """A running service: its URL, its environment, and its processes."""
+
+    url: str
+    env: dict[str, str]
+    data_dir: Path
+    queue: str
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
+
+    def start_worker(self, name: str = "worker") -> subprocess.Popen[bytes]:
+        log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "worker.cli", "--queue", self.queue, "--hostname",
+             f"{name}-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        self.processes[name] = proc
+        return proc
+
+    def start_api(self) -> None:
+        port = int(self.url.rsplit(":", 1)[1])
+        log = open(self.data_dir / "api.log", "ab")  # noqa: SIM115
+        self.processes["api"] = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        wait_healthy(self.url)
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.data_dir.glob("*.log")
+        )
+
+
+def wait_healthy(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"service at {url} not healthy after {timeout}s")
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, env=env, check=True,
+        capture_output=True,
+    )
+
+
+def create_pg_database() -> str:
+    """A fresh PostgreSQL database for one test session; returns its URL."""
+    from sqlalchemy import create_engine, text
+
+    name = f"grpo_test_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
+def drop_pg_database(url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    name = url.rsplit("/", 1)[1]
+    engine = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    engine.dispose()
+
+
+@contextmanager
+def running_stack(
+    data_dir: Path, *, database_url: str | None = None, broker_url: str | None = None,
+    extra_env: dict[str, str] | None = None, with_worker: bool = True,
+) -> Iterator[Stack]:
+    """The embedded default when no URLs are given; PostgreSQL/Redis when they are."""
+    # Embedded brokers live in data_dir, so "default" is private; Redis is shared: isolate.
+    queue = f"q-{uuid.uuid4().hex[:8]}" if broker_url else "default"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
+    env.update({"GRPO_DATA_DIR": str(data_dir), "GRPO_DEFAULT_QUEUE": queue,
+                "PYTHONUNBUFFERED": "1", **(extra_env or {})})
+    if "GRPO_CACHE_DIR" in os.environ:
+        env["GRPO_CACHE_DIR"] = os.environ["GRPO_CACHE_DIR"]
+    if database_url:
+        env["GRPO_DATABASE_URL"] = database_url
+    if broker_url:
+        env["GRPO_BROKER_URL"] = broker_url
+    data_dir.mkdir(parents=True, exist_ok=True)
+    migrate(env)
+    stack = Stack(url=f"http://127.0.0.1:{free_port()}", env=env, data_dir=data_dir, queue=queue)
+    try:
+        stack.start_api()
+        if with_worker:
+            stack.start_worker()
+        yield stack
+    finally:
+        stack.stop()

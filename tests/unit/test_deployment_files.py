@@ -1,0 +1,40 @@
+"""The full-stack compose file is valid and wires every service to the same settings."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_compose_file_is_valid_for_docker_compose() -> None:
+    assert shutil.which("docker-compose"), "Debian's docker-compose is needed (.ci/run installs it)"
+    result = subprocess.run(
+        ["docker-compose", "-f", "docker-compose.yml", "config", "-q"], cwd=ROOT,
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_has_the_full_stack_with_healthchecks_volumes_and_a_gpu_worker() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"postgres", "redis", "api", "worker"} <= set(services)
+    assert all("healthcheck" in s for s in services.values())
+    assert set(compose["volumes"]) >= {"pgdata", "rundata"}
+    devices = services["worker"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+    for name in ("api", "worker"):
+        env = services[name]["environment"]
+        assert env["GRPO_DATABASE_URL"].startswith("postgresql") and env["GRPO_BROKER_URL"].startswith("redis")
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "make up" in quick_start and "make test" in quick_start
+    assert (ROOT / ".ci" / "run").read_text().rstrip().endswith("make test")
