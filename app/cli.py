@@ -39,12 +39,26 @@ def up(*, host: str, port: int) -> int:
         [sys.executable, "-m", "worker.cli", "--queue", settings.default_queue], env=env, cwd=ROOT
     )
     api = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port),
-         "--log-level", "warning"],
-        env=env, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.main:app",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=ROOT,
     )
-    print(f"GRPO Service: dashboard at http://{host}:{port}  (data in {settings.data_dir.resolve()};"
-          " Ctrl-C stops)", flush=True)
+    print(
+        f"GRPO Service: dashboard at http://{host}:{port}  (data in {settings.data_dir.resolve()};"
+        " Ctrl-C stops)",
+        flush=True,
+    )
     return _wait_then_stop([api, worker])
 
 

@@ -7,7 +7,17 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.api import health, presets, runs, stream
+from app.api import (
+    datasets,
+    exports,
+    health,
+    presets,
+    run_actions,
+    runs,
+    steps,
+    stream,
+    workers,
+)
 from app.api.errors import install_error_handlers
 from app.api.limits import BodySizeLimit
 from app.dashboard import routes as dashboard
@@ -19,8 +29,10 @@ STATIC_DIR = Path(__file__).parent / "static"
 def create_app() -> FastAPI:
     app = FastAPI(title="GRPO Service", version="0.1.0")
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=get_settings().max_body_bytes)
-    for module in (health, presets, runs, stream):
+    app.add_middleware(
+        BodySizeLimit, max_bytes=get_settings().max_body_bytes, exempt_prefixes=("/api/datasets",)
+    )
+    for module in (health, presets, runs, run_actions, steps, stream, exports, datasets, workers):
         app.include_router(module.router)
     app.include_router(dashboard.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

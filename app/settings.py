@@ -37,7 +37,11 @@ class Settings(BaseSettings):
     model_roots: str = ""
     """Comma-separated directories that local model paths in a spec may point into."""
     max_body_bytes: int = 1_000_000
-    """Largest request body accepted."""
+    """Largest request body accepted (datasets have their own limit)."""
+    max_dataset_bytes: int = 64_000_000
+    """Largest JSONL dataset upload."""
+    max_dataset_lines: int = 500_000
+    """Most records in one uploaded dataset."""
     stream_poll_seconds: float = Field(0.5, gt=0)
     """How often a live stream re-reads the database when nothing wakes it."""
     heartbeat_seconds: float = Field(5.0, gt=0)

@@ -6,9 +6,9 @@ from logging.config import fileConfig
 
 from alembic import context
 
+from app.settings import get_settings
 from app.store.db import make_engine
 from app.store.models import Base
-from app.settings import get_settings
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

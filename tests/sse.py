@@ -17,7 +17,11 @@ class SseEvent:
 
 
 def read_events(
-    client: httpx.Client, path: str, *, last_event_id: int | None = None, max_events: int | None = None,
+    client: httpx.Client,
+    path: str,
+    *,
+    last_event_id: int | None = None,
+    max_events: int | None = None,
     timeout: float = 300,
 ) -> list[SseEvent]:
     """Events until the server ends the stream (event `end`) or max_events arrive."""
@@ -35,7 +39,9 @@ def read_events(
                 continue
             if "data" in fields:
                 event_id = int(fields["id"]) if "id" in fields else None
-                events.append(SseEvent(event_id, fields.get("event", "message"), json.loads(fields["data"])))
+                events.append(
+                    SseEvent(event_id, fields.get("event", "message"), json.loads(fields["data"]))
+                )
                 if events[-1].kind == "end" or (max_events and len(events) >= max_events):
                     break
             fields = {}

@@ -45,9 +45,21 @@ class Stack:
     def start_worker(self, name: str = "worker") -> subprocess.Popen[bytes]:
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "--queue", self.queue, "--hostname",
-             f"{name}-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "worker.cli",
+                "--queue",
+                self.queue,
+                "--hostname",
+                f"{name}-{uuid.uuid4().hex[:6]}@%h",
+                "--loglevel",
+                "INFO",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self.processes[name] = proc
         return proc
@@ -56,9 +68,22 @@ class Stack:
         port = int(self.url.rsplit(":", 1)[1])
         log = open(self.data_dir / "api.log", "ab")  # noqa: SIM115
         self.processes["api"] = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "app.main:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         wait_healthy(self.url)
 
@@ -74,7 +99,8 @@ class Stack:
 
     def logs(self) -> str:
         return "\n".join(
-            f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.data_dir.glob("*.log")
+            f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+            for p in self.data_dir.glob("*.log")
         )
 
 
@@ -92,7 +118,10 @@ def wait_healthy(url: str, timeout: float = 60) -> None:
 
 def migrate(env: dict[str, str]) -> None:
     subprocess.run(
-        [sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, env=env, check=True,
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        cwd=ROOT,
+        env=env,
+        check=True,
         capture_output=True,
     )
 
@@ -121,15 +150,25 @@ def drop_pg_database(url: str) -> None:
 
 @contextmanager
 def running_stack(
-    data_dir: Path, *, database_url: str | None = None, broker_url: str | None = None,
-    extra_env: dict[str, str] | None = None, with_worker: bool = True,
+    data_dir: Path,
+    *,
+    database_url: str | None = None,
+    broker_url: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    with_worker: bool = True,
 ) -> Iterator[Stack]:
     """The embedded default when no URLs are given; PostgreSQL/Redis when they are."""
     # Embedded brokers live in data_dir, so "default" is private; Redis is shared: isolate.
     queue = f"q-{uuid.uuid4().hex[:8]}" if broker_url else "default"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
-    env.update({"GRPO_DATA_DIR": str(data_dir), "GRPO_DEFAULT_QUEUE": queue,
-                "PYTHONUNBUFFERED": "1", **(extra_env or {})})
+    env.update(
+        {
+            "GRPO_DATA_DIR": str(data_dir),
+            "GRPO_DEFAULT_QUEUE": queue,
+            "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
+        }
+    )
     if "GRPO_CACHE_DIR" in os.environ:
         env["GRPO_CACHE_DIR"] = os.environ["GRPO_CACHE_DIR"]
     if database_url:

@@ -17,9 +17,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     worker_args = [
-        "worker", "--pool", "solo", "--concurrency", "1", "--prefetch-multiplier", "1",
-        "--queues", args.queue or settings.default_queue, "--loglevel", args.loglevel,
-        "--without-mingle", "--without-gossip",
+        "worker",
+        "--pool",
+        "solo",
+        "--concurrency",
+        "1",
+        "--prefetch-multiplier",
+        "1",
+        "--queues",
+        args.queue or settings.default_queue,
+        "--loglevel",
+        args.loglevel,
+        "--without-mingle",
+        "--without-gossip",
     ]
     if args.hostname:
         worker_args += ["--hostname", args.hostname]

@@ -11,11 +11,12 @@ import socket
 import threading
 from functools import partial
 
+from grpo.trainer import Trainer
+
 from app.settings import get_settings
 from app.store import events, runs, steps
 from grpo.report import StepReport
 from grpo.spec import JobSpec
-from grpo.trainer import Trainer
 from worker.errors import describe_error
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def _sink_step(run_id: str, report: StepReport) -> None:
     steps.save_step(run_id, report)
 
 
-def _start_heartbeat(run_id: str, every_seconds: float) -> "partial[None]":
+def _start_heartbeat(run_id: str, every_seconds: float) -> partial[None]:
     stopped = threading.Event()
 
     def beat() -> None:

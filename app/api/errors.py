@@ -29,7 +29,9 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **extra}}
 
 
-def field_errors(errors: list[Any], *, drop_prefix: tuple[str, ...] = ("body",)) -> list[dict[str, str]]:
+def field_errors(
+    errors: list[Any], *, drop_prefix: tuple[str, ...] = ("body",)
+) -> list[dict[str, str]]:
     fields = []
     for err in errors:
         loc = [str(p) for p in err.get("loc", ())]

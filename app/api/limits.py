@@ -8,13 +8,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class BodySizeLimit:
-    """Answer 413 when a request body is larger than max_bytes (declared or streamed)."""
+    """Answer 413 when a request body is larger than max_bytes (declared or streamed).
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    Exempt paths (dataset uploads) enforce their own, larger limit.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, exempt_prefixes: tuple[str, ...] = ()
+    ) -> None:
+        self.app, self.max_bytes, self.exempt_prefixes = app, max_bytes, exempt_prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"].startswith(self.exempt_prefixes):
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
@@ -35,9 +40,18 @@ class BodySizeLimit:
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps(
-            {"error": {"code": "payload_too_large",
-                       "message": f"request body exceeds {self.max_bytes} bytes"}}
+            {
+                "error": {
+                    "code": "payload_too_large",
+                    "message": f"request body exceeds {self.max_bytes} bytes",
+                }
+            }
         ).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

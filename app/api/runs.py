@@ -12,7 +12,7 @@ from fastapi import APIRouter, Header, Query, Response
 from app.api.deps import ReadAccess, RunDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
 from app.api.schemas import LogList, LogRow, MetricList, MetricRow, RunList, RunOut, RunStatus
-from app.api.spec_checks import check_spec_paths
+from app.api.spec_checks import check_spec
 from app.store import events, runs, steps
 from app.store.models import Run
 from grpo.spec import JobSpec
@@ -34,7 +34,7 @@ def submit_run(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> RunOut:
     """Store the run, then enqueue it; a repeated Idempotency-Key returns the first run."""
-    check_spec_paths(spec, settings)
+    check_spec(spec, settings)
     run, is_new = runs.create_run(
         spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key
     )
@@ -76,14 +76,6 @@ def list_runs(
 @router.get("/{run_id}", dependencies=[ReadAccess])
 def get_run(run: RunDep) -> RunOut:
     return run_out(run)
-
-
-@router.post("/{run_id}/cancel", dependencies=[WriteAccess])
-def cancel_run(run: RunDep) -> RunOut:
-    """Queued runs never start; running runs stop at the next step boundary."""
-    updated = runs.request_cancel(run.id)
-    assert updated is not None
-    return run_out(updated)
 
 
 @router.get("/{run_id}/metrics", dependencies=[ReadAccess])

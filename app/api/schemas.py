@@ -69,3 +69,67 @@ class Preset(BaseModel):
 
 class PresetList(BaseModel):
     items: list[Preset]
+
+
+class GroupSummary(BaseModel):
+    step: int
+    index: int
+    prompt_id: str
+    prompt: str
+    answer: str
+    rewards: list[float]
+    advantages: list[float]
+    reward_mean: float
+    reward_std: float
+    outcome: Literal["all_fail", "all_pass", "mixed"]
+    has_truncated: bool
+    has_completions: bool
+
+
+class GroupList(BaseModel):
+    items: list[GroupSummary]
+
+
+class CompletionOut(BaseModel):
+    text: str
+    num_tokens: int
+    is_truncated: bool
+    rewards: dict[str, float]
+    reward: float
+    advantage: float
+    kl: float
+    token_kls: list[float] | None
+
+
+class GroupDetail(GroupSummary):
+    completions: list[CompletionOut]
+    """Sorted by reward, best first (empty when the logging policy kept no texts)."""
+
+
+class WorkerOut(BaseModel):
+    name: str
+    queues: list[str]
+    device: str
+    free_memory_mb: int | None
+    run_id: str | None
+    started_at: str
+    last_seen_at: str
+
+
+class WorkerList(BaseModel):
+    items: list[WorkerOut]
+
+
+class DatasetOut(BaseModel):
+    id: str
+    name: str
+    num_records: int
+    num_bytes: int
+    fields: list[str]
+    created_at: str
+    source: str
+    """What a spec's data.source names to use it."""
+
+
+class DatasetList(BaseModel):
+    items: list[DatasetOut]

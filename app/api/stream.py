@@ -45,7 +45,8 @@ async def event_stream(run_id: str, after_id: int, poll_seconds: float) -> Async
             # The final status may have been committed after the empty read above.
             for event in await run_in_threadpool(events.events_after, run_id, after_id):
                 yield format_sse(event.id, event.kind, event.payload)
-            yield f"event: end\ndata: {json.dumps({'status': run.status if run else 'deleted'})}\n\n"
+            final = {"status": run.status if run else "deleted"}
+            yield f"event: end\ndata: {json.dumps(final)}\n\n"
             return
         if time.monotonic() - last_sent > KEEPALIVE_SECONDS:
             yield ": keepalive\n\n"

@@ -172,3 +172,17 @@ class Dataset(Base):
     num_bytes: Mapped[int] = mapped_column(BigInteger)
     fields: Mapped[list[Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WorkerState(Base):
+    """A live worker as it last reported itself (GET /api/workers)."""
+
+    __tablename__ = "worker"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    queues: Mapped[str] = mapped_column(String(500))
+    device: Mapped[str] = mapped_column(String(200))
+    free_memory_mb: Mapped[int | None] = mapped_column(Integer)
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

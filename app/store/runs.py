@@ -9,12 +9,22 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.store.db import session_scope
-from app.store.models import FINAL_STATUSES, Event, Run, utcnow
+from app.store.models import (
+    FINAL_STATUSES,
+    Checkpoint,
+    Event,
+    LogLine,
+    Run,
+    Sample,
+    StepGroup,
+    StepMetric,
+    utcnow,
+)
 from grpo.spec import JobSpec
 
 
@@ -99,7 +109,10 @@ def get_run(run_id: str) -> Run | None:
 
 
 def list_runs(
-    *, status: str | None = None, query: str | None = None, limit: int = 50,
+    *,
+    status: str | None = None,
+    query: str | None = None,
+    limit: int = 50,
     cursor: tuple[datetime, str] | None = None,
 ) -> list[Run]:
     """Newest first; `cursor` is the (created_at, id) of the last run of the previous page."""
@@ -124,8 +137,15 @@ def claim_run(run_id: str, *, worker: str, device: str) -> Run | None:
         result = session.execute(
             update(Run)
             .where(Run.id == run_id, Run.status == "queued", Run.is_cancel_requested.is_(False))
-            .values(status="running", worker=worker, device=device, started_at=now,
-                    heartbeat_at=now, attempts=Run.attempts + 1, error=None)
+            .values(
+                status="running",
+                worker=worker,
+                device=device,
+                started_at=now,
+                heartbeat_at=now,
+                attempts=Run.attempts + 1,
+                error=None,
+            )
         )
         if result.rowcount != 1:  # type: ignore[attr-defined]
             return None
@@ -172,3 +192,56 @@ def is_cancel_requested(run_id: str) -> bool:
 def touch_heartbeat(run_id: str) -> None:
     with session_scope() as session:
         session.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=utcnow()))
+
+
+def requeue_run(run_id: str) -> Run | None:
+    """A cancelled or failed run goes back to queued; it resumes from its last checkpoint."""
+    with session_scope() as session:
+        run = session.get(Run, run_id, with_for_update=True)
+        if run is None or run.status not in ("cancelled", "failed"):
+            return None
+        run.status, run.error, run.finished_at = "queued", None, None
+        run.is_cancel_requested = False
+        run.attempts = 0
+        add_status_event(session, run)
+        return run
+
+
+def requeue_stale_runs(*, stale_before: datetime, max_retries: int) -> tuple[list[Run], list[Run]]:
+    """Runs whose worker stopped beating: requeue (returned first) or, past the limit, fail."""
+    requeued, failed = [], []
+    with session_scope() as session:
+        stale = session.scalars(
+            select(Run)
+            .where(Run.status == "running", Run.heartbeat_at < stale_before)
+            .with_for_update(skip_locked=True)
+        ).all()
+        for run in stale:
+            if run.attempts > max_retries:
+                run.status, run.finished_at = "failed", utcnow()
+                run.error = (
+                    f"worker {run.worker} stopped responding {run.attempts} times; "
+                    f"gave up after {max_retries} retries"
+                )
+                failed.append(run)
+            else:
+                run.status = "queued"
+                run.error = (
+                    f"worker {run.worker} stopped responding; requeued from its last checkpoint"
+                )
+                requeued.append(run)
+            add_status_event(session, run)
+    return requeued, failed
+
+
+def delete_run(run_id: str) -> bool:
+    """Delete a finished run's rows (cascades to steps, groups, samples, logs, events)."""
+    with session_scope() as session:
+        run = session.get(Run, run_id, with_for_update=True)
+        if run is None or run.status not in FINAL_STATUSES:
+            return False
+        # Explicit deletes: SQLite enforces ON DELETE CASCADE only with foreign_keys=ON.
+        for table in (Event, StepMetric, StepGroup, Sample, LogLine, Checkpoint):
+            session.execute(delete(table).where(table.run_id == run_id))
+        session.delete(run)
+        return True

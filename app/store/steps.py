@@ -6,6 +6,7 @@ rows, never duplicates them. Inserts are batched: one round trip per table.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import delete, insert, select
@@ -33,11 +34,15 @@ def save_step(run_id: str, report: StepReport) -> None:
         _delete_step(session, run_id, report.step)
         session.execute(insert(StepMetric), [_metric_row(run_id, report)])
         if report.groups:
-            session.execute(insert(StepGroup), [_group_row(run_id, report.step, g) for g in report.groups])
+            session.execute(
+                insert(StepGroup), [_group_row(run_id, report.step, g) for g in report.groups]
+            )
         samples = [row for g in report.groups for row in _sample_rows(run_id, report.step, g)]
         if samples:
             session.execute(insert(Sample), samples)
-        session.add(Event(run_id=run_id, kind="step", step=report.step, payload=step_payload(report)))
+        session.add(
+            Event(run_id=run_id, kind="step", step=report.step, payload=step_payload(report))
+        )
         run = session.get(Run, run_id)
         if run is not None:
             run.step = report.step
@@ -125,3 +130,70 @@ def list_metrics(
     if keys:
         return [{"step": s, "metrics": {k: m[k] for k in keys if k in m}} for s, m in rows]
     return [{"step": s, "metrics": m} for s, m in rows]
+
+
+GROUP_FILTERS = ("zero_std", "all_fail", "all_pass", "mixed", "truncated")
+
+
+def list_groups(run_id: str, step: int, *, only: str | None = None) -> list[StepGroup]:
+    """Every group of a step, in step order, optionally only one kind."""
+    stmt = select(StepGroup).where(StepGroup.run_id == run_id, StepGroup.step == step)
+    match only:
+        case "zero_std":
+            stmt = stmt.where(StepGroup.reward_std == 0)
+        case "all_fail" | "all_pass" | "mixed":
+            stmt = stmt.where(StepGroup.outcome == only)
+        case "truncated":
+            stmt = stmt.where(StepGroup.has_truncated.is_(True))
+    with session_scope() as session:
+        return list(session.scalars(stmt.order_by(StepGroup.index)))
+
+
+def get_group(run_id: str, step: int, index: int) -> tuple[StepGroup, list[Sample]] | None:
+    with session_scope() as session:
+        group = session.scalar(
+            select(StepGroup).where(
+                StepGroup.run_id == run_id, StepGroup.step == step, StepGroup.index == index
+            )
+        )
+        if group is None:
+            return None
+        samples = session.scalars(
+            select(Sample)
+            .where(Sample.run_id == run_id, Sample.step == step, Sample.group_index == index)
+            .order_by(Sample.position)
+        )
+        return group, list(samples)
+
+
+def prompt_history(run_id: str, prompt_id: str) -> list[StepGroup]:
+    """One prompt's groups across steps, in step order."""
+    stmt = (
+        select(StepGroup)
+        .where(StepGroup.run_id == run_id, StepGroup.prompt_id == prompt_id)
+        .order_by(StepGroup.step, StepGroup.index)
+    )
+    with session_scope() as session:
+        return list(session.scalars(stmt))
+
+
+def iter_groups(run_id: str, *, batch: int = 1000) -> Iterator[StepGroup]:
+    """Every group of a run in (step, index) order, read in batches (for exports)."""
+    last: tuple[int, int] = (0, -1)
+    while True:
+        stmt = (
+            select(StepGroup)
+            .where(StepGroup.run_id == run_id)
+            .where(
+                (StepGroup.step > last[0])
+                | ((StepGroup.step == last[0]) & (StepGroup.index > last[1]))
+            )
+            .order_by(StepGroup.step, StepGroup.index)
+            .limit(batch)
+        )
+        with session_scope() as session:
+            rows = list(session.scalars(stmt))
+        yield from rows
+        if len(rows) < batch:
+            return
+        last = (rows[-1].step, rows[-1].index)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 import pytest
 
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
@@ -12,7 +13,9 @@ from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, 
 def pg_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     url = create_pg_database()
     try:
-        with running_stack(tmp_path_factory.mktemp("pg"), database_url=url, broker_url=REDIS_URL) as stack:
+        with running_stack(
+            tmp_path_factory.mktemp("pg"), database_url=url, broker_url=REDIS_URL
+        ) as stack:
             yield stack
     finally:
         drop_pg_database(url)
@@ -45,4 +48,3 @@ def tiny_spec(stack: Stack, **overrides: object) -> dict[str, object]:
     }
     spec.update(overrides)
     return spec
-

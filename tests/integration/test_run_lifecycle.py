@@ -39,7 +39,14 @@ def test_submitted_run_trains_and_stores_every_step_once(stack: Stack) -> None:
         metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
         assert [m["step"] for m in metrics] == [1, 2, 3]
         for row in metrics:
-            for key in ("reward", "reward_std", "kl", "loss", "completions/mean_length", "time/step"):
+            for key in (
+                "reward",
+                "reward_std",
+                "kl",
+                "loss",
+                "completions/mean_length",
+                "time/step",
+            ):
                 assert key in row["metrics"], key
             assert row["metrics"]["time/step"] > 0
 
@@ -65,7 +72,9 @@ def test_metrics_query_filters_keys_and_steps(stack: Stack) -> None:
     with stack.client() as client:
         run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=3)).json()["id"]
         assert wait_for_final(client, run_id)["status"] == "succeeded"
-        rows = client.get(f"/api/runs/{run_id}/metrics", params={"after_step": 1, "keys": "reward,kl"}).json()
+        rows = client.get(
+            f"/api/runs/{run_id}/metrics", params={"after_step": 1, "keys": "reward,kl"}
+        ).json()
         assert [r["step"] for r in rows["items"]] == [2, 3]
         assert all(set(r["metrics"]) == {"reward", "kl"} for r in rows["items"])
 

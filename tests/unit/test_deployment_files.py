@@ -14,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_compose_file_is_valid_for_docker_compose() -> None:
     assert shutil.which("docker-compose"), "Debian's docker-compose is needed (.ci/run installs it)"
     result = subprocess.run(
-        ["docker-compose", "-f", "docker-compose.yml", "config", "-q"], cwd=ROOT,
-        capture_output=True, text=True,
+        ["docker-compose", "-f", "docker-compose.yml", "config", "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
 
@@ -30,7 +32,9 @@ def test_compose_has_the_full_stack_with_healthchecks_volumes_and_a_gpu_worker()
     assert devices[0]["capabilities"] == ["gpu"]
     for name in ("api", "worker"):
         env = services[name]["environment"]
-        assert env["GRPO_DATABASE_URL"].startswith("postgresql") and env["GRPO_BROKER_URL"].startswith("redis")
+        assert env["GRPO_DATABASE_URL"].startswith("postgresql") and env[
+            "GRPO_BROKER_URL"
+        ].startswith("redis")
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

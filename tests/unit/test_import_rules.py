@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _loaded_after(statement: str) -> set[str]:
     code = f"import sys; {statement}; print(' '.join(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return set(out.stdout.split())
 
 
@@ -46,5 +48,9 @@ def test_grpo_library_never_imports_server_queue_or_sql() -> None:
 
 
 def test_store_never_imports_http_or_torch() -> None:
-    bad = {(p, m) for p, m in _imported_modules("app/store") if m.split(".")[0] in ("fastapi", "torch", "transformers")}
+    bad = {
+        (p, m)
+        for p, m in _imported_modules("app/store")
+        if m.split(".")[0] in ("fastapi", "torch", "transformers")
+    }
     assert not bad

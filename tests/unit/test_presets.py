@@ -13,5 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dashboard_demo_equals_the_example_file() -> None:
-    from_file = JobSpec.model_validate(yaml.safe_load((ROOT / "examples/arith-demo.yaml").read_text()))
+    from_file = JobSpec.model_validate(
+        yaml.safe_load((ROOT / "examples/arith-demo.yaml").read_text())
+    )
     assert from_file == DEMO_SPEC

@@ -1,0 +1,82 @@
+"""Exports: a run's metrics as CSV or JSONL, its groups as JSONL, streamed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from app.api.deps import ReadAccess, RunDep
+from app.api.errors import ApiError
+from app.store import steps
+
+router = APIRouter(prefix="/api/runs", tags=["export"], dependencies=[ReadAccess])
+
+
+def metrics_csv(run_id: str) -> Iterator[str]:
+    rows = steps.list_metrics(run_id)
+    keys = sorted({k for r in rows for k in r["metrics"]})
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["step", *keys])
+    for row in rows:
+        writer.writerow([row["step"], *(row["metrics"].get(k, "") for k in keys)])
+        if buffer.tell() > 64_000:
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue()
+
+
+def metrics_jsonl(run_id: str) -> Iterator[str]:
+    for row in steps.list_metrics(run_id):
+        yield json.dumps(row) + "\n"
+
+
+def groups_jsonl(run_id: str) -> Iterator[str]:
+    for g in steps.iter_groups(run_id):
+        yield (
+            json.dumps(
+                {
+                    "step": g.step,
+                    "index": g.index,
+                    "prompt_id": g.prompt_id,
+                    "prompt": g.prompt,
+                    "answer": g.answer,
+                    "rewards": g.rewards,
+                    "advantages": g.advantages,
+                    "reward_mean": g.reward_mean,
+                    "reward_std": g.reward_std,
+                    "outcome": g.outcome,
+                }
+            )
+            + "\n"
+        )
+
+
+@router.get("/{run_id}/export")
+def export_run(
+    run: RunDep,
+    format: Literal["csv", "jsonl"] = "csv",
+    what: Annotated[Literal["metrics", "groups"], Query()] = "metrics",
+) -> StreamingResponse:
+    """Download metrics (csv or jsonl) or every group (jsonl)."""
+    if what == "groups" and format != "jsonl":
+        raise ApiError(422, "validation_error", "groups export only as format=jsonl")
+    if what == "groups":
+        body, media = groups_jsonl(run.id), "application/x-ndjson"
+    elif format == "csv":
+        body, media = metrics_csv(run.id), "text/csv"
+    else:
+        body, media = metrics_jsonl(run.id), "application/x-ndjson"
+    filename = f"{run.id}-{what}.{format}"
+    return StreamingResponse(
+        body,
+        media_type=media,
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

@@ -1,0 +1,81 @@
+"""Actions on a run: cancel, resume, clone, delete."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict
+
+from app.api.deps import RunDep, SettingsDep, WriteAccess
+from app.api.errors import ApiError
+from app.api.runs import PACKAGE_VERSION, run_out
+from app.api.schemas import RunOut
+from app.api.spec_checks import check_spec
+from app.store import runs
+from grpo.spec import JobSpec
+from worker.celery_app import enqueue_run
+
+router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[WriteAccess])
+
+
+class ClonePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    patch: dict[str, Any] = {}
+    """Fields of the spec to change (nested objects merge)."""
+
+
+@router.post("/{run_id}/cancel")
+def cancel_run(run: RunDep) -> RunOut:
+    """Queued runs never start; running runs stop at the next step boundary with a checkpoint."""
+    updated = runs.request_cancel(run.id)
+    assert updated is not None
+    return run_out(updated)
+
+
+@router.post("/{run_id}/resume")
+def resume_run(run: RunDep) -> RunOut:
+    """A cancelled or failed run continues from its last checkpoint."""
+    updated = runs.requeue_run(run.id)
+    if updated is None:
+        raise ApiError(
+            409, "conflict", f"run {run.id} is {run.status}; only cancelled or failed runs resume"
+        )
+    enqueue_run(updated.id, queue=updated.queue)
+    return run_out(updated)
+
+
+def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@router.post("/{run_id}/clone", status_code=201)
+def clone_run(
+    run: RunDep, response: Response, settings: SettingsDep, body: ClonePatch | None = None
+) -> RunOut:
+    """A new run with the same spec, optionally patched; the patched spec is validated again."""
+    spec_data = merge(run.spec, body.patch if body else {})
+    if body is None or "name" not in body.patch:
+        spec_data["name"] = f"{run.name} (clone)"[:200]
+    spec = JobSpec.model_validate(spec_data)
+    check_spec(spec, settings)
+    clone, _ = runs.create_run(spec, package_version=PACKAGE_VERSION)
+    enqueue_run(clone.id, queue=clone.queue)
+    response.headers["Location"] = f"/api/runs/{clone.id}"
+    return run_out(clone)
+
+
+@router.delete("/{run_id}", status_code=204)
+def delete_run(run: RunDep, settings: SettingsDep) -> Response:
+    """Only finished runs; removes their rows and their files (checkpoints)."""
+    if not runs.delete_run(run.id):
+        raise ApiError(409, "conflict", f"run {run.id} is {run.status}; cancel it before deleting")
+    shutil.rmtree(settings.runs_dir / run.id, ignore_errors=True)
+    return Response(status_code=204)

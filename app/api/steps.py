@@ -1,0 +1,46 @@
+"""A step's groups, one group with its completions, and one prompt across steps."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import ReadAccess, RunDep
+from app.api.errors import ApiError
+from app.api.schemas import CompletionOut, GroupDetail, GroupList, GroupSummary
+from app.store import steps
+from app.store.models import StepGroup
+
+router = APIRouter(prefix="/api/runs", tags=["steps"], dependencies=[ReadAccess])
+GroupFilter = Literal["zero_std", "all_fail", "all_pass", "mixed", "truncated"]
+
+
+def group_summary(group: StepGroup) -> GroupSummary:
+    return GroupSummary.model_validate(group, from_attributes=True)
+
+
+@router.get("/{run_id}/steps/{step}/groups")
+def list_groups(
+    run: RunDep, step: int, filter: Annotated[GroupFilter | None, Query()] = None
+) -> GroupList:
+    """Every group of the step with its reward stats; `filter` keeps one kind."""
+    return GroupList(items=[group_summary(g) for g in steps.list_groups(run.id, step, only=filter)])
+
+
+@router.get("/{run_id}/steps/{step}/groups/{index}")
+def get_group(run: RunDep, step: int, index: int) -> GroupDetail:
+    """The prompt, its reference answer and all G completions, best reward first."""
+    found = steps.get_group(run.id, step, index)
+    if found is None:
+        raise ApiError(404, "not_found", f"run {run.id} has no group {index} at step {step}")
+    group, samples = found
+    completions = [CompletionOut.model_validate(s, from_attributes=True) for s in samples]
+    completions.sort(key=lambda c: -c.reward)
+    return GroupDetail(**group_summary(group).model_dump(), completions=completions)
+
+
+@router.get("/{run_id}/prompts/{prompt_id}")
+def prompt_history(run: RunDep, prompt_id: str) -> GroupList:
+    """One prompt's groups across steps: did training help it?"""
+    return GroupList(items=[group_summary(g) for g in steps.prompt_history(run.id, prompt_id)])

@@ -1,0 +1,34 @@
+"""Live workers: what they listen to, what they run, their device."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fastapi import APIRouter
+
+from app.api.deps import ReadAccess, SettingsDep
+from app.api.schemas import WorkerList, WorkerOut
+from app.store import workers
+from app.store.models import utcnow
+
+router = APIRouter(prefix="/api", tags=["workers"], dependencies=[ReadAccess])
+
+
+@router.get("/workers")
+def list_workers(settings: SettingsDep) -> WorkerList:
+    """Workers heard from within the stale-after window."""
+    seen_after = utcnow() - timedelta(seconds=settings.stale_after_seconds)
+    return WorkerList(
+        items=[
+            WorkerOut(
+                name=w.name,
+                queues=w.queues.split(","),
+                device=w.device,
+                free_memory_mb=w.free_memory_mb,
+                run_id=w.run_id,
+                started_at=w.started_at.isoformat(),
+                last_seen_at=w.last_seen_at.isoformat(),
+            )
+            for w in workers.list_workers(seen_after=seen_after)
+        ]
+    )
