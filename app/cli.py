@@ -1,4 +1,4 @@
-"""Service commands of the `grpo` CLI: `up` (embedded service), `migrate`.
+"""Service commands of the `grpo` CLI: up, migrate, and the client commands.
 
 Reached from grpo.cli through a process boundary (python -m app.cli), so the library never
 imports the server.
@@ -94,12 +94,30 @@ def main(argv: list[str] | None = None) -> int:
     up_parser.add_argument("--host", default=None)
     up_parser.add_argument("--port", type=int, default=None)
     sub.add_parser("migrate", help="alembic upgrade head")
+    submit = sub.add_parser("submit", help="submit a spec (YAML or JSON) to the server")
+    submit.add_argument("spec")
+    submit.add_argument("--follow", "-f", action="store_true", help="follow with a progress bar")
+    runs_parser = sub.add_parser("runs", help="list runs")
+    runs_parser.add_argument("--status", default=None)
+    for name in ("cancel", "logs"):
+        sub.add_parser(name).add_argument("run_id")
+    for client_parser in (submit, runs_parser, *(sub.choices[n] for n in ("cancel", "logs"))):
+        client_parser.add_argument("--url", default=None, help="server (default GRPO_URL)")
+        client_parser.add_argument(
+            "--token", default=None, help="bearer token (default GRPO_TOKEN)"
+        )
     args = parser.parse_args(argv)
     settings = get_settings()
     if args.command == "up":
         return up(host=args.host or settings.host, port=args.port or settings.port)
-    migrate()
-    return 0
+    if args.command == "migrate":
+        migrate()
+        return 0
+    from app.cli_client import run_client_command
+    from app.client import GrpoClient
+
+    client = GrpoClient(args.url or settings.server_url, token=args.token or settings.token)
+    return run_client_command(args, client)
 
 
 if __name__ == "__main__":

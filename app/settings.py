@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     """Comma-separated bearer tokens; when set, every write needs one."""
     read_requires_token: bool = False
     """When tokens are set, also require one for reads."""
+    url: str | None = None
+    """Server the CLI's client commands talk to; default http://<host>:<port>."""
+    token: str | None = None
+    """Bearer token the CLI's client commands send."""
     default_queue: str = "default"
     """Queue a worker listens on when none is given."""
     model_roots: str = ""
@@ -54,6 +58,10 @@ class Settings(BaseSettings):
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'grpo.db'}"
+
+    @property
+    def server_url(self) -> str:
+        return self.url or f"http://{self.host}:{self.port}"
 
     @property
     def resolved_broker_url(self) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from app.client import parse_sse
 
 
 @dataclass(frozen=True)
@@ -27,22 +28,10 @@ def read_events(
     """Events until the server ends the stream (event `end`) or max_events arrive."""
     headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
     events: list[SseEvent] = []
-    fields: dict[str, str] = {}
     with client.stream("GET", path, headers=headers, timeout=timeout) as response:
         response.raise_for_status()
-        for line in response.iter_lines():
-            if line.startswith(":"):
-                continue
-            if line:
-                key, _, value = line.partition(":")
-                fields[key] = value.removeprefix(" ")
-                continue
-            if "data" in fields:
-                event_id = int(fields["id"]) if "id" in fields else None
-                events.append(
-                    SseEvent(event_id, fields.get("event", "message"), json.loads(fields["data"]))
-                )
-                if events[-1].kind == "end" or (max_events and len(events) >= max_events):
-                    break
-            fields = {}
+        for event_id, kind, data in parse_sse(response.iter_lines()):
+            events.append(SseEvent(event_id, kind, data))
+            if kind == "end" or (max_events and len(events) >= max_events):
+                break
     return events

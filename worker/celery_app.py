@@ -17,7 +17,9 @@ TRAIN_TASK = "grpo.train"
 
 
 def make_celery(settings: Settings) -> Celery:
-    app = Celery("grpo", broker=settings.resolved_broker_url, include=["worker.tasks"])
+    app = Celery(
+        "grpo", broker=settings.resolved_broker_url, include=["worker.tasks", "worker.lifecycle"]
+    )
     app.conf.update(
         task_ignore_result=True,
         task_acks_late=True,

@@ -7,28 +7,29 @@ with a message a user understands; the worker process goes on to the next job.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from functools import partial
-
-from grpo.trainer import Trainer
 
 from app.settings import get_settings
 from app.store import events, runs, steps
 from grpo.report import StepReport
 from grpo.spec import JobSpec
+from grpo.trainer import Trainer
+from worker.device import device_label
 from worker.errors import describe_error
+from worker.lifecycle import current_run, worker_name
 
 log = logging.getLogger(__name__)
 
 
 def run_job(run_id: str) -> None:
     settings = get_settings()
-    run = runs.claim_run(run_id, worker=socket.gethostname(), device=_device_label())
+    run = runs.claim_run(run_id, worker=worker_name(), device=device_label())
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return
     stop_heartbeat = _start_heartbeat(run_id, settings.heartbeat_seconds)
+    current_run["id"] = run_id
     try:
         trainer = Trainer(
             JobSpec.model_validate(run.spec),
@@ -49,6 +50,7 @@ def run_job(run_id: str) -> None:
         runs.finish_run(run_id, status="failed", error=message)
     finally:
         stop_heartbeat()
+        current_run["id"] = None
 
 
 def _sink_step(run_id: str, report: StepReport) -> None:
@@ -63,12 +65,4 @@ def _start_heartbeat(run_id: str, every_seconds: float) -> partial[None]:
             runs.touch_heartbeat(run_id)
 
     threading.Thread(target=beat, name=f"heartbeat-{run_id}", daemon=True).start()
-    return partial(stopped.set)
-
-
-def _device_label() -> str:
-    import torch
-
-    if torch.cuda.is_available():
-        return f"cuda ({torch.cuda.get_device_name(0)})"
-    return "cpu"
+    return stopped.set

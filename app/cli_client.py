@@ -1,0 +1,91 @@
+"""Client commands of the `grpo` CLI: submit (and follow), runs, cancel, logs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tqdm import tqdm
+
+from app.client import ApiClientError, GrpoClient
+
+
+def submit(client: GrpoClient, spec_path: Path, *, follow: bool) -> int:
+    spec = yaml.safe_load(spec_path.read_text())
+    run = client.submit(spec, idempotency_key=uuid.uuid4().hex)
+    print(f"run {run['id']} {run['status']}: {run['name']}")
+    return follow_run(client, run) if follow else 0
+
+
+def follow_run(client: GrpoClient, run: dict[str, Any]) -> int:
+    """A progress bar with live reward and KL until the run ends; exit 0 only on success."""
+    status = run["status"]
+    with tqdm(total=run["total_steps"], unit="step", desc=run["id"]) as bar:
+        for kind, data in client.events(run["id"]):
+            if kind == "step":
+                bar.n = data["step"]
+                metrics = data["metrics"]
+                bar.set_postfix(
+                    reward=f"{metrics.get('reward', 0):.3f}", kl=f"{metrics.get('kl', 0):.4f}"
+                )
+            elif kind == "status":
+                status = data["status"]
+                bar.set_description(f"{run['id']} {status}")
+            elif kind == "log" and data["level"] in ("warning", "error"):
+                bar.write(f"{data['level']}: {data['message']}")
+            elif kind == "end":
+                status = data["status"]
+    final = client.run(run["id"])
+    print(
+        f"run {final['id']} {final['status']}" + (f": {final['error']}" if final["error"] else "")
+    )
+    return 0 if status == "succeeded" else 1
+
+
+def list_runs(client: GrpoClient, *, status: str | None) -> int:
+    for run in client.runs(status=status):
+        metrics = run["last_metrics"] or {}
+        reward = f"{metrics['reward']:.3f}" if "reward" in metrics else "-"
+        print(
+            f"{run['id']}  {run['status']:<9}  {run['step']:>5}/{run['total_steps']:<5}  "
+            f"reward {reward:>6}  {run['name']}"
+        )
+    return 0
+
+
+def cancel(client: GrpoClient, run_id: str) -> int:
+    run = client.cancel(run_id)
+    print(
+        f"run {run['id']} {run['status']}"
+        + (" (stops at the next step)" if run["status"] == "running" else "")
+    )
+    return 0
+
+
+def logs(client: GrpoClient, run_id: str) -> int:
+    for line in client.logs(run_id):
+        print(f"{line['created_at']}  {line['level']:<7}  {line['message']}")
+    return 0
+
+
+def run_client_command(args: Any, client: GrpoClient) -> int:
+    try:
+        match args.command:
+            case "submit":
+                return submit(client, Path(args.spec), follow=args.follow)
+            case "runs":
+                return list_runs(client, status=args.status)
+            case "cancel":
+                return cancel(client, args.run_id)
+            case _:
+                return logs(client, args.run_id)
+    except ApiClientError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,88 @@
+"""A small Python client of the REST API (httpx); the CLI's submit/runs/cancel/logs use it.
+
+Speaks only HTTP: it works against any server, local or remote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+
+class ApiClientError(RuntimeError):
+    """An error answer of the API, with its message (and field errors for a bad spec)."""
+
+
+class GrpoClient:
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
+
+    def _json(self, response: httpx.Response) -> Any:
+        if response.is_error:
+            try:
+                error = response.json()["error"]
+            except (ValueError, KeyError, TypeError):
+                raise ApiClientError(
+                    f"HTTP {response.status_code}: {response.text[:200]}"
+                ) from None
+            fields = "".join(f"\n  {f['loc']}: {f['message']}" for f in error.get("fields", []))
+            raise ApiClientError(f"{error['message']}{fields}")
+        return response.json() if response.content else None
+
+    def submit(self, spec: dict[str, Any], *, idempotency_key: str | None = None) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return self._json(self.http.post("/api/runs", json=spec, headers=headers))  # type: ignore[no-any-return]
+
+    def runs(self, *, status: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        params = {"limit": limit, **({"status": status} if status else {})}
+        return self._json(self.http.get("/api/runs", params=params))["items"]  # type: ignore[no-any-return]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        return self._json(self.http.get(f"/api/runs/{run_id}"))  # type: ignore[no-any-return]
+
+    def cancel(self, run_id: str) -> dict[str, Any]:
+        return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))  # type: ignore[no-any-return]
+
+    def logs(self, run_id: str) -> list[dict[str, Any]]:
+        return self._json(self.http.get(f"/api/runs/{run_id}/logs"))["items"]  # type: ignore[no-any-return]
+
+    def events(self, run_id: str, *, last_event_id: int | None = None) -> Iterator[tuple[str, Any]]:
+        """(kind, data) for each event until the run ends; resumes by id after a dropped link."""
+        while True:
+            headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
+            try:
+                with self.http.stream(
+                    "GET", f"/api/runs/{run_id}/events", headers=headers, timeout=None
+                ) as response:
+                    self._raise_for(response)
+                    for event_id, kind, data in parse_sse(response.iter_lines()):
+                        last_event_id = event_id if event_id is not None else last_event_id
+                        yield kind, data
+                        if kind == "end":
+                            return
+            except httpx.TransportError:
+                continue
+
+    def _raise_for(self, response: httpx.Response) -> None:
+        if response.is_error:
+            response.read()
+            self._json(response)
+
+
+def parse_sse(lines: Iterator[str]) -> Iterator[tuple[int | None, str, Any]]:
+    fields: dict[str, str] = {}
+    for line in lines:
+        if line.startswith(":"):
+            continue
+        if line:
+            key, _, value = line.partition(":")
+            fields[key] = value.removeprefix(" ")
+            continue
+        if "data" in fields:
+            event_id = int(fields["id"]) if "id" in fields else None
+            yield event_id, fields.get("event", "message"), json.loads(fields["data"])
+        fields = {}
