@@ -75,8 +75,11 @@ def enqueue_run(run_id: str, *, queue: str) -> None:
 def is_broker_reachable() -> bool:
     settings = get_settings()
     if settings.is_filesystem_broker:
-        queue_dir = settings.broker_dir / "queue"
-        return queue_dir.is_dir() and os.access(queue_dir, os.W_OK)
+        try:
+            prepare_broker()
+        except OSError:
+            return False
+        return os.access(settings.broker_dir / "queue", os.W_OK)
     try:
         with celery_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
