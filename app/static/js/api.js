@@ -1,0 +1,67 @@
+// The public REST API, one function per endpoint. The dashboard reads nothing else.
+
+import { seg } from './dom.js';
+import { getToken } from './token.js';
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const error = body && body.error ? body.error : {};
+    super(error.message || (status ? `HTTP ${status}` : 'The server cannot be reached.'));
+    this.status = status;
+    this.code = error.code || (status ? 'http_error' : 'network_error');
+    this.fields = error.fields || [];
+  }
+}
+
+async function request(method, path, { params, body } = {}) {
+  const url = new URL(path, window.location.origin);
+  for (const [key, value] of Object.entries(params || {})) {
+    if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, value);
+  }
+  const headers = { Accept: 'application/json' };
+  const token = getToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let response;
+  try {
+    response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    throw new ApiError(0, null);
+  }
+  if (response.status === 204) return null;
+  const data = await response.json().catch(() => null);
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+const run = (id) => `/api/runs/${seg(id)}`;
+
+export const listRuns = (params) => request('GET', '/api/runs', { params });
+export const getRun = (id) => request('GET', run(id));
+export const createRun = (spec) => request('POST', '/api/runs', { body: spec });
+export const cancelRun = (id) => request('POST', `${run(id)}/cancel`);
+export const resumeRun = (id) => request('POST', `${run(id)}/resume`);
+export const cloneRun = (id, patch) => request('POST', `${run(id)}/clone`, { body: patch ? { patch } : {} });
+export const deleteRun = (id) => request('DELETE', run(id));
+export const listPresets = () => request('GET', '/api/presets');
+export const getLogs = (id) => request('GET', `${run(id)}/logs`);
+export const getGroups = (id, step, filter) =>
+  request('GET', `${run(id)}/steps/${seg(step)}/groups`, { params: { filter } });
+export const getGroup = (id, step, index) => request('GET', `${run(id)}/steps/${seg(step)}/groups/${seg(index)}`);
+export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/prompts/${seg(promptId)}`);
+export const eventsUrl = (id) => `${run(id)}/events`;
+
+const METRICS_PAGE = 5000;
+
+/** Every metrics row after `afterStep`, following pages until a short one. */
+export async function getAllMetrics(id, { afterStep = 0, keys } = {}) {
+  const rows = [];
+  for (;;) {
+    const page = await request('GET', `${run(id)}/metrics`, {
+      params: { after_step: afterStep, limit: METRICS_PAGE, keys: keys && keys.join(',') },
+    });
+    rows.push(...page.items);
+    if (page.items.length < METRICS_PAGE) return rows;
+    afterStep = page.items[page.items.length - 1].step;
+  }
+}

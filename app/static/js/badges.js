@@ -1,0 +1,19 @@
+// Status pills and progress bars, the same on every page.
+
+import { h } from './dom.js';
+
+export const ACTIVE = new Set(['queued', 'running']);
+export const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+export function statusPill(status) {
+  return h('span', { class: `pill pill-${status}`, dataset: { status } },
+    h('span', { class: 'pill-dot', 'aria-hidden': 'true' }), status);
+}
+
+export function progressBar(run) {
+  const total = run.total_steps || 0;
+  const share = total ? Math.min(1, run.step / total) : 0;
+  return h('div', { class: `progress progress-${run.status}`, title: `step ${run.step} of ${total}` },
+    h('div', { class: 'progress-track' }, h('div', { class: 'progress-fill', style: { width: `${share * 100}%` } })),
+    h('span', { class: 'progress-label' }, `${run.step}/${total}`));
+}

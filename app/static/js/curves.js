@@ -1,0 +1,172 @@
+// The run page's curves: which GRPO metrics share a chart, on one zoomable step axis.
+
+import { echarts, ema, formatValue, lineChartOption, mountChart } from './charts.js';
+import { h } from './dom.js';
+import { pct } from './format.js';
+import { outcomeShares } from './bins.js';
+
+const GROUP = 'curves';
+const RED = '#f04438', GREEN = '#12b76a', BLUE = '#2e90fa', GREY = '#98a2b3', INDIGO = '#4f46e5';
+const NO_SIGNAL = 0.5;
+
+const PANELS = [
+  { id: 'reward', title: 'Reward', hint: 'mean ± std · per function', value: 'reward', build: rewardPanel },
+  { id: 'kl', title: 'KL to reference', hint: 'k3 · β in force (right)', value: 'kl', build: klPanel },
+  { id: 'outcomes', title: 'Group outcomes', hint: 'orange: most groups give no signal', value: 'no_signal', unit: '%', build: outcomesPanel },
+  { id: 'loss', title: 'Loss', hint: 'clipped surrogate + β·KL', value: 'loss', build: simple(['loss']) },
+  { id: 'entropy', title: 'Entropy', hint: 'mean token entropy', value: 'entropy', build: simple(['entropy']) },
+  { id: 'length', title: 'Completion length', hint: 'tokens · truncated share (right)', value: 'completions/mean_length', build: lengthPanel },
+  { id: 'clip', title: 'Clip ratios', hint: 'share of tokens clipped', value: 'clip_ratio/region', unit: '%', build: clipPanel },
+  { id: 'optim', title: 'Grad norm · learning rate', hint: 'lr on the right', value: 'grad_norm', build: optimPanel },
+  { id: 'time', title: 'Step time', hint: 'generate · reward · reference · train', value: 'time/step', unit: 's', build: timePanel },
+];
+
+function simple(keys) {
+  return (s) => ({ lines: keys.map((key) => ({ key, name: key })) });
+}
+
+function rewardPanel(s, weight) {
+  const mean = ema(s.column('reward') || [], weight);
+  const std = ema(s.column('reward_std') || [], weight);
+  const lower = mean.map((m, i) => (m == null || std[i] == null ? null : m - std[i]));
+  const width = std.map((d) => (d == null ? null : 2 * d));
+  const functions = s.rewardFunctions();
+  const lines = [
+    { key: 'reward:lower', name: 'lower', invisible: true, stack: 'band', smooth: false },
+    { key: 'reward:band', name: '± std', band: true, stack: 'band', smooth: false, color: INDIGO },
+    { key: 'reward', name: 'reward', color: INDIGO },
+    ...functions.map((fn, i) => ({ key: `rewards/${fn}/mean`, name: fn, dashed: true, color: [GREEN, '#f79009', '#ee46bc', '#15b79e', '#7a5af8'][i % 5] })),
+  ];
+  return { lines, extra: s.has('reward_std') ? { 'reward:lower': lower, 'reward:band': width } : {} };
+}
+
+function klPanel(s) {
+  return {
+    lines: [{ key: 'kl', name: 'kl', color: RED }, { key: 'beta', name: 'β', axis: 1, color: GREY, dashed: true, stepped: true, smooth: false }],
+    axes: [{}, { min: 0, scale: false }],
+  };
+}
+
+function outcomesPanel(s) {
+  const shares = outcomeShares(s);
+  return {
+    lines: [
+      { key: 'outcome:all_fail', name: 'all fail', area: true, stack: 'o', color: RED, unit: '%' },
+      { key: 'outcome:all_pass', name: 'all pass', area: true, stack: 'o', color: GREEN, unit: '%' },
+      { key: 'outcome:mixed', name: 'mixed', area: true, stack: 'o', color: BLUE, unit: '%' },
+      { key: 'outcome:no_signal', name: 'no signal', invisible: true, smooth: false, unit: '%', z: 5 },
+    ],
+    extra: shares ? Object.fromEntries(Object.entries(shares).map(([k, v]) => [`outcome:${k}`, v])) : {},
+    axes: [{ unit: '%', min: 0, max: 1, scale: false }],
+    markArea: shares ? noSignalBands(s.steps, shares.no_signal) : null,
+  };
+}
+
+/** Step ranges where all-fail plus all-pass groups are the majority (no gradient signal). */
+function noSignalBands(steps, noSignal) {
+  const ranges = [];
+  const minGap = Math.max(1, ((steps[steps.length - 1] || 0) - (steps[0] || 0)) / 300);
+  steps.forEach((step, i) => {
+    if (!(noSignal[i] > NO_SIGNAL)) return;
+    const last = ranges[ranges.length - 1];
+    if (last && step - last[1] <= minGap) last[1] = step;
+    else ranges.push([step, step]);
+  });
+  if (!ranges.length) return null;
+  return {
+    silent: true,
+    itemStyle: { color: 'rgba(247, 144, 9, 0.28)' },
+    data: ranges.map(([a, b]) => [{ xAxis: a - 0.5 }, { xAxis: b + 0.5 }]),
+  };
+}
+
+function lengthPanel() {
+  return {
+    lines: [
+      { key: 'completions/mean_length', name: 'mean', color: INDIGO },
+      { key: 'completions/max_length', name: 'max', color: GREY, dashed: true },
+      { key: 'completions/min_length', name: 'min', color: '#d0d5dd', dashed: true },
+      { key: 'completions/clipped_ratio', name: 'truncated', axis: 1, unit: '%', color: '#f79009' },
+    ],
+    axes: [{}, { unit: '%', min: 0, scale: false }],
+  };
+}
+
+function clipPanel() {
+  return {
+    lines: [
+      { key: 'clip_ratio/region', name: 'region', color: INDIGO, unit: '%' },
+      { key: 'clip_ratio/low', name: 'low', color: RED, unit: '%' },
+      { key: 'clip_ratio/high', name: 'high', color: GREEN, unit: '%' },
+    ],
+    axes: [{ unit: '%', min: 0, scale: false }],
+  };
+}
+
+function optimPanel() {
+  return {
+    lines: [
+      { key: 'grad_norm', name: 'grad norm', color: INDIGO },
+      { key: 'learning_rate', name: 'lr', axis: 1, color: GREY, dashed: true, stepped: true, smooth: false },
+    ],
+    axes: [{}, { scale: true }],
+  };
+}
+
+function timePanel() {
+  return {
+    lines: [
+      { key: 'time/generate', name: 'generate', area: true, stack: 't', color: INDIGO, unit: 's' },
+      { key: 'time/reward', name: 'reward', area: true, stack: 't', color: '#f79009', unit: 's' },
+      { key: 'time/reference', name: 'reference', area: true, stack: 't', color: GREY, unit: 's' },
+      { key: 'time/train', name: 'train', area: true, stack: 't', color: GREEN, unit: 's' },
+    ],
+    axes: [{ unit: 's', min: 0, scale: false }],
+  };
+}
+
+/** The grid of curve cards; `render(weight)` redraws every chart from the series. */
+export class CurvesView {
+  constructor(container, series) {
+    this.series = series;
+    this.cards = PANELS.map((panel) => {
+      const chartEl = h('div', { class: 'chart', id: `chart-${panel.id}`, dataset: { chart: panel.id } });
+      const valueEl = h('span', { class: 'value' });
+      const emptyEl = h('div', { class: 'chart-empty' }, 'Waiting for the first step…');
+      container.append(h('div', { class: 'chart-card' },
+        h('div', { class: 'chart-head' }, h('h3', null, panel.title), h('span', { class: 'hint' }, panel.hint), valueEl),
+        chartEl, emptyEl));
+      return { panel, chart: mountChart(chartEl, { group: GROUP }), valueEl, emptyEl };
+    });
+    echarts.connect(GROUP);
+  }
+
+  render(weight, { finished = false } = {}) {
+    const s = this.series;
+    for (const card of this.cards) {
+      const built = card.panel.build(s, weight);
+      const source = { step: s.steps, ...Object.fromEntries(built.lines.map((l) => [l.key, s.column(l.key)]).filter(([, c]) => c)), ...(built.extra || {}) };
+      const option = lineChartOption({ source, lines: built.lines, weight, axes: built.axes, markArea: built.markArea });
+      const hasData = option.series.length > 0 && s.size > 0;
+      card.emptyEl.hidden = hasData;
+      card.emptyEl.textContent = s.size ? 'Not reported by this run' : finished ? 'No steps recorded' : 'Waiting for the first step…';
+      card.chart.setOption(option, { replaceMerge: ['series', 'dataset', 'yAxis'] });
+      card.valueEl.textContent = headValue(card.panel, s);
+    }
+  }
+
+  resetZoom() {
+    this.cards[0].chart.dispatchAction({ type: 'dataZoom', start: 0, end: 100 });
+  }
+}
+
+function headValue(panel, s) {
+  if (!s.size) return '';
+  if (panel.value === 'no_signal') {
+    const shares = outcomeShares(s);
+    const latest = shares ? shares.no_signal[shares.no_signal.length - 1] : null;
+    return latest == null ? '' : `no signal ${pct(latest, 0)}`;
+  }
+  const value = s.latest(panel.value);
+  return value == null ? '' : formatValue(value, panel.unit);
+}

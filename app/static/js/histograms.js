@@ -1,0 +1,96 @@
+// Advantage and reward distributions: the selected step's histogram, and heatmaps of
+// every step's histogram over training (columns bucketed so 10,000 steps stay light).
+
+import { ADVANTAGE_EDGES, binLabels, REWARD_EDGES } from './bins.js';
+import { mountChart } from './charts.js';
+
+const AXIS = { color: '#98a2b3', fontSize: 10 };
+const MAX_COLUMNS = 160;
+
+export const KINDS = {
+  advantage: { edges: ADVANTAGE_EDGES, key: 'advantage', labelEvery: 4, color: ['#ffffff', '#c7d2fe', '#4f46e5', '#1e1b4b'] },
+  reward: { edges: REWARD_EDGES, key: 'reward', labelEvery: 5, color: ['#ffffff', '#d1fadf', '#12b76a', '#054f31'] },
+};
+
+/** Bars of one step's advantage counts; negative bins red, positive green. */
+export class StepHistogramView {
+  constructor(el) {
+    this.chart = mountChart(el);
+  }
+
+  draw(counts) {
+    const edges = ADVANTAGE_EDGES;
+    const labels = binLabels(edges);
+    this.chart.setOption({
+      animation: false,
+      grid: { left: 8, right: 12, top: 12, bottom: 4, containLabel: true },
+      tooltip: { trigger: 'axis', confine: true, axisPointer: { type: 'shadow' } },
+      xAxis: { type: 'category', data: labels, axisLabel: { ...AXIS, formatter: (l) => l.split('…')[0], interval: 3 }, axisTick: { alignWithLabel: false }, axisLine: { lineStyle: { color: '#e4e7ec' } } },
+      yAxis: { type: 'value', minInterval: 1, splitNumber: 3, axisLabel: AXIS, splitLine: { lineStyle: { color: '#f2f4f7' } } },
+      series: [{
+        id: 'advantage', name: 'completions', type: 'bar', barCategoryGap: '8%',
+        data: (counts || []).map((c, i) => ({ value: c, itemStyle: { color: binColor(edges[i]) } })),
+      }],
+    }, { replaceMerge: ['series'] });
+  }
+}
+
+// the [0, 0.25) bin holds the exact zeros of all-equal groups: neutral, not a win
+function binColor(lower) {
+  if (lower === 0) return '#98a2b3';
+  return lower < 0 ? '#f04438' : '#12b76a';
+}
+
+/** A heatmap of per-step histograms; each column is normalised to shares of its samples. */
+export class HistogramHeatmapView {
+  constructor(el, kind, { onPickStep = () => {} } = {}) {
+    this.kind = KINDS[kind];
+    this.chart = mountChart(el);
+    this.columns = [];
+    this.chart.on('click', (p) => {
+      const column = this.columns[p.value[0]];
+      if (column) onPickStep(column.last);
+    });
+  }
+
+  /** Returns false when there is nothing to draw. */
+  draw(histograms) {
+    const steps = [...histograms.keys()].filter((s) => histograms.get(s)[this.kind.key]).sort((a, b) => a - b);
+    this.columns = bucket(steps, histograms, this.kind.key);
+    const labels = binLabels(this.kind.edges);
+    const data = [];
+    this.columns.forEach((column, x) => {
+      const total = column.counts.reduce((a, b) => a + b, 0) || 1;
+      column.counts.forEach((c, y) => { if (c) data.push([x, y, c / total]); });
+    });
+    this.chart.setOption({
+      animation: false,
+      grid: { left: 8, right: 12, top: 8, bottom: 4, containLabel: true },
+      tooltip: { confine: true, formatter: (p) => this.tooltip(p, labels) },
+      xAxis: { type: 'category', data: this.columns.map((c) => c.first === c.last ? `${c.first}` : `${c.first}–${c.last}`), axisLabel: { ...AXIS, hideOverlap: true, formatter: (l) => l.split('–')[0] }, axisTick: { show: false }, splitArea: { show: false } },
+      yAxis: { type: 'category', data: labels, axisLabel: { ...AXIS, interval: this.kind.labelEvery - 1, formatter: (l) => l.split('…')[0] }, axisTick: { show: false } },
+      visualMap: { show: false, min: 0, max: 0.5, inRange: { color: this.kind.color } },
+      series: [{ id: 'heat', type: 'heatmap', data, progressive: 0, emphasis: { itemStyle: { borderColor: '#101828', borderWidth: 1 } } }],
+    }, { replaceMerge: ['series'] });
+    return this.columns.length > 0;
+  }
+
+  tooltip(p, labels) {
+    const column = this.columns[p.value[0]];
+    const span = column.first === column.last ? `step ${column.first}` : `steps ${column.first}–${column.last}`;
+    return `<div class="tt"><div class="tt-head">${span}</div><div class="tt-row"><span>${labels[p.value[1]]}</span><b>${(p.value[2] * 100).toFixed(1)}%</b></div><div class="tt-foot">click to select</div></div>`;
+  }
+}
+
+/** Sums consecutive steps' counts into at most MAX_COLUMNS columns. */
+function bucket(steps, histograms, key) {
+  const per = Math.max(1, Math.ceil(steps.length / MAX_COLUMNS));
+  const columns = [];
+  for (let i = 0; i < steps.length; i += per) {
+    const slice = steps.slice(i, i + per);
+    const counts = histograms.get(slice[0])[key].slice();
+    for (const step of slice.slice(1)) histograms.get(step)[key].forEach((c, j) => { counts[j] += c; });
+    columns.push({ first: slice[0], last: slice[slice.length - 1], counts });
+  }
+  return columns;
+}

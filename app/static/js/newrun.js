@@ -1,0 +1,211 @@
+// New run page: presets (the demo first), a YAML/JSON spec editor, and validation errors
+// shown beside the lines they are about.
+
+import { createRun, getRun, listPresets } from './api.js';
+import { $, $$, fill, h, seg } from './dom.js';
+import { SpecEditor } from './editor.js';
+import { errorText, initShell, stateBox } from './shell.js';
+import { describeType, loadSchema } from './schema.js';
+import { lineOf, locateLine, pathAtLine } from './speclocate.js';
+import { withToken } from './token.js';
+import { dump, load } from '../vendor/js-yaml.mjs';
+
+const state = { format: 'yaml', presets: [], active: null, problems: [], schema: null, helpLine: null };
+let editor;
+
+function serialize(spec, format) {
+  return format === 'json' ? `${JSON.stringify(spec, null, 2)}\n` : dump(spec, { lineWidth: 100 });
+}
+
+/** Parses the editor text (JSON is YAML, so one parser gives line numbers for both). */
+function parse(text) {
+  try {
+    const spec = load(text);
+    if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) {
+      return { problem: { loc: '(spec)', message: 'The spec must be a mapping of fields (e.g. model: builtin:tiny-arith).', line: null } };
+    }
+    return { spec };
+  } catch (error) {
+    const line = error.mark && Number.isInteger(error.mark.line) ? error.mark.line + 1 : null;
+    return { problem: { loc: state.format === 'json' ? 'JSON syntax' : 'YAML syntax', message: error.reason || error.message, line } };
+  }
+}
+
+function showProblems(found) {
+  const problems = [...found].sort((a, b) => (a.line ?? 0) - (b.line ?? 0));
+  state.problems = problems;
+  const list = $('#errors');
+  $('#no-errors').hidden = problems.length > 0;
+  $('#problem-count').textContent = problems.length ? `${problems.length}` : '';
+  fill(list, problems.map((p) => h('li', {
+    tabindex: p.line ? '0' : null,
+    dataset: { loc: p.loc, line: p.line ?? '' },
+    onclick: () => p.line && editor.revealLine(p.line),
+    onkeydown: (event) => { if (event.key === 'Enter' && p.line) editor.revealLine(p.line); },
+  },
+  p.line ? h('span', { class: 'line-ref' }, `line ${p.line}`) : null,
+  h('div', { class: 'loc' }, p.loc),
+  h('div', { class: 'msg' }, p.message))));
+  editor.setErrors(new Map(problems.filter((p) => p.line).map((p) => [p.line, p.message])));
+}
+
+function summarize(spec) {
+  const pick = (key) => {
+    if (spec[key] !== undefined && spec[key] !== null) return { value: spec[key], isDefault: false };
+    return { value: state.schema?.defaultOf(key), isDefault: true };
+  };
+  const show = ({ value, isDefault }, format = (v) => String(v)) => {
+    if (value === undefined) return h('span', { class: 'faint' }, 'default');
+    return h('span', { class: isDefault ? 'faint' : null, title: isDefault ? 'default' : null }, format(value));
+  };
+  const b = pick('prompts_per_step'), g = pick('num_generations');
+  const rows = [
+    ['model', show(pick('model'))],
+    ['data', show(pick('data'), (d) => d.source)],
+    ['rewards', show(pick('rewards'), (r) => r.map((x) => (x.weight !== undefined && x.weight !== 1 ? `${x.name}×${x.weight}` : x.name)).join(' + '))],
+    ['steps', show(pick('max_steps'))],
+    ['prompts × G', h('span', null, show(b), ' × ', show(g), b.value && g.value ? ` = ${b.value * g.value}/step` : '')],
+    ['max_completion_length', show(pick('max_completion_length'))],
+    ['loss_type', show(pick('loss_type'))],
+    ['beta', show(pick('beta'))],
+    ['epsilon', show(pick('epsilon'))],
+    ['learning_rate', show(pick('learning_rate'))],
+  ];
+  fill($('#summary'), rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
+}
+
+/** Shows the schema's documentation of the field under the caret. */
+function showFieldHelp() {
+  const text = editor.value;
+  const line = lineOf(text, editor.textarea.selectionStart);
+  if (line === state.helpLine || !state.schema) return;
+  state.helpLine = line;
+  const path = pathAtLine(text, line);
+  const { spec } = parse(text);
+  const prop = path ? state.schema.field(path.split('.'), spec) : null;
+  $('#field-path').textContent = path || '';
+  if (!prop) {
+    fill($('#field-help'), h('p', { class: 'muted' }, 'Put the caret on a field to see what it does, its bounds and its default.'));
+    return;
+  }
+  fill($('#field-help'),
+    prop.description ? h('p', null, prop.description) : null,
+    h('dl', { class: 'summary-list' },
+      prop.type || prop.anyOf || prop.enum ? [h('dt', null, 'type'), h('dd', { title: describeType(prop) }, describeType(prop))] : null,
+      prop.default !== undefined ? [h('dt', null, 'default'), h('dd', null, JSON.stringify(prop.default))] : null));
+}
+
+function setSpec(spec, source) {
+  editor.value = serialize(spec, state.format);
+  $('#spec-source').textContent = source;
+  showProblems([]);
+  summarize(spec);
+  state.helpLine = null;
+}
+
+let checkTimer = null;
+function onEdit() {
+  clearTimeout(checkTimer);
+  checkTimer = setTimeout(() => {
+    const { spec, problem } = parse(editor.value);
+    if (problem) showProblems([problem]);
+    else {
+      if (state.problems.some((p) => p.loc.endsWith('syntax') || p.loc === '(spec)')) showProblems([]);
+      summarize(spec);
+    }
+  }, 250);
+}
+
+function setFormat(format) {
+  if (format === state.format) return;
+  const { spec, problem } = parse(editor.value);
+  if (problem) {
+    showProblems([problem]);
+    return;
+  }
+  state.format = format;
+  for (const b of $$('.seg button')) b.setAttribute('aria-pressed', String(b.dataset.format === format));
+  editor.value = serialize(spec, format);
+  showProblems([]);
+}
+
+async function submit() {
+  const button = $('#submit-button');
+  const { spec, problem } = parse(editor.value);
+  if (problem) {
+    showProblems([problem]);
+    return;
+  }
+  button.disabled = true;
+  $('#submit-status').textContent = 'Submitting…';
+  try {
+    const run = await withToken(() => createRun(spec));
+    $('#submit-status').textContent = 'Submitted; opening the run…';
+    window.location.assign(`/runs/${seg(run.id)}`);
+  } catch (error) {
+    $('#submit-status').textContent = '';
+    const text = editor.value;
+    const problems = error.fields && error.fields.length
+      ? error.fields.map((f) => ({ loc: f.loc, message: f.message, line: locateLine(text, f.loc) }))
+      : [{ loc: error.code || 'error', message: errorText(error), line: null }];
+    showProblems(problems);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function renderPresets(extra) {
+  const items = [...(extra ? [extra] : []), ...state.presets.map((p, i) => ({ ...p, key: `preset:${p.name}`, isDemo: i === 0 }))];
+  if (!items.length) {
+    fill($('#presets'), stateBox('empty', 'No presets', 'Write a spec by hand.'));
+    return;
+  }
+  fill($('#presets'), items.map((p) => h('button', {
+    type: 'button', class: 'preset', 'aria-pressed': String(state.active === p.key), dataset: { preset: p.name || p.key },
+    onclick: () => {
+      state.active = p.key;
+      setSpec(p.spec, p.source || `preset ${p.name}`);
+      renderPresets(extra);
+    },
+  },
+  h('div', { class: 'preset-title' }, p.title, p.isDemo ? h('span', { class: 'badge' }, 'demo') : null),
+  p.description ? h('div', { class: 'preset-desc' }, p.description) : null)));
+}
+
+async function main() {
+  initShell();
+  editor = new SpecEditor($('#editor'), { onInput: onEdit });
+  for (const type of ['keyup', 'click', 'focus']) editor.textarea.addEventListener(type, showFieldHelp);
+  for (const b of $$('.seg button')) b.addEventListener('click', () => setFormat(b.dataset.format));
+  $('#submit-button').addEventListener('click', submit);
+  document.addEventListener('keydown', (event) => {
+    if ((event.ctrlKey || event.metaKey) && event.key === 'Enter') submit();
+  });
+  const params = new URLSearchParams(window.location.search);
+  let extra = null;
+  state.schema = await loadSchema();
+  try {
+    state.presets = (await listPresets()).items;
+  } catch (error) {
+    fill($('#presets'), stateBox('error', 'Could not load presets', errorText(error)));
+  }
+  if (params.get('from')) {
+    try {
+      const run = await getRun(params.get('from'));
+      const spec = { ...run.spec, name: `${run.name} (copy)` };
+      extra = { key: `run:${run.id}`, title: `Copy of ${run.name}`, description: `The spec of run ${run.id}, to edit and submit as a new run.`, spec, source: `from run ${run.id}` };
+    } catch (error) {
+      showProblems([{ loc: 'from', message: `Could not load run ${params.get('from')}: ${errorText(error)}`, line: null }]);
+    }
+  }
+  const wanted = extra || state.presets.find((p) => p.name === params.get('preset')) || state.presets[0];
+  if (wanted) {
+    state.active = wanted.key || `preset:${wanted.name}`;
+    setSpec(wanted.spec, wanted.source || `preset ${wanted.name}`);
+  } else {
+    setSpec({ model: 'builtin:tiny-arith', max_steps: 30 }, 'blank');
+  }
+  renderPresets(extra);
+}
+
+main();

@@ -1,0 +1,230 @@
+// Run page: loads the run's history over REST, follows the SSE stream, and redraws in
+// batches (at most a few frames a second, however fast steps arrive).
+
+import { eventsUrl, getAllMetrics, getLogs, getRun } from './api.js';
+import { FINAL, progressBar } from './badges.js';
+import { ADVANTAGE_EDGES, histogram } from './bins.js';
+import { CurvesView } from './curves.js';
+import { $, fill, h, seg } from './dom.js';
+import { duration, runSeconds } from './format.js';
+import { HistogramHeatmapView, StepHistogramView } from './histograms.js';
+import { LogView } from './logs.js';
+import { renderBanner, renderHeader, renderStats } from './runheader.js';
+import { Scrubber } from './scrubber.js';
+import { RunSeries } from './series.js';
+import { errorText, initShell, stateBox } from './shell.js';
+import { StepGroupsView } from './stepgroups.js';
+import { openStream } from './stream.js';
+import { dump } from '../vendor/js-yaml.mjs';
+
+const RENDER_EVERY_MS = 250;
+const SMOOTHING_KEY = 'grpo.smoothing';
+
+const page = $('#page');
+const runId = page.dataset.runId;
+const series = new RunSeries();
+const state = { run: null, shownStep: null, renderQueued: false, lastRender: 0, heatVersion: -1, curvesKey: '', stepTimer: null };
+let curves, scrubber, stepGroups, stepHistogram, heatmaps, logs;
+
+function smoothing() {
+  return Number($('#smoothing').value);
+}
+
+function scheduleRender() {
+  if (state.renderQueued) return;
+  state.renderQueued = true;
+  const wait = Math.max(0, RENDER_EVERY_MS - (performance.now() - state.lastRender));
+  setTimeout(() => requestAnimationFrame(render), wait);
+}
+
+function render() {
+  state.renderQueued = false;
+  state.lastRender = performance.now();
+  const finished = FINAL.has(state.run.status);
+  const key = `${series.version}|${smoothing()}|${state.run.status}`;
+  if (key !== state.curvesKey) {
+    state.curvesKey = key;
+    curves.render(smoothing(), { finished });
+    renderStats($('#run-stats'), state.run, series);
+    updateProgress();
+  }
+  scrubber.setBounds(series.steps[0] || 0, series.last);
+  if (state.heatVersion !== series.histogramVersion) {
+    state.heatVersion = series.histogramVersion;
+    $('#reward-heatmap-empty').hidden = heatmaps.reward.draw(series.histograms);
+    $('#advantage-heatmap-empty').hidden = heatmaps.advantage.draw(series.histograms);
+  }
+  if (!series.size) {
+    const text = finished ? 'This run recorded no steps' : 'Waiting for the first step…';
+    $('#groups-empty').textContent = text;
+    $('#advantages-empty').textContent = text;
+  }
+  page.dataset.renderedSteps = String(series.size);
+}
+
+/** Progress and duration move with every step, between status events. */
+function updateProgress() {
+  const run = { ...state.run, step: Math.max(state.run.step, series.last) };
+  $('#run-head .progress')?.replaceWith(progressBar(run));
+  const el = $('#run-head .run-duration');
+  if (el) el.textContent = duration(runSeconds(run));
+}
+
+function setRun(run) {
+  const statusChanged = !state.run || state.run.status !== run.status;
+  state.run = run;
+  document.title = `${run.name} · GRPO Service`;
+  $('#crumb-name').textContent = run.name;
+  renderHeader($('#run-head'), run, { onAction: (name) => onAction(name) });
+  renderBanner($('#run-banner'), run);
+  renderStats($('#run-stats'), run, series);
+  updateProgress();
+  if (statusChanged) page.dataset.status = run.status;
+}
+
+async function onAction(name) {
+  if (name === 'delete') {
+    window.location.assign('/');
+    return;
+  }
+  setRun(await getRun(runId));
+  if (name === 'resume') follow();
+}
+
+function onEvent(event) {
+  if (event.event === 'step') {
+    series.add(event.data);
+    scheduleRender();
+  } else if (event.event === 'status') {
+    setRun(event.data);
+    scheduleRender();
+  } else if (event.event === 'log') {
+    logs.add([event.data]);
+    $('#log-count').textContent = `${logs.count} lines`;
+  } else if (event.event === 'end') {
+    // the stream is done: one last read closes any gap the stream could not cover
+    refreshAfterEnd();
+  }
+}
+
+async function refreshAfterEnd() {
+  try {
+    const [run, rows] = await Promise.all([getRun(runId), getAllMetrics(runId, { afterStep: series.last })]);
+    rows.forEach((row) => series.add(row));
+    setRun(run);
+    scheduleRender();
+  } catch {
+    // the page keeps what it has; a reload retries
+  }
+}
+
+function onStreamState(streamState) {
+  const el = $('#stream-state');
+  const labels = { connecting: 'connecting…', open: 'live', reconnecting: 'reconnecting…', ended: 'finished', error: 'stream unavailable' };
+  el.dataset.state = streamState;
+  el.textContent = labels[streamState] || streamState;
+}
+
+let stream = null;
+function follow() {
+  stream?.close();
+  stream = openStream(eventsUrl(runId), { onEvent, onState: onStreamState });
+}
+
+function onStepChange(step, live) {
+  const url = live ? `/runs/${seg(runId)}` : `/runs/${seg(runId)}/steps/${seg(step)}`;
+  if (window.location.pathname !== url) window.history.replaceState(null, '', url);
+  if (step === state.shownStep) return;
+  clearTimeout(state.stepTimer);
+  state.stepTimer = setTimeout(() => showStep(step), live ? 0 : 120);
+}
+
+async function showStep(step) {
+  state.shownStep = step;
+  const known = series.histograms.get(step)?.advantage;
+  if (known) drawAdvantages(known);
+  try {
+    const groups = await stepGroups.show(step);
+    if (!groups) return;
+    $('#groups-empty').hidden = groups.length > 0;
+    $('#groups-empty').textContent = 'No groups stored for this step';
+    $('#groups-summary').textContent = summary(groups);
+    if (!known) drawAdvantages(histogram(groups.flatMap((g) => g.advantages), ADVANTAGE_EDGES));
+  } catch (error) {
+    $('#groups-empty').hidden = false;
+    $('#groups-empty').textContent = error.status === 404 ? `No groups stored for step ${step}` : errorText(error);
+    if (!known) $('#advantages-empty').hidden = false;
+  }
+}
+
+function drawAdvantages(counts) {
+  stepHistogram.draw(counts);
+  $('#advantages-empty').hidden = true;
+}
+
+function summary(groups) {
+  const mixed = groups.filter((g) => Math.max(...g.rewards) - Math.min(...g.rewards) > 1e-9).length;
+  return `${groups.length} groups · ${mixed} with signal`;
+}
+
+function initSmoothing() {
+  const input = $('#smoothing');
+  input.value = localStorage.getItem(SMOOTHING_KEY) || '0';
+  $('#smoothing-value').textContent = input.value;
+  input.addEventListener('input', () => {
+    $('#smoothing-value').textContent = input.value;
+    localStorage.setItem(SMOOTHING_KEY, input.value);
+    scheduleRender();
+  });
+  $('#reset-zoom').addEventListener('click', () => curves.resetZoom());
+}
+
+function buildViews() {
+  curves = new CurvesView($('#curves'), series);
+  stepGroups = new StepGroupsView($('#chart-groups'), { runId });
+  stepHistogram = new StepHistogramView($('#chart-advantages'));
+  const pick = (step) => scrubber.select(step, { live: false });
+  heatmaps = {
+    reward: new HistogramHeatmapView($('#chart-reward-heatmap'), 'reward', { onPickStep: pick }),
+    advantage: new HistogramHeatmapView($('#chart-advantage-heatmap'), 'advantage', { onPickStep: pick }),
+  };
+  scrubber = new Scrubber($('#scrubber'), { onChange: onStepChange });
+  logs = new LogView($('#logs'));
+}
+
+function showSpec(run) {
+  $('#spec-view').textContent = dump(run.spec, { lineWidth: 100 });
+  $('#spec-edit').href = `/runs/new?from=${seg(run.id)}`;
+}
+
+async function main() {
+  initShell();
+  let run;
+  try {
+    run = await getRun(runId);
+  } catch (error) {
+    const title = error.status === 404 ? 'Run not found' : 'Could not load the run';
+    fill($('#run-root'), h('section', { class: 'panel' }, stateBox('error', title,
+      error.status === 404 ? `No run has the id “${runId}”. It may have been deleted.` : errorText(error),
+      h('a', { class: 'btn btn-ghost', href: '/' }, 'All runs'))));
+    return;
+  }
+  buildViews();
+  initSmoothing();
+  setRun(run);
+  showSpec(run);
+  if (page.dataset.step) scrubber.live = false;
+  setInterval(() => { if (state.run.status === 'running') updateProgress(); }, 1000);
+  follow();  // opened before the history is read, so no step falls between the two
+  const [rows, logLines] = await Promise.all([
+    getAllMetrics(runId).catch(() => []),
+    getLogs(runId).then((r) => r.items).catch(() => []),
+  ]);
+  rows.forEach((row) => series.add(row));
+  logs.add(logLines);
+  $('#log-count').textContent = logs.count ? `${logs.count} lines` : '';
+  render();
+  if (page.dataset.step) scrubber.select(Number(page.dataset.step), { live: false });
+}
+
+main();

@@ -1,0 +1,107 @@
+// A run's step metrics in columns (one array per metric, aligned with `steps`), merged from
+// REST pages and live events alike: a step seen twice is overwritten, never doubled.
+
+export class RunSeries {
+  constructor() {
+    this.steps = [];
+    this.columns = new Map();
+    this.histograms = new Map();
+    this.version = 0;
+    this.histogramVersion = 0;
+  }
+
+  get last() {
+    return this.steps.length ? this.steps[this.steps.length - 1] : 0;
+  }
+
+  get size() {
+    return this.steps.length;
+  }
+
+  has(name) {
+    return this.columns.has(name);
+  }
+
+  names() {
+    return [...this.columns.keys()];
+  }
+
+  column(name) {
+    return this.columns.get(name) || null;
+  }
+
+  /** Adds or replaces one step's metrics (and histograms, when the row carries them). */
+  add(row) {
+    if (row.metrics && !this.same(row)) {
+      const index = this.slot(row.step);
+      for (const [name, value] of Object.entries(row.metrics)) {
+        this.ensure(name)[index] = typeof value === 'number' ? value : null;
+      }
+      this.version += 1;
+    }
+    if (row.advantage_histogram || row.reward_histogram) {
+      this.histograms.set(row.step, {
+        advantage: row.advantage_histogram || null,
+        reward: row.reward_histogram || null,
+      });
+      this.histogramVersion += 1;
+    }
+  }
+
+  /** True when `row` repeats metrics already held (a replayed event): nothing to redraw. */
+  same(row) {
+    const n = this.steps.length;
+    if (!n || row.step > this.steps[n - 1] || row.step < this.steps[0]) return false;
+    const index = this.bisect(row.step);
+    if (this.steps[index] !== row.step) return false;
+    return Object.entries(row.metrics).every(([name, value]) => this.columns.get(name)?.[index] === value);
+  }
+
+  /** Index of `step` in the columns, inserting an empty slot where it is new. */
+  slot(step) {
+    const n = this.steps.length;
+    if (!n || step > this.steps[n - 1]) {
+      this.steps.push(step);
+      for (const column of this.columns.values()) column.push(null);
+      return n;
+    }
+    const lo = this.bisect(step);
+    if (this.steps[lo] !== step) {
+      this.steps.splice(lo, 0, step);
+      for (const column of this.columns.values()) column.splice(lo, 0, null);
+    }
+    return lo;
+  }
+
+  /** First index whose step is >= `step`. */
+  bisect(step) {
+    let lo = 0, hi = this.steps.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.steps[mid] < step) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  ensure(name) {
+    let column = this.columns.get(name);
+    if (!column) {
+      column = new Array(this.steps.length).fill(null);
+      this.columns.set(name, column);
+    }
+    return column;
+  }
+
+  /** Latest non-missing value of a metric. */
+  latest(name) {
+    const column = this.columns.get(name);
+    if (!column) return null;
+    for (let i = column.length - 1; i >= 0; i -= 1) if (column[i] != null) return column[i];
+    return null;
+  }
+
+  /** Names of the reward functions, from `rewards/<fn>/mean`. */
+  rewardFunctions() {
+    return this.names().filter((n) => /^rewards\/.+\/mean$/.test(n)).map((n) => n.slice(8, -5));
+  }
+}
