@@ -1,0 +1,124 @@
+"""Checkpoints under `workdir/checkpoints/step-NNNNNN/`: weights, optimizer, RNG, step.
+
+`model/` is a `save_pretrained` directory (full weights, or only the LoRA adapter) with the
+tokenizer, so `grpo eval --model <checkpoint>/model` and any Auto class can load it;
+`trainer_state.pt` holds what exact resumption needs. A checkpoint is written to a temp
+directory and renamed into place, so a crash never leaves a half-written latest one.
+Knows nothing of the GRPO math.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grpo.lora import is_lora
+
+KEEP_CHECKPOINTS = 3
+"""Older checkpoints are deleted once a newer one is complete."""
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def checkpoint_root(workdir: Path) -> Path:
+    return Path(workdir) / "checkpoints"
+
+
+def latest_checkpoint(workdir: Path) -> Path | None:
+    """The complete checkpoint with the highest step, if any."""
+    found = _complete_checkpoints(checkpoint_root(workdir))
+    return found[-1] if found else None
+
+
+def save_checkpoint(workdir: Path, step: int, *, model: Any, tokenizer: Any, state: dict[str, Any]) -> Path:
+    """Write step's checkpoint atomically and prune old ones; returns its directory."""
+    root = checkpoint_root(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"step-{step:06d}"
+    tmp = Path(tempfile.mkdtemp(prefix=f".step-{step:06d}-", dir=root))
+    try:
+        with _quiet_progress():
+            model.save_pretrained(tmp / "model")
+            tokenizer.save_pretrained(tmp / "model")
+        torch.save({**state, "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for old in _complete_checkpoints(root)[:-KEEP_CHECKPOINTS]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def load_checkpoint(path: Path, *, model: Any, device: torch.device) -> dict[str, Any]:
+    """Load weights into `model` in place and return the trainer state (RNG restored)."""
+    load_weights(model, Path(path) / "model")
+    state: dict[str, Any] = torch.load(Path(path) / "trainer_state.pt", map_location=device,
+                                       weights_only=False)
+    set_rng_state(state["rng"])
+    return state
+
+
+def load_weights(model: Any, directory: Path) -> None:
+    """Copy saved weights (full model or LoRA adapter) into an already built model."""
+    if is_lora(model):
+        from peft import set_peft_model_state_dict
+        from peft.utils import load_peft_weights
+
+        set_peft_model_state_dict(model, load_peft_weights(str(directory)))
+        return
+    from safetensors.torch import load_file
+
+    weights: dict[str, torch.Tensor] = {}
+    for file in sorted(directory.glob("*.safetensors")):
+        weights.update(load_file(str(file)))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = getattr(model.config, "tie_word_embeddings", False)
+    missing = [k for k in missing if not (tied and k.endswith("lm_head.weight"))]
+    if missing or unexpected:
+        raise ValueError(f"checkpoint {directory} does not fit the model: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"].cpu())
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+@contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """No "Writing model shards" bar in the middle of the training progress bar."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _complete_checkpoints(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir()
+             if (m := _STEP_DIR.match(p.name)) and (p / "trainer_state.pt").is_file()]
+    return [p for _, p in sorted(found)]

@@ -1,0 +1,149 @@
+"""The `grpo` command: `train` and `eval` run the library in the terminal, with no server.
+
+Service commands (up, worker, submit, runs, cancel, logs, migrate) are handed to app.cli
+or worker.cli in a fresh process, so this module never imports the server or the worker.
+The only environment variable read in grpo/ is GRPO_CACHE_DIR, here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+SERVICE_COMMANDS = {"up": "app.cli", "submit": "app.cli", "runs": "app.cli", "cancel": "app.cli",
+                    "logs": "app.cli", "migrate": "app.cli", "worker": "worker.cli"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SERVICE_COMMANDS:
+        delegate(argv)
+    args = build_parser().parse_args(argv)
+    if args.command == "train":
+        return train(args)
+    return evaluate(args)
+
+
+def delegate(argv: list[str]) -> None:
+    """Replace this process with `python -m app.cli ...` or `python -m worker.cli ...`."""
+    module = SERVICE_COMMANDS[argv[0]]
+    rest = argv[1:] if module == "worker.cli" else argv  # worker.cli has no subcommands
+    os.execvp(sys.executable, [sys.executable, "-m", module, *rest])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo", description="GRPO training and evaluation. "
+                                     f"Service commands: {', '.join(sorted(SERVICE_COMMANDS))}.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train_parser = sub.add_parser("train", help="train from a spec YAML in this terminal")
+    train_parser.add_argument("spec", type=Path, help="JobSpec as YAML (or JSON)")
+    train_parser.add_argument("--workdir", type=Path, default=None,
+                              help="checkpoints go to WORKDIR/checkpoints (default runs/<spec name>)")
+    train_parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    eval_parser = sub.add_parser("eval", help="greedy accuracy on a task's test split")
+    eval_parser.add_argument("--model", required=True,
+                             help="builtin:tiny-arith, a hub id, a model dir or a checkpoint dir")
+    eval_parser.add_argument("--n", type=int, default=200, help="examples to evaluate (default 200)")
+    eval_parser.add_argument("--data", default="builtin:arith", help="task source (default builtin:arith)")
+    eval_parser.add_argument("--split", default="test")
+    eval_parser.add_argument("--max-new-tokens", type=int, default=16)
+    eval_parser.add_argument("--device", default="auto")
+    for each in (train_parser, eval_parser):
+        each.add_argument("--cache-dir", type=Path, default=None,
+                          help="built-in models cache (default GRPO_CACHE_DIR or ~/.cache/grpo)")
+    return parser
+
+
+def cache_dir(arg: Path | None) -> Path:
+    return (arg or Path(os.environ.get("GRPO_CACHE_DIR", "~/.cache/grpo"))).expanduser()
+
+
+def train(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from grpo.checkpoint import latest_checkpoint
+    from grpo.trainer import Trainer
+
+    spec = load_spec(args.spec)
+    workdir = args.workdir or Path("runs") / (spec.name or args.spec.stem)
+    if not args.resume and latest_checkpoint(workdir) is not None:
+        print(f"error: {workdir} already has checkpoints; pass --resume to continue or choose "
+              "another --workdir", file=sys.stderr)
+        return 2
+    trainer = Trainer(spec, workdir=workdir, cache_dir=cache_dir(args.cache_dir), progress=True,
+                      log=lambda level, message: tqdm.write(f"[{level}] {message}"))
+    stop = StopOnInterrupt()
+    with tqdm(total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True) as bar:
+        def show(report: Any) -> None:
+            bar.n = report.step
+            bar.set_postfix(reward=f"{report.scalars['reward']:.3f}", kl=f"{report.scalars['kl']:.4f}")
+
+        result = trainer.fit(show, should_stop=stop.is_requested, resume=args.resume)
+    state = "stopped" if result.is_stopped else "finished"
+    print(f"{state} at step {result.last_step}; checkpoints in {workdir / 'checkpoints'}")
+    return 130 if result.is_stopped else 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from grpo.data import load_examples
+    from grpo.evaluate import greedy_accuracy
+    from grpo.models import pick_device
+    from grpo.spec import DataSpec
+
+    data = DataSpec(source=args.data, split=args.split)
+    examples = load_examples(data, split=args.split)[: args.n]
+    model, tokenizer = load_model(args.model, cache=cache_dir(args.cache_dir), device=pick_device(args.device))
+    accuracy = greedy_accuracy(model, tokenizer, examples, data, max_new_tokens=args.max_new_tokens)
+    print(f"{args.model}: greedy accuracy {accuracy:.3f} on {len(examples)} {args.data} {args.split} examples")
+    return 0
+
+
+def load_model(name: str, *, cache: Path, device: Any) -> tuple[Any, Any]:
+    """A model by name or directory; a checkpoint dir's model/, LoRA adapters on their base."""
+    import json
+
+    from grpo.models import load_policy
+
+    path = Path(name).expanduser()
+    if (path / "model").is_dir():
+        path = path / "model"
+    adapter_config = path / "adapter_config.json"
+    if not adapter_config.is_file():
+        return load_policy(str(path) if path.exists() else name, cache_dir=cache, device=device)  # type: ignore[no-any-return]
+    from peft import PeftModel
+
+    base = json.loads(adapter_config.read_text())["base_model_name_or_path"]
+    model, tokenizer = load_policy(base, cache_dir=cache, device=device)
+    return PeftModel.from_pretrained(model, str(path)).eval(), tokenizer
+
+
+def load_spec(path: Path) -> Any:
+    import yaml
+
+    from grpo.spec import JobSpec
+
+    return JobSpec.model_validate(yaml.safe_load(path.read_text()))
+
+
+class StopOnInterrupt:
+    """First Ctrl-C: finish the step, checkpoint, stop. Second: interrupt at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
+
+    def is_requested(self) -> bool:
+        return self.requested
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Step metrics from one generation batch: rewards, group outcomes, lengths, token means.
+
+Pure functions of tensors returning plain floats keyed by the metric names the store and
+the dashboard use. A completion *passes* when its total reward is > 0, so for 0/1 rewards
+an all-fail group is all 0 and an all-pass group all positive. Knows nothing of models.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def reward_scalars(rewards: Tensor, scores: dict[str, list[float]]) -> dict[str, float]:
+    """Mean and population std of the total reward and of each function's scores (B, G)."""
+    scalars = {"reward": float(rewards.mean()), "reward_std": float(rewards.std(correction=0))}
+    for name, values in scores.items():
+        column = torch.tensor(values, dtype=torch.float64)
+        scalars[f"rewards/{name}/mean"] = float(column.mean())
+        scalars[f"rewards/{name}/std"] = float(column.std(correction=0))
+    return scalars
+
+
+def group_scalars(rewards: Tensor) -> dict[str, float]:
+    """Group outcomes of rewards (B, G): zero-std fraction, all-fail/all-pass/mixed counts."""
+    is_flat = (rewards == rewards[:, :1]).all(dim=1)  # (B,)
+    passes = rewards > 0  # (B, G)
+    all_pass = passes.all(dim=1)
+    all_fail = (~passes).all(dim=1)
+    return {
+        "frac_reward_zero_std": float(is_flat.float().mean()),
+        "groups/all_fail": float(all_fail.sum()),
+        "groups/all_pass": float(all_pass.sum()),
+        "groups/mixed": float((~all_fail & ~all_pass).sum()),
+        "reward_within_group_var_share": within_group_variance_share(rewards),
+    }
+
+
+def within_group_variance_share(rewards: Tensor) -> float:
+    """sum over groups of within-group squared deviations / total squared deviation.
+
+    Only within-group variance carries GRPO signal; 0 when all rewards are equal.
+    """
+    total = ((rewards - rewards.mean()) ** 2).sum()
+    if float(total) == 0.0:
+        return 0.0
+    within = ((rewards - rewards.mean(dim=1, keepdim=True)) ** 2).sum()
+    return float(within / total)
+
+
+def length_scalars(lengths: Tensor, is_truncated: Tensor) -> dict[str, float]:
+    """Completion lengths in tokens (EOS included) and the fraction cut at the limit."""
+    lengths = lengths.float()
+    return {
+        "completions/mean_length": float(lengths.mean()),
+        "completions/min_length": float(lengths.min()),
+        "completions/max_length": float(lengths.max()),
+        "completions/clipped_ratio": float(is_truncated.float().mean()),
+    }
+
+
+def masked_mean(values: Tensor, mask: Tensor) -> float:
+    """Mean over unmasked entries (0 when none)."""
+    mask = mask.to(values.dtype)
+    return float((values * mask).sum() / mask.sum().clamp(min=1))
+
+
+def sequence_means(values: Tensor, mask: Tensor) -> Tensor:
+    """Per-row mean over unmasked tokens (N, T) -> (N,)."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)

@@ -1,0 +1,196 @@
+"""Rollout: sample G completions per prompt and score their tokens' log-probabilities.
+
+Generation is one batched decode loop over all B x G completions with a KV cache. The G
+completions of a group share their prompt, so the prompt is run once per group (B rows,
+left-padded) and its cache is repeated G times; rows that have emitted EOS are dropped
+from the cache so finished completions cost nothing. The same prompt sharing serves the
+policy and reference passes, gradients included. Knows nothing of rewards or the loss.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from grpo.sampling import sample_next_tokens
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """B prompts and their G completions each (row i of the completions is group i // G)."""
+
+    prompt_ids: Tensor  # (B, P) left-padded
+    prompt_mask: Tensor  # (B, P) 1 on prompt tokens
+    completion_ids: Tensor  # (N, T) right-padded, N = B * G
+    completion_mask: Tensor  # (N, T) 1 up to and including EOS
+    is_truncated: Tensor  # (N,) True when no EOS came within max_completion_length
+
+    @property
+    def num_generations(self) -> int:
+        return self.completion_ids.shape[0] // self.prompt_ids.shape[0]
+
+    @property
+    def lengths(self) -> Tensor:
+        return self.completion_mask.sum(dim=1)  # (N,)
+
+
+def tokenize_prompts(
+    tokenizer: Any,
+    prompts: Sequence[str],
+    *,
+    max_length: int,
+    add_special_tokens: bool,
+    device: torch.device,
+) -> tuple[Tensor, Tensor]:
+    """Left-padded prompt ids and mask (B, P); prompts longer than max_length lose their start."""
+    encoded = tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]
+    rows = [ids[-max_length:] for ids in encoded]
+    width = max(len(ids) for ids in rows)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)
+    return ids.to(device), mask.to(device)
+
+
+def prompt_positions(prompt_mask: Tensor) -> Tensor:
+    """Position ids that start at 0 on each row's first real token despite left padding."""
+    return (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, P)
+
+
+@torch.no_grad()
+def generate(
+    model: Any,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    *,
+    num_generations: int,
+    max_new_tokens: int,
+    eos_token_ids: Sequence[int],
+    pad_token_id: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    generator: torch.Generator | None = None,
+) -> Rollout:
+    """Sample num_generations completions per prompt, each at most max_new_tokens long."""
+    n = prompt_ids.shape[0] * num_generations
+    positions = prompt_positions(prompt_mask)  # (B, P)
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
+                use_cache=True, logits_to_keep=1)
+    cache = _cache_of(out)
+    cache.batch_repeat_interleave(num_generations)
+    cache_arg = _cache_argument(model)
+    logits = out.logits[:, -1].repeat_interleave(num_generations, dim=0)  # (N, V)
+    attention = prompt_mask.repeat_interleave(num_generations, dim=0)  # (n, P + t)
+    next_position = positions[:, -1].repeat_interleave(num_generations) + 1  # (n,)
+    eos = torch.tensor(list(eos_token_ids), device=prompt_ids.device)
+    tokens = torch.full((n, max_new_tokens), pad_token_id, dtype=torch.long, device=prompt_ids.device)
+    lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=prompt_ids.device)
+    live = torch.arange(n, device=prompt_ids.device)  # row of the cache -> completion index
+    for t in range(max_new_tokens):
+        token = sample_next_tokens(logits, temperature=temperature, top_p=top_p, top_k=top_k,
+                                   generator=generator)  # (n,)
+        tokens[live, t] = token
+        is_eos = torch.isin(token, eos)  # (n,)
+        lengths[live[is_eos]] = t + 1
+        if t == max_new_tokens - 1 or bool(is_eos.all()):
+            break
+        if bool(is_eos.any()):
+            # finished rows leave the batch: their cache rows and decode steps are pure waste
+            keep = (~is_eos).nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            live, attention, next_position, token = live[keep], attention[keep], next_position[keep], token[keep]
+        attention = torch.cat([attention, attention.new_ones(attention.shape[0], 1)], dim=1)
+        out = model(input_ids=token[:, None], attention_mask=attention,
+                    position_ids=next_position[:, None], use_cache=True, **{cache_arg: cache})
+        logits = out.logits[:, -1]
+        next_position = next_position + 1
+    width = int(lengths.max())
+    mask = torch.arange(width, device=tokens.device)[None, :] < lengths[:, None]  # (N, T)
+    ended = torch.isin(tokens.gather(1, (lengths - 1)[:, None]).squeeze(1), eos)  # (N,)
+    return Rollout(prompt_ids, prompt_mask, tokens[:, :width].masked_fill(~mask, pad_token_id),
+                   mask.long(), ~ended)
+
+
+def decode_completions(tokenizer: Any, rollout: Rollout) -> list[str]:
+    """Completion texts without padding or special tokens."""
+    rows = [ids[:n].tolist() for ids, n in zip(rollout.completion_ids, rollout.lengths.tolist())]
+    return list(tokenizer.batch_decode(rows, skip_special_tokens=True))
+
+
+def completion_logps(
+    model: Any,
+    rollout: Rollout,
+    *,
+    temperature: float = 1.0,
+    share_prompt: bool = True,
+    with_entropy: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Per-token log pi(o_t | q, o_<t) of the sampled tokens (N, T) and, optionally, entropy.
+
+    Logits are divided by the sampling temperature, so the ratio compares the distributions
+    the tokens were actually drawn from (as TRL does).
+    """
+    if share_prompt:
+        logits = _logits_shared_prompt(model, rollout)
+    else:
+        logits = _logits_full_sequence(model, rollout)
+    logits = logits.float() / temperature  # (N, T, V)
+    norm = torch.logsumexp(logits, dim=-1)  # (N, T)
+    logps = logits.gather(-1, rollout.completion_ids[..., None]).squeeze(-1) - norm  # (N, T)
+    if not with_entropy:
+        return logps, None
+    with torch.no_grad():
+        entropy = norm - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)  # (N, T)
+    return logps, entropy
+
+
+def _logits_shared_prompt(model: Any, rollout: Rollout) -> Tensor:
+    """Run each prompt once, repeat its KV cache G times, then run the completions on it."""
+    g = rollout.num_generations
+    n, width = rollout.completion_ids.shape
+    positions = prompt_positions(rollout.prompt_mask)  # (B, P)
+    out = model(input_ids=rollout.prompt_ids, attention_mask=rollout.prompt_mask,
+                position_ids=positions, use_cache=width > 1, logits_to_keep=1)
+    first = out.logits[:, -1:].repeat_interleave(g, dim=0)  # (N, 1, V) predicts token 0
+    if width == 1:
+        return first
+    cache = _cache_of(out)
+    cache.batch_repeat_interleave(g)
+    # padding after EOS sits at the end, so causal attention keeps it out of every real token
+    attention = torch.cat([rollout.prompt_mask.repeat_interleave(g, dim=0),
+                           rollout.prompt_mask.new_ones(n, width - 1)], dim=1)
+    steps = torch.arange(1, width, device=positions.device)
+    completion_positions = positions[:, -1:].repeat_interleave(g, dim=0) + steps  # (N, T-1)
+    rest = model(input_ids=rollout.completion_ids[:, :-1], attention_mask=attention,
+                 position_ids=completion_positions, use_cache=True,
+                 **{_cache_argument(model): cache}).logits
+    return torch.cat([first, rest], dim=1)  # (N, T, V)
+
+
+def _logits_full_sequence(model: Any, rollout: Rollout) -> Tensor:
+    """Plain prompt+completion forward of every row (gradient checkpointing takes this path)."""
+    g = rollout.num_generations
+    width = rollout.completion_ids.shape[1]
+    ids = torch.cat([rollout.prompt_ids.repeat_interleave(g, dim=0), rollout.completion_ids], dim=1)
+    attention = torch.cat([rollout.prompt_mask.repeat_interleave(g, dim=0),
+                           torch.ones_like(rollout.completion_ids)], dim=1)
+    out = model(input_ids=ids, attention_mask=attention, position_ids=prompt_positions(attention),
+                use_cache=False, logits_to_keep=width + 1)
+    return out.logits[:, :-1]  # (N, T, V)
+
+
+def _cache_argument(model: Any) -> str:
+    """transformers 5.2x renamed `past_key_values` to `cache`; accept both generations."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _cache_of(out: Any) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values

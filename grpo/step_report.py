@@ -1,0 +1,82 @@
+"""Turn one step's tensors into the plain StepReport the outside world receives.
+
+Every group keeps its prompt, rewards and advantages; the first `keep` groups also keep
+their completions (text, per-function rewards, per-token KL). Knows nothing of HTTP or SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torch import Tensor
+
+from grpo.data import Example
+from grpo.report import (
+    ADVANTAGE_BIN_EDGES,
+    REWARD_BIN_EDGES,
+    CompletionReport,
+    GroupReport,
+    StepReport,
+    histogram,
+)
+from grpo.rollout import Rollout
+
+
+def build_groups(
+    examples: Sequence[Example],
+    prompts: Sequence[str],
+    *,
+    texts: Sequence[str],
+    rollout: Rollout,
+    scores: dict[str, list[float]],
+    rewards: Tensor,
+    advantages: Tensor,
+    token_kls: Tensor | None,
+    keep: int,
+) -> list[GroupReport]:
+    """One GroupReport per prompt; completions only for the first `keep` groups."""
+    g = rollout.num_generations
+    reward_rows, advantage_rows = rewards.tolist(), advantages.tolist()
+    groups = []
+    for b, example in enumerate(examples):
+        completions = None
+        if b < keep:
+            completions = [
+                _completion(i, texts=texts, rollout=rollout, scores=scores,
+                            reward=reward_rows[b][i % g], advantage=advantage_rows[b][i % g],
+                            token_kls=token_kls)
+                for i in range(b * g, (b + 1) * g)
+            ]
+        groups.append(GroupReport(index=b, prompt_id=example.id, prompt=prompts[b],
+                                  answer=example.answer, rewards=reward_rows[b],
+                                  advantages=advantage_rows[b], completions=completions))
+    return groups
+
+
+def _completion(
+    i: int,
+    *,
+    texts: Sequence[str],
+    rollout: Rollout,
+    scores: dict[str, list[float]],
+    reward: float,
+    advantage: float,
+    token_kls: Tensor | None,
+) -> CompletionReport:
+    length = int(rollout.lengths[i])
+    kls = token_kls[i, :length].tolist() if token_kls is not None else None
+    return CompletionReport(
+        text=texts[i], num_tokens=length, is_truncated=bool(rollout.is_truncated[i]),
+        rewards={name: values[i] for name, values in scores.items()}, reward=reward,
+        advantage=advantage, kl=sum(kls) / max(1, len(kls)) if kls else 0.0, token_kls=kls)
+
+
+def build_step_report(
+    step: int, total_steps: int, scalars: dict[str, float], groups: list[GroupReport]
+) -> StepReport:
+    """The step's scalars and groups with both fixed-bin histograms."""
+    advantages = [a for group in groups for a in group.advantages]
+    rewards = [r for group in groups for r in group.rewards]
+    return StepReport(step=step, total_steps=total_steps, scalars=scalars, groups=groups,
+                      advantage_histogram=histogram(advantages, ADVANTAGE_BIN_EDGES),
+                      reward_histogram=histogram(rewards, REWARD_BIN_EDGES))

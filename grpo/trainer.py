@@ -1,0 +1,224 @@
+"""The GRPO trainer: one step = rollout -> rewards -> advantages -> loss -> update -> report.
+
+Orchestration only; every formula lives in its own module (advantages.py, loss.py,
+rewards.py, metrics.py, kl_control.py). Reports each step as a plain StepReport through a
+callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL or Celery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grpo.advantages import clip_advantages, group_advantages
+from grpo.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from grpo.data import Example, PromptSampler, format_prompt, load_examples
+from grpo.kl_control import adapt_beta
+from grpo.loss import k3_kl
+from grpo.metrics import group_scalars, length_scalars, masked_mean, reward_scalars
+from grpo.models import load_policy, pick_device
+from grpo.optim import build_optimizer, build_scheduler
+from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
+from grpo.precision import autocast, compute_dtype
+from grpo.reference import ReferencePolicy
+from grpo.report import StepReport
+from grpo.rewards import score_completions, total_rewards
+from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
+from grpo.spec import JobSpec
+from grpo.step_report import build_groups, build_step_report
+from grpo.timing import StepClock
+from grpo.update import UpdateResult, policy_update
+
+Log = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class FitResult:
+    last_step: int
+    is_stopped: bool
+
+
+class Trainer:
+    """Builds policy, reference, optimizer and data from a JobSpec; `fit` runs the steps."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        *,
+        workdir: Path,
+        cache_dir: Path,
+        datasets_dir: Path | None = None,
+        log: Log | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.spec = spec
+        self.workdir = Path(workdir)
+        self.log: Log = log or (lambda level, message: None)
+        self.device = pick_device(spec.device)
+        self.dtype = compute_dtype(spec.precision, self.device)
+        torch.manual_seed(spec.seed)  # LoRA initialisation
+        self.examples = _load_nonempty(spec, datasets_dir)
+        self.sampler = PromptSampler(self.examples, batch_size=spec.prompts_per_step, seed=spec.seed)
+        model, self.tokenizer = load_policy(spec.model, cache_dir=Path(cache_dir), device=self.device,
+                                            progress=progress)
+        self.model = prepare_policy(model, spec)
+        self.reference = ReferencePolicy(self.model) if spec.beta > 0 else None
+        self.optimizer = build_optimizer(self.model.parameters(), spec)
+        self.scheduler = build_scheduler(self.optimizer, spec)
+        self.beta = spec.beta
+        self.eos_token_ids = eos_token_ids(self.tokenizer, self.model)
+        self.uses_chat_template = spec.data.use_chat_template and bool(
+            getattr(self.tokenizer, "chat_template", None))
+        trainable, total = count_parameters(self.model)
+        self.log("info", f"model loaded: {spec.model} ({total / 1e6:.1f} M parameters, "
+                         f"{trainable / 1e6:.1f} M trainable) on {self.device}, "
+                         f"{'bf16' if self.dtype == torch.bfloat16 else 'fp32'} compute")
+
+    def fit(
+        self,
+        on_step: Callable[[StepReport], None],
+        *,
+        should_stop: Callable[[], bool] = lambda: False,
+        resume: bool = True,
+    ) -> FitResult:
+        """Train up to spec.max_steps (1-based steps), checkpointing as the spec says."""
+        step = self._resume() if resume else 0
+        saved = step
+        while step < self.spec.max_steps and not should_stop():
+            step += 1
+            on_step(self._guarded_step(step))
+            if self.spec.save_steps and step % self.spec.save_steps == 0:
+                saved = self._save(step)
+        if step > saved:
+            self._save(step)
+        return FitResult(last_step=step, is_stopped=step < self.spec.max_steps)
+
+    def step(self, step: int) -> StepReport:
+        """One GRPO step on the prompts of 1-based `step`, in algorithm order."""
+        spec, clock = self.spec, StepClock()
+        examples = self.sampler.batch(step)
+        prompts = [format_prompt(example, spec.data, self.tokenizer) for example in examples]
+        with clock.phase("generate"):
+            rollout = self._generate(prompts, step)
+        with clock.phase("reward"):
+            texts = decode_completions(self.tokenizer, rollout)
+            scores = self._score(texts, examples, rollout)
+            rewards = torch.tensor(total_rewards(scores, spec.rewards)).view(len(examples), -1)
+        advantages = group_advantages(rewards, scale=spec.scale_rewards, eps=spec.advantage_eps)
+        advantages = clip_advantages(advantages, spec.advantage_clip)
+        with clock.phase("reference"):
+            ref_logps = self._reference_logps(rollout)
+        with clock.phase("train"):
+            update = self._update(rollout, advantages, ref_logps, step)
+        scalars = self._scalars(rollout, rewards, scores, update)
+        self._after_update(step, kl=scalars["kl"])
+        token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
+        groups = build_groups(examples, prompts, texts=texts, rollout=rollout, scores=scores,
+                              rewards=rewards, advantages=advantages, token_kls=token_kls,
+                              keep=spec.logging.max_groups_per_step)
+        scalars.update(clock.scalars(num_tokens=int(rollout.lengths.sum())))
+        return build_step_report(step, spec.max_steps, scalars, groups)
+
+    def _guarded_step(self, step: int) -> StepReport:
+        try:
+            return self.step(step)
+        except torch.cuda.OutOfMemoryError as exc:
+            raise RuntimeError(
+                f"out of GPU memory at step {step}: lower num_generations ({self.spec.num_generations}), "
+                f"prompts_per_step ({self.spec.prompts_per_step}) or max_completion_length "
+                f"({self.spec.max_completion_length}), or enable gradient_checkpointing or lora"
+            ) from exc
+
+    def _generate(self, prompts: list[str], step: int) -> Rollout:
+        spec = self.spec
+        ids, mask = tokenize_prompts(self.tokenizer, prompts, max_length=spec.max_prompt_length,
+                                     add_special_tokens=not self.uses_chat_template, device=self.device)
+        # a generator per step seeded by (seed, step): resuming at step k samples what the
+        # uninterrupted run sampled, whatever consumed the global RNG before
+        generator = torch.Generator(device=self.device).manual_seed(sampling_seed(spec.seed, step))
+        with autocast(self.device, self.dtype):
+            return generate(self.model, ids, mask, num_generations=spec.num_generations,
+                            max_new_tokens=spec.max_completion_length,
+                            eos_token_ids=self.eos_token_ids, pad_token_id=self.tokenizer.pad_token_id,
+                            temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
+                            generator=generator)
+
+    def _score(self, texts: list[str], examples: list[Example], rollout: Rollout) -> dict[str, list[float]]:
+        answers = [e.answer for e in examples for _ in range(self.spec.num_generations)]
+        return score_completions(texts, answers=answers, num_tokens=rollout.lengths.tolist(),
+                                 rewards=self.spec.rewards)
+
+    def _reference_logps(self, rollout: Rollout) -> torch.Tensor | None:
+        if self.reference is None:
+            return None
+        with autocast(self.device, self.dtype):
+            return self.reference.logps(self.model, rollout, temperature=self.spec.temperature)
+
+    def _update(self, rollout: Rollout, advantages: torch.Tensor, ref_logps: torch.Tensor | None,
+                step: int) -> UpdateResult:
+        loss_mask = rollout.completion_mask
+        if self.spec.mask_truncated_completions:
+            loss_mask = loss_mask * (~rollout.is_truncated).long()[:, None]
+        with update_mode(self.model, self.spec):
+            return policy_update(
+                self.model, self.optimizer, rollout, advantages.flatten().to(self.device), ref_logps,
+                loss_mask, spec=self.spec, beta=self.beta, step=step,
+                autocast=lambda: autocast(self.device, self.dtype))
+
+    def _scalars(self, rollout: Rollout, rewards: torch.Tensor, scores: dict[str, list[float]],
+                 update: UpdateResult) -> dict[str, float]:
+        return {
+            **reward_scalars(rewards, scores),
+            **group_scalars(rewards),
+            **length_scalars(rollout.lengths, rollout.is_truncated),
+            **update.metrics,
+            "kl": update.metrics.get("kl", 0.0),
+            "beta": self.beta,
+            "entropy": masked_mean(update.entropy, rollout.completion_mask),
+            "learning_rate": self.scheduler.get_last_lr()[0],
+        }
+
+    def _after_update(self, step: int, *, kl: float) -> None:
+        """Advance the schedule, adapt beta, and sync the reference when due."""
+        self.scheduler.step()
+        self.beta = adapt_beta(self.beta, kl, target=self.spec.kl_target, horizon=self.spec.kl_horizon)
+        if self.reference is not None and self.spec.sync_ref_every and step % self.spec.sync_ref_every == 0:
+            self.reference.sync(self.model)
+
+    def _save(self, step: int) -> int:
+        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict(),
+                                 "scheduler": self.scheduler.state_dict(), "beta": self.beta}
+        if self.reference is not None and self.spec.sync_ref_every:
+            state["reference"] = self.reference.state_dict()
+        path = save_checkpoint(self.workdir, step, model=self.model, tokenizer=self.tokenizer, state=state)
+        self.log("info", f"checkpoint saved at step {step}: {path}")
+        return step
+
+    def _resume(self) -> int:
+        path = latest_checkpoint(self.workdir)
+        if path is None:
+            return 0
+        state = load_checkpoint(path, model=self.model, device=self.device)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.beta = float(state["beta"])
+        if self.reference is not None and "reference" in state:
+            self.reference.load_state_dict(state["reference"])
+        self.log("info", f"resumed from checkpoint at step {state['step']}: {path}")
+        return int(state["step"])
+
+
+def sampling_seed(seed: int, step: int) -> int:
+    """Seed of step's sampling generator: distinct per (seed, step), stable across runs."""
+    return (seed * 1_000_003 + step) % (2**63 - 1)
+
+
+def _load_nonempty(spec: JobSpec, datasets_dir: Path | None) -> list[Example]:
+    examples = load_examples(spec.data, datasets_dir=datasets_dir)
+    if not examples:
+        raise ValueError(f"dataset {spec.data.source!r} split {spec.data.split!r} has no examples")
+    return examples

@@ -1,0 +1,24 @@
+"""Shared test fixtures: where built-in models live, and torch's thread count."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def grpo_cache_dir() -> Path:
+    """The model cache (GRPO_CACHE_DIR or ~/.cache/grpo), shared across runs: the
+    tiny-arith warm-up is built once per machine, as the CLI would."""
+    return Path(os.environ.get("GRPO_CACHE_DIR", "~/.cache/grpo")).expanduser()
+
+
+@pytest.fixture(scope="session")
+def one_torch_thread() -> None:
+    """Tiny-model ops are too small for intra-op threads to pay off, and on a shared 2-core
+    runner a second spinning thread made each matmul ~15x slower (measured)."""
+    import torch
+
+    torch.set_num_threads(1)

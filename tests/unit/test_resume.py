@@ -1,0 +1,56 @@
+"""Exact resume (grpo/trainer.py, grpo/checkpoint.py): run 4 steps straight, or run 2,
+checkpoint, build a new Trainer and resume; steps 3 and 4 must match. The spec exercises
+every piece of saved state: AdamW moments, a warmup + linear schedule, adaptive beta and a
+reference synced at step 2."""
+
+import pytest
+
+from grpo.checkpoint import KEEP_CHECKPOINTS, latest_checkpoint
+from grpo.spec import LoraSpec
+from grpo.trainer import FitResult, Trainer
+from tests.unit.test_trainer import comparable, tiny_spec
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+RESUME_KNOBS = dict(max_steps=4, warmup_steps=1, lr_scheduler_type="linear", kl_target=0.01,
+                    kl_horizon=5, sync_ref_every=2, save_steps=2)
+
+
+@pytest.mark.parametrize("lora", [None, LoraSpec(r=4)], ids=["full", "lora"])
+def test_resuming_from_step_two_continues_exactly(tmp_path, grpo_cache_dir, lora):
+    spec = tiny_spec(**RESUME_KNOBS, lora=lora, learning_rate=1e-2 if lora else 1e-3)
+    straight = []
+    Trainer(spec, workdir=tmp_path / "straight", cache_dir=grpo_cache_dir).fit(straight.append)
+
+    first = []
+    stopped = Trainer(spec, workdir=tmp_path / "resumed", cache_dir=grpo_cache_dir).fit(
+        first.append, should_stop=lambda: len(first) >= 2)
+    assert stopped == FitResult(last_step=2, is_stopped=True)
+    logs, second = [], []
+    resumed = Trainer(spec, workdir=tmp_path / "resumed", cache_dir=grpo_cache_dir,
+                      log=lambda level, message: logs.append(message)).fit(second.append)
+
+    assert resumed == FitResult(last_step=4, is_stopped=False)
+    assert any("resumed from checkpoint at step 2" in m for m in logs)
+    assert [r.step for r in second] == [3, 4]
+    for expected, got in zip(straight[2:], second):
+        assert comparable(got).keys() == comparable(expected).keys()
+        for key, value in comparable(expected).items():
+            assert got.scalars[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+        assert [g.rewards for g in got.groups] == [g.rewards for g in expected.groups]
+
+
+def test_a_finished_run_resumes_to_nothing(tmp_path, grpo_cache_dir):
+    spec = tiny_spec(max_steps=1)
+    Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
+    reports = []
+    result = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(reports.append)
+    assert result == FitResult(last_step=1, is_stopped=False) and reports == []
+
+
+def test_only_the_latest_checkpoints_are_kept(tmp_path, grpo_cache_dir):
+    Trainer(tiny_spec(max_steps=5, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
+        lambda report: None)
+    kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert kept == [f"step-{s:06d}" for s in range(6 - KEEP_CHECKPOINTS, 6)]
+    assert latest_checkpoint(tmp_path).name == "step-000005"
