@@ -44,6 +44,7 @@ def _transport_options(settings: Settings) -> dict[str, object]:
             "data_folder_in": str(settings.broker_dir / "queue"),
             "data_folder_out": str(settings.broker_dir / "queue"),
             "processed_folder": str(settings.broker_dir / "processed"),
+            "control_folder": str(settings.broker_dir / "control"),
             "store_processed": False,
             "polling_interval": 0.5,
         }
@@ -54,7 +55,7 @@ def prepare_broker() -> None:
     """Create the filesystem broker's folders (the embedded default); a no-op otherwise."""
     settings = get_settings()
     if settings.is_filesystem_broker:
-        for folder in ("queue", "processed"):
+        for folder in ("queue", "processed", "control"):
             (settings.broker_dir / folder).mkdir(parents=True, exist_ok=True)
 
 

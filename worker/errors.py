@@ -14,4 +14,6 @@ def describe_error(exc: BaseException) -> str:
         return f"training diverged: {text}"
     if isinstance(exc, FileNotFoundError | OSError) and "model" in text.lower():
         return f"model could not be loaded: {text}"
+    if isinstance(exc, ValueError):
+        return text  # our own checks word these for users already
     return f"{type(exc).__name__}: {text}"
