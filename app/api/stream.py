@@ -2,12 +2,12 @@
 
 The event table is the log: a client that reconnects with Last-Event-ID gets every event
 after that id, once, in order. Nothing is pushed from memory, so a server restart loses
-nothing either. The stream polls; a final status ends it after its last events.
+nothing either. A Redis wake-up (when the broker is Redis) ends the wait early; otherwise
+the stream polls. A final status ends it after its last events.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from app.api.deps import ReadAccess, RunDep, SettingsDep
 from app.store import events, runs
 from app.store.models import FINAL_STATUSES
+from app.store.wakeup import waker
 
 router = APIRouter(prefix="/api/runs", tags=["stream"])
 KEEPALIVE_SECONDS = 15.0
@@ -51,7 +52,7 @@ async def event_stream(run_id: str, after_id: int, poll_seconds: float) -> Async
         if time.monotonic() - last_sent > KEEPALIVE_SECONDS:
             yield ": keepalive\n\n"
             last_sent = time.monotonic()
-        await asyncio.sleep(poll_seconds)
+        await waker.wait(run_id, poll_seconds)
 
 
 @router.get("/{run_id}/events", dependencies=[ReadAccess])

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import get_settings
+from app.store import wakeup  # noqa: F401 - registers the after-commit wake-up hooks
 
 
 def make_engine(url: str) -> Engine:

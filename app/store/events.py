@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.store.db import session_scope
-from app.store.models import Event, LogLine, utcnow
+from app.store.models import Event, LogLine, Run, utcnow
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -23,11 +24,21 @@ class StoredEvent:
     payload: dict[str, Any]
 
 
+def lock_run_events(session: Session, run_id: str) -> None:
+    """Serialise a run's event writers, so ids commit in id order and no stream skips one.
+
+    Without it, PostgreSQL could commit event 11 before event 10 of the same run; a stream
+    that already sent 11 would never send 10. SQLite serialises writers by itself.
+    """
+    session.execute(select(Run.id).where(Run.id == run_id).with_for_update())
+
+
 def add_log(run_id: str, level: str, message: str) -> None:
     """Store a log line and its event in one transaction."""
     level = level.lower() if level.lower() in LOG_LEVELS else "info"
     now = utcnow()
     with session_scope() as session:
+        lock_run_events(session, run_id)
         session.add(LogLine(run_id=run_id, level=level, message=message, created_at=now))
         payload = {"level": level, "message": message, "created_at": now.isoformat()}
         session.add(Event(run_id=run_id, kind="log", payload=payload, created_at=now))

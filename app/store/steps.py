@@ -13,6 +13,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from app.store.db import session_scope
+from app.store.events import lock_run_events
 from app.store.models import Event, Run, Sample, StepGroup, StepMetric
 from grpo.report import GroupReport, StepReport
 
@@ -31,6 +32,7 @@ def group_outcome(rewards: list[float]) -> str:
 def save_step(run_id: str, report: StepReport) -> None:
     """Write one step (replacing an earlier write of the same step) and its event."""
     with session_scope() as session:
+        lock_run_events(session, run_id)
         _delete_step(session, run_id, report.step)
         session.execute(insert(StepMetric), [_metric_row(run_id, report)])
         if report.groups:

@@ -91,3 +91,39 @@ def test_bad_spec_is_rejected_at_submit_naming_the_field(stack: Stack) -> None:
         assert response.status_code == 422
         assert response.json()["error"]["fields"][0]["loc"] == "num_generations"
         assert [r["id"] for r in client.get("/api/runs").json()["items"]] == before
+
+
+def test_stream_dropped_mid_run_resumes_with_no_gap_or_repeat(stack: Stack) -> None:
+    with stack.client() as client:
+        run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=4)).json()["id"]
+        path = f"/api/runs/{run_id}/events"
+        head = read_events(client, path, max_events=3)  # disconnects while the run trains
+        tail = read_events(client, path, last_event_id=head[-1].id)
+        whole = read_events(client, path)
+        assert [e.id for e in head + tail] == [e.id for e in whole]
+        assert [e.data["step"] for e in head + tail if e.kind == "step"] == [1, 2, 3, 4]
+
+
+def test_groups_of_a_step_hold_every_completion_with_reward_and_advantage(stack: Stack) -> None:
+    with stack.client() as client:
+        run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=2)).json()["id"]
+        assert wait_for_final(client, run_id)["status"] == "succeeded"
+        groups = client.get(f"/api/runs/{run_id}/steps/2/groups").json()["items"]
+        assert [g["index"] for g in groups] == [0, 1]
+        for g in groups:
+            assert len(g["rewards"]) == len(g["advantages"]) == 4
+            assert abs(sum(g["advantages"])) < 1e-4  # centred within the group
+        detail = client.get(f"/api/runs/{run_id}/steps/2/groups/0").json()
+        rewards = [c["reward"] for c in detail["completions"]]
+        assert len(rewards) == 4 and rewards == sorted(rewards, reverse=True)
+        assert sorted(rewards) == sorted(detail["rewards"])
+        assert all("accuracy" in c["rewards"] for c in detail["completions"])
+        history = client.get(f"/api/runs/{run_id}/prompts/{detail['prompt_id']}").json()["items"]
+        assert history and all(h["prompt_id"] == detail["prompt_id"] for h in history)
+        assert client.get(f"/api/runs/{run_id}/steps/2/groups/99").status_code == 404
+        csv_text = client.get(f"/api/runs/{run_id}/export", params={"format": "csv"}).text
+        assert csv_text.splitlines()[0].startswith("step,") and len(csv_text.splitlines()) == 3
+        lines = client.get(
+            f"/api/runs/{run_id}/export", params={"format": "jsonl", "what": "groups"}
+        ).text
+        assert len(lines.splitlines()) == 4  # 2 steps x 2 groups
