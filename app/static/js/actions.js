@@ -15,7 +15,8 @@ const ACTIONS = [
 
 /** Buttons for `run`; `onDone(name, result)` is told after each action succeeds. */
 export function runActions(run, { onDone = () => {}, small = false, skip = [] } = {}) {
-  const available = ACTIONS.filter((a) => !skip.includes(a.name) && (!a.when || a.when.includes(run.status)));
+  const available = ACTIONS.filter((a) => !skip.includes(a.name) && (!a.when || a.when.includes(run.status))
+    && !(a.name === 'cancel' && run.is_cancel_requested));
   return h('div', { class: `actions${small ? ' actions-small' : ''}` }, available.map((action) =>
     action.name === 'edit'
       ? h('a', { class: 'btn btn-ghost', href: `/runs/new?from=${seg(run.id)}`, dataset: { action: 'edit' } }, action.label)

@@ -51,17 +51,22 @@ export const getGroup = (id, step, index) => request('GET', `${run(id)}/steps/${
 export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/prompts/${seg(promptId)}`);
 export const eventsUrl = (id) => `${run(id)}/events`;
 
-const METRICS_PAGE = 5000;
+const METRICS_PAGE = 20000;
 
-/** Every metrics row after `afterStep`, following pages until a short one. */
+/**
+ * Every metrics row after `afterStep`, following pages until a short one. `lastEventId` is
+ * the stream position the server says the rows cover, when it says so (resume from there).
+ */
 export async function getAllMetrics(id, { afterStep = 0, keys } = {}) {
   const rows = [];
+  let lastEventId = null;
   for (;;) {
     const page = await request('GET', `${run(id)}/metrics`, {
       params: { after_step: afterStep, limit: METRICS_PAGE, keys: keys && keys.join(',') },
     });
+    if (lastEventId === null && page.last_event_id != null) lastEventId = String(page.last_event_id);
     rows.push(...page.items);
-    if (page.items.length < METRICS_PAGE) return rows;
+    if (page.items.length < METRICS_PAGE) return Object.assign(rows, { lastEventId });
     afterStep = page.items[page.items.length - 1].step;
   }
 }

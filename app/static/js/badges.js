@@ -5,9 +5,11 @@ import { h } from './dom.js';
 export const ACTIVE = new Set(['queued', 'running']);
 export const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-export function statusPill(status) {
-  return h('span', { class: `pill pill-${status}`, dataset: { status } },
-    h('span', { class: 'pill-dot', 'aria-hidden': 'true' }), status);
+/** `run.is_cancel_requested` shows an active run as "cancelling" until its worker stops it. */
+export function statusPill(status, { cancelling = false } = {}) {
+  const label = cancelling && ACTIVE.has(status) ? 'cancelling' : status;
+  return h('span', { class: `pill pill-${label === 'cancelling' ? 'cancelled' : status}`, dataset: { status } },
+    h('span', { class: 'pill-dot', 'aria-hidden': 'true' }), label);
 }
 
 export function progressBar(run) {

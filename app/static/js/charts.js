@@ -2,6 +2,7 @@
 // line charts over a step axis built from a RunSeries-like set of columns.
 
 import { num, pct } from './format.js';
+import { pick } from './sampling.js';
 
 export const echarts = window.echarts;
 export const COLORS = ['#4f46e5', '#12b76a', '#f79009', '#2e90fa', '#ee46bc', '#7a5af8', '#f04438', '#15b79e', '#667085', '#875bf7'];
@@ -64,8 +65,9 @@ function axisFormatter(unit) {
  * One line chart over steps. `lines` are {key, name, color, axis, unit, dashed, area, stack,
  * smooth, band: [lowerKey, widthKey]} and read columns from `source` (a {name: array} map
  * with a `step` column). `weight` is the smoothing weight for lines with smooth !== false.
+ * `keep` (indices, or null for all) thins the drawn steps after smoothing.
  */
-export function lineChartOption({ source, lines, weight = 0, axes = [{}], markArea = null }) {
+export function lineChartOption({ source, lines, weight = 0, axes = [{}], markArea = null, keep = null }) {
   const columns = { step: source.step };
   const series = [];
   const units = {};
@@ -86,7 +88,7 @@ export function lineChartOption({ source, lines, weight = 0, axes = [{}], markAr
   return {
     animation: false,
     color: COLORS,
-    dataset: { source: columns },
+    dataset: { source: Object.fromEntries(Object.entries(columns).map(([k, c]) => [k, pick(c, keep)])) },
     grid: { left: 8, right: 10, top: 24, bottom: 4, containLabel: true },
     legend: { top: 0, left: 4, type: 'scroll', itemWidth: 12, itemHeight: 3, icon: 'rect', textStyle: { fontSize: 10, color: '#667085' }, data: lines.filter((l) => !l.invisible && !l.band && source[l.key]).map((l) => l.name) },
     tooltip: { trigger: 'axis', confine: true, formatter: tooltipFormatter(units), axisPointer: { type: 'line', lineStyle: { color: '#d0d5dd' } } },

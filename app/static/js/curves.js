@@ -2,6 +2,7 @@
 
 import { echarts, ema, formatValue, lineChartOption, mountChart } from './charts.js';
 import { h } from './dom.js';
+import { keepIndices, MAX_POINTS } from './sampling.js';
 import { pct } from './format.js';
 import { outcomeShares } from './bins.js';
 
@@ -129,6 +130,8 @@ function timePanel() {
 export class CurvesView {
   constructor(container, series) {
     this.series = series;
+    this.window = null;
+    this.last = { weight: 0, finished: false };
     this.cards = PANELS.map((panel) => {
       const chartEl = h('div', { class: 'chart', id: `chart-${panel.id}`, dataset: { chart: panel.id } });
       const valueEl = h('span', { class: 'value' });
@@ -139,18 +142,38 @@ export class CurvesView {
       return { panel, chart: mountChart(chartEl, { group: GROUP }), valueEl, emptyEl };
     });
     echarts.connect(GROUP);
+    let timer = null;
+    this.cards[0].chart.on('datazoom', () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => this.followZoom(), 150);
+    });
+  }
+
+  /** A long run is drawn thinned; zooming in redraws the window at full resolution. */
+  followZoom() {
+    const zoom = this.cards[0].chart.getOption().dataZoom?.[0];
+    const s = this.series;
+    if (!zoom || s.size <= MAX_POINTS) return;
+    const full = (zoom.start ?? 0) <= 0 && (zoom.end ?? 100) >= 100;
+    this.window = full ? null : [Math.floor(zoom.startValue), Math.ceil(zoom.endValue)];
+    this.render(this.last.weight, { finished: this.last.finished });
   }
 
   render(weight, { finished = false } = {}) {
+    this.last = { weight, finished };
     const s = this.series;
     for (const card of this.cards) {
       const built = card.panel.build(s, weight);
       const source = { step: s.steps, ...Object.fromEntries(built.lines.map((l) => [l.key, s.column(l.key)]).filter(([, c]) => c)), ...(built.extra || {}) };
-      const option = lineChartOption({ source, lines: built.lines, weight, axes: built.axes, markArea: built.markArea });
+      const primary = source[built.lines.find((l) => !l.invisible && !l.band && source[l.key])?.key];
+      const keep = keepIndices(s.steps, primary, this.window);
+      const option = lineChartOption({ source, lines: built.lines, weight, axes: built.axes, markArea: built.markArea, keep });
       const hasData = option.series.length > 0 && s.size > 0;
       card.emptyEl.hidden = hasData;
       card.emptyEl.textContent = s.size ? 'Not reported by this run' : finished ? 'No steps recorded' : 'Waiting for the first step…';
+      performance.mark(`grpo:build-${card.panel.id}`);
       card.chart.setOption(option, { replaceMerge: ['series', 'dataset', 'yAxis'] });
+      performance.mark(`grpo:draw-${card.panel.id}`);
       card.valueEl.textContent = headValue(card.panel, s);
     }
   }

@@ -6,6 +6,7 @@ import { mountChart } from './charts.js';
 
 const AXIS = { color: '#98a2b3', fontSize: 10 };
 const MAX_COLUMNS = 160;
+const REDRAW_MS = 1000;
 
 export const KINDS = {
   advantage: { edges: ADVANTAGE_EDGES, key: 'advantage', labelEvery: 4, color: ['#ffffff', '#c7d2fe', '#4f46e5', '#1e1b4b'] },
@@ -43,14 +44,44 @@ function binColor(lower) {
 
 /** A heatmap of per-step histograms; each column is normalised to shares of its samples. */
 export class HistogramHeatmapView {
-  constructor(el, kind, { onPickStep = () => {} } = {}) {
+  constructor(el, kind, { onPickStep = () => {}, emptyEl = null } = {}) {
     this.kind = KINDS[kind];
     this.chart = mountChart(el);
+    this.emptyEl = emptyEl;
     this.columns = [];
+    this.drawn = -1;
+    this.wanted = null;
+    this.lastDraw = 0;
+    this.timer = null;
+    this.isVisible = false;
     this.chart.on('click', (p) => {
       const column = this.columns[p.value[0]];
       if (column) onPickStep(column.last);
     });
+    // drawn only on screen, and at most once a second: a replay of 10,000 steps stays smooth
+    new IntersectionObserver(([entry]) => {
+      this.isVisible = entry.isIntersecting;
+      if (this.isVisible) this.flush();
+    }).observe(el);
+  }
+
+  /** Asks for a redraw of `histograms` at `version`; it happens when due and on screen. */
+  update(histograms, version) {
+    this.wanted = { histograms, version };
+    this.flush();
+  }
+
+  flush() {
+    if (!this.wanted || this.wanted.version === this.drawn || !this.isVisible || this.timer) return;
+    const wait = Math.max(0, REDRAW_MS - (performance.now() - this.lastDraw));
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (!this.isVisible || this.wanted.version === this.drawn) return;
+      this.drawn = this.wanted.version;
+      this.lastDraw = performance.now();
+      const hasData = this.draw(this.wanted.histograms);
+      if (this.emptyEl) this.emptyEl.hidden = hasData;
+    }, wait);
   }
 
   /** Returns false when there is nothing to draw. */

@@ -1,7 +1,7 @@
 // Run page: loads the run's history over REST, follows the SSE stream, and redraws in
 // batches (at most a few frames a second, however fast steps arrive).
 
-import { eventsUrl, getAllMetrics, getLogs, getRun } from './api.js';
+import { eventsUrl, getAllMetrics, getRun } from './api.js';
 import { FINAL, progressBar } from './badges.js';
 import { ADVANTAGE_EDGES, histogram } from './bins.js';
 import { CurvesView } from './curves.js';
@@ -11,6 +11,7 @@ import { HistogramHeatmapView, StepHistogramView } from './histograms.js';
 import { LogView } from './logs.js';
 import { renderBanner, renderHeader, renderStats } from './runheader.js';
 import { Scrubber } from './scrubber.js';
+import * as loaded from './runload.js';
 import { RunSeries } from './series.js';
 import { errorText, initShell, stateBox } from './shell.js';
 import { StepGroupsView } from './stepgroups.js';
@@ -21,25 +22,27 @@ const RENDER_EVERY_MS = 250;
 const SMOOTHING_KEY = 'grpo.smoothing';
 
 const page = $('#page');
-const runId = page.dataset.runId;
+const { runId } = loaded;
 const series = new RunSeries();
-const state = { run: null, shownStep: null, renderQueued: false, lastRender: 0, heatVersion: -1, curvesKey: '', stepTimer: null };
+const state = { run: null, shownStep: null, renderQueued: false, lastRender: 0, renderCost: 0, curvesKey: '', stepTimer: null };
 let curves, scrubber, stepGroups, stepHistogram, heatmaps, logs;
 
 function smoothing() {
   return Number($('#smoothing').value);
 }
 
+/** Redraws at most every RENDER_EVERY_MS, or 4x the last redraw's cost: the page stays <= ~25% busy. */
 function scheduleRender() {
   if (state.renderQueued) return;
   state.renderQueued = true;
-  const wait = Math.max(0, RENDER_EVERY_MS - (performance.now() - state.lastRender));
+  const every = Math.max(RENDER_EVERY_MS, 4 * state.renderCost);
+  const wait = Math.max(0, every - (performance.now() - state.lastRender));
   setTimeout(() => requestAnimationFrame(render), wait);
 }
 
 function render() {
+  const started = performance.now();
   state.renderQueued = false;
-  state.lastRender = performance.now();
   const finished = FINAL.has(state.run.status);
   const key = `${series.version}|${smoothing()}|${state.run.status}`;
   if (key !== state.curvesKey) {
@@ -49,17 +52,16 @@ function render() {
     updateProgress();
   }
   scrubber.setBounds(series.steps[0] || 0, series.last);
-  if (state.heatVersion !== series.histogramVersion) {
-    state.heatVersion = series.histogramVersion;
-    $('#reward-heatmap-empty').hidden = heatmaps.reward.draw(series.histograms);
-    $('#advantage-heatmap-empty').hidden = heatmaps.advantage.draw(series.histograms);
-  }
+  heatmaps.reward.update(series.histograms, series.histogramVersion);
+  heatmaps.advantage.update(series.histograms, series.histogramVersion);
   if (!series.size) {
     const text = finished ? 'This run recorded no steps' : 'Waiting for the first step…';
     $('#groups-empty').textContent = text;
     $('#advantages-empty').textContent = text;
   }
   page.dataset.renderedSteps = String(series.size);
+  state.lastRender = performance.now();
+  state.renderCost = state.lastRender - started;
 }
 
 /** Progress and duration move with every step, between status events. */
@@ -126,9 +128,9 @@ function onStreamState(streamState) {
 }
 
 let stream = null;
-function follow() {
+function follow(lastEventId = null) {
   stream?.close();
-  stream = openStream(eventsUrl(runId), { onEvent, onState: onStreamState });
+  stream = openStream(eventsUrl(runId), { onEvent, onState: onStreamState, lastEventId });
 }
 
 function onStepChange(step, live) {
@@ -185,8 +187,8 @@ function buildViews() {
   stepHistogram = new StepHistogramView($('#chart-advantages'));
   const pick = (step) => scrubber.select(step, { live: false });
   heatmaps = {
-    reward: new HistogramHeatmapView($('#chart-reward-heatmap'), 'reward', { onPickStep: pick }),
-    advantage: new HistogramHeatmapView($('#chart-advantage-heatmap'), 'advantage', { onPickStep: pick }),
+    reward: new HistogramHeatmapView($('#chart-reward-heatmap'), 'reward', { onPickStep: pick, emptyEl: $('#reward-heatmap-empty') }),
+    advantage: new HistogramHeatmapView($('#chart-advantage-heatmap'), 'advantage', { onPickStep: pick, emptyEl: $('#advantage-heatmap-empty') }),
   };
   scrubber = new Scrubber($('#scrubber'), { onChange: onStepChange });
   logs = new LogView($('#logs'));
@@ -199,9 +201,11 @@ function showSpec(run) {
 
 async function main() {
   initShell();
+  // the history was requested by runload.js from the page head; the stream opens once it
+  // is drawn, so a long run's replay does not compete with its first paint
   let run;
   try {
-    run = await getRun(runId);
+    run = await loaded.run;
   } catch (error) {
     const title = error.status === 404 ? 'Run not found' : 'Could not load the run';
     fill($('#run-root'), h('section', { class: 'panel' }, stateBox('error', title,
@@ -214,17 +218,17 @@ async function main() {
   setRun(run);
   showSpec(run);
   if (page.dataset.step) scrubber.live = false;
-  setInterval(() => { if (state.run.status === 'running') updateProgress(); }, 1000);
-  follow();  // opened before the history is read, so no step falls between the two
-  const [rows, logLines] = await Promise.all([
-    getAllMetrics(runId).catch(() => []),
-    getLogs(runId).then((r) => r.items).catch(() => []),
-  ]);
+  const rows = await loaded.history;
+  performance.mark('grpo:history-fetched');
   rows.forEach((row) => series.add(row));
-  logs.add(logLines);
-  $('#log-count').textContent = logs.count ? `${logs.count} lines` : '';
+  performance.mark('grpo:history-merged');
   render();
+  performance.mark('grpo:history-drawn');
   if (page.dataset.step) scrubber.select(Number(page.dataset.step), { live: false });
+  follow(rows.lastEventId);
+  logs.add(await loaded.logLines);
+  $('#log-count').textContent = logs.count ? `${logs.count} lines` : '';
+  setInterval(() => { if (state.run.status === 'running') updateProgress(); }, 1000);
 }
 
 main();

@@ -11,7 +11,7 @@ export function renderHeader(el, run, { onAction }) {
   const spec = run.spec || {};
   fill(el,
     h('div', { class: 'run-title' },
-      h('h1', { id: 'run-name' }, run.name), statusPill(run.status), h('code', { title: 'run id' }, run.id)),
+      h('h1', { id: 'run-name' }, run.name), statusPill(run.status, { cancelling: run.is_cancel_requested }), h('code', { title: 'run id' }, run.id)),
     runActions(run, { onDone: onAction }),
     h('div', { class: 'run-meta' },
       progressBar(run),

@@ -6,7 +6,7 @@ import { progressBar, statusPill } from './badges.js';
 import { $, $$, fill, h, seg } from './dom.js';
 import { duration, num, runSeconds, since } from './format.js';
 import { errorText, initShell, stateBox, toast } from './shell.js';
-import { withToken } from './token.js';
+import { askToken, withToken } from './token.js';
 
 const PAGE = 50;
 const POLL_MS = 3000;
@@ -38,8 +38,11 @@ async function load({ quiet = false } = {}) {
     render();
   } catch (error) {
     if (quiet && state.loaded) return;
-    fill($('#runs-table'), stateBox('error', 'Could not load runs', errorText(error),
-      h('button', { class: 'btn btn-ghost', type: 'button', onclick: () => load() }, 'Retry')));
+    const needsToken = error.status === 401 || error.status === 403;
+    fill($('#runs-table'), stateBox('error', needsToken ? 'This server needs an API token to show runs' : 'Could not load runs', errorText(error),
+      needsToken
+        ? h('button', { class: 'btn btn-primary', type: 'button', onclick: async () => { if (await askToken()) load(); } }, 'Enter token')
+        : h('button', { class: 'btn btn-ghost', type: 'button', onclick: () => load() }, 'Retry')));
   }
 }
 
@@ -84,7 +87,7 @@ function row(run) {
       h('a', { class: 'run-link', href: `/runs/${seg(run.id)}` }, run.name),
       h('div', { class: 'sub' }, h('code', null, run.id.slice(0, 8)), ' · ', spec.model || '',
         spec.num_generations ? ` · G=${spec.num_generations}` : '')),
-    h('td', null, statusPill(run.status), run.error ? h('div', { class: 'sub error-text', title: run.error }, run.error) : null),
+    h('td', null, statusPill(run.status, { cancelling: run.is_cancel_requested }), run.error ? h('div', { class: 'sub error-text', title: run.error }, run.error) : null),
     h('td', null, progressBar(run)),
     h('td', { class: 'num' }, num(metrics.reward)),
     h('td', { class: 'num' }, num(metrics.kl)),

@@ -17,9 +17,14 @@ export class StepGroupsView {
     this.step = null;
     this.request = 0;
     this.chart.on('click', (p) => {
-      const group = this.groups[p.dataIndex] || this.groups[p.value?.[0]];
+      const group = this.groupAt(p);
       if (group) window.location.assign(groupUrl(this.runId, this.step, group.index));
     });
+  }
+
+  /** The group under a box (by position) or a point (by its x, the box's position). */
+  groupAt(p) {
+    return p.seriesType === 'scatter' ? this.groups[p.value[0]] : this.groups[p.dataIndex];
   }
 
   /** Loads and draws `step`; a slower answer for an older step is dropped. */
@@ -43,7 +48,7 @@ export class StepGroupsView {
     this.chart.setOption({
       animation: false,
       grid: { left: 8, right: 12, top: 12, bottom: 4, containLabel: true },
-      tooltip: { trigger: 'item', confine: true, formatter: (p) => tooltip(groups[p.dataIndex] || groups[p.value?.[0]]) },
+      tooltip: { trigger: 'item', confine: true, formatter: (p) => tooltip(this.groupAt(p)) },
       xAxis: { type: 'category', data: groups.map((g) => `#${g.index}`), axisLabel: { ...AXIS, interval: 'auto', hideOverlap: true }, axisTick: { show: false }, axisLine: { lineStyle: { color: '#e4e7ec' } } },
       yAxis: { type: 'value', scale: true, splitNumber: 4, axisLabel: AXIS, splitLine: { lineStyle: { color: '#f2f4f7' } } },
       series: [

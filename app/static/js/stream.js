@@ -9,9 +9,10 @@ const MAX_RETRY_MS = 10000;
 /**
  * Opens `url` and calls `onEvent({id, event, data})` for each event (data parsed as JSON).
  * `onState(state)` hears 'connecting', 'open', 'reconnecting', 'ended' and 'error'.
+ * `lastEventId` starts after that event instead of at the beginning of the run's log.
  */
-export function openStream(url, { onEvent, onState = () => {} }) {
-  let lastId = null;
+export function openStream(url, { onEvent, onState = () => {}, lastEventId = null }) {
+  let lastId = lastEventId;
   let closed = false;
   let controller = null;
   let retry = MIN_RETRY_MS;
@@ -35,7 +36,7 @@ export function openStream(url, { onEvent, onState = () => {} }) {
 
   async function loop() {
     while (!closed) {
-      onState(lastId === null ? 'connecting' : 'reconnecting');
+      onState(retry === MIN_RETRY_MS ? 'connecting' : 'reconnecting');
       let outcome = 'retry';
       try {
         outcome = await connectOnce();

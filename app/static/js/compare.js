@@ -1,0 +1,170 @@
+// Compare: the same metrics of two or more runs overlaid on one step axis.
+
+import { getAllMetrics, listRuns } from './api.js';
+import { statusPill } from './badges.js';
+import { COLORS, echarts, ema, mountChart } from './charts.js';
+import { $, fill, h } from './dom.js';
+import { num } from './format.js';
+import { errorText, initShell, stateBox } from './shell.js';
+
+const DEFAULT_METRICS = ['reward', 'kl', 'loss', 'entropy', 'completions/mean_length', 'grad_norm'];
+const AXIS = { color: '#98a2b3', fontSize: 10 };
+const POLL_MS = 5000;
+const state = { runs: [], picked: [], metrics: [...DEFAULT_METRICS], data: new Map(), charts: new Map(), filter: '' };
+
+function readQuery() {
+  const params = new URLSearchParams(window.location.search);
+  state.picked = (params.get('runs') || '').split(',').filter(Boolean);
+  const metrics = (params.get('metrics') || '').split(',').filter(Boolean);
+  if (metrics.length) state.metrics = metrics;
+}
+
+function writeQuery() {
+  const params = new URLSearchParams();
+  if (state.picked.length) params.set('runs', state.picked.join(','));
+  if (state.metrics.join(',') !== DEFAULT_METRICS.join(',')) params.set('metrics', state.metrics.join(','));
+  window.history.replaceState(null, '', `/compare${params.toString() ? `?${params}` : ''}`.replace(/%2C/g, ','));
+}
+
+function colorOf(id) {
+  return COLORS[state.picked.indexOf(id) % COLORS.length];
+}
+
+function renderPicker() {
+  const runs = state.runs.filter((r) => !state.filter || r.name.toLowerCase().includes(state.filter));
+  $('#picked-count').textContent = `${state.picked.length} selected`;
+  if (!runs.length) {
+    fill($('#run-picker'), stateBox('empty', 'No runs', state.filter ? 'No run matches.' : 'Submit a run first.'));
+    return;
+  }
+  fill($('#run-picker'), runs.map((run) => {
+    const on = state.picked.includes(run.id);
+    return h('label', { class: 'run-pick', dataset: { runId: run.id } },
+      h('input', { type: 'checkbox', checked: on, onchange: (event) => toggle(run.id, event.target.checked) }),
+      h('span', { class: 'swatch', style: { background: on ? colorOf(run.id) : 'transparent' } }),
+      h('span', null, h('div', { class: 'name' }, run.name), h('div', { class: 'sub' }, statusPill(run.status), ` ${run.step}/${run.total_steps}`)));
+  }));
+}
+
+async function toggle(id, on) {
+  state.picked = on ? [...state.picked, id] : state.picked.filter((x) => x !== id);
+  writeQuery();
+  renderPicker();
+  if (on) await loadRun(id);
+  drawAll();
+}
+
+async function loadRun(id) {
+  const known = state.data.get(id);
+  const rows = await getAllMetrics(id, { afterStep: known ? known.steps[known.steps.length - 1] : 0 });
+  const data = known || { steps: [], values: new Map() };
+  for (const row of rows) {
+    data.steps.push(row.step);
+    for (const [name, value] of Object.entries(row.metrics)) {
+      if (!data.values.has(name)) data.values.set(name, new Array(data.steps.length - 1).fill(null));
+      data.values.get(name).push(value);
+    }
+    for (const column of data.values.values()) if (column.length < data.steps.length) column.push(null);
+  }
+  state.data.set(id, data);
+  fillMetricChoices();
+}
+
+function fillMetricChoices() {
+  const names = new Set();
+  for (const data of state.data.values()) for (const name of data.values.keys()) names.add(name);
+  const select = $('#metric-add');
+  const current = [...select.options].slice(1).map((o) => o.value);
+  const wanted = [...names].filter((n) => !state.metrics.includes(n)).sort();
+  if (current.join() === wanted.join()) return;
+  fill(select, h('option', { value: '' }, 'metric…'), wanted.map((n) => h('option', { value: n }, n)));
+}
+
+function drawAll() {
+  const box = $('#compare-charts');
+  if (state.picked.length < 1) {
+    for (const chart of state.charts.values()) chart.dispose();
+    state.charts.clear();
+    fill(box, h('div', { class: 'panel', style: { gridColumn: '1 / -1' } }, stateBox('empty', 'Pick runs to compare', 'Tick two or more runs on the left; their curves overlay here, one colour per run.')));
+    return;
+  }
+  if (!box.querySelector('.chart-card')) box.replaceChildren();
+  for (const metric of state.metrics) drawMetric(box, metric);
+  for (const [metric, chart] of state.charts) {
+    if (!state.metrics.includes(metric)) {
+      chart.dispose();
+      state.charts.delete(metric);
+      box.querySelector(`[data-metric="${CSS.escape(metric)}"]`)?.remove();
+    }
+  }
+  echarts.connect('compare');
+}
+
+function drawMetric(box, metric) {
+  let chart = state.charts.get(metric);
+  if (!chart) {
+    const el = h('div', { class: 'chart', id: `compare-${metric.replace(/[^a-z0-9]+/gi, '-')}` });
+    box.append(h('div', { class: 'chart-card', dataset: { metric } },
+      h('div', { class: 'chart-head' }, h('h3', null, metric), h('span', { class: 'value' },
+        h('button', { type: 'button', class: 'btn btn-ghost', style: { height: '20px', padding: '0 6px' }, title: 'Remove chart', onclick: () => { state.metrics = state.metrics.filter((m) => m !== metric); writeQuery(); drawAll(); fillMetricChoices(); } }, '×'))),
+      el));
+    chart = mountChart(el, { group: 'compare' });
+    state.charts.set(metric, chart);
+  }
+  const weight = Number($('#smoothing').value);
+  const series = state.picked.filter((id) => state.data.has(id)).map((id) => {
+    const data = state.data.get(id);
+    const values = ema(data.values.get(metric) || [], weight);
+    const run = state.runs.find((r) => r.id === id);
+    return {
+      id, name: run ? run.name : id, type: 'line', showSymbol: false, sampling: 'lttb', color: colorOf(id),
+      lineStyle: { width: 1.6 }, emphasis: { focus: 'series' }, data: data.steps.map((s, i) => [s, values[i] ?? null]),
+    };
+  });
+  chart.setOption({
+    animation: false,
+    grid: { left: 8, right: 12, top: 26, bottom: 4, containLabel: true },
+    legend: { top: 0, left: 4, type: 'scroll', itemWidth: 12, itemHeight: 3, textStyle: { fontSize: 10, color: '#667085' } },
+    tooltip: { trigger: 'axis', confine: true, valueFormatter: (v) => num(v) },
+    xAxis: { type: 'value', min: 'dataMin', max: 'dataMax', minInterval: 1, axisLabel: AXIS, splitLine: { show: false } },
+    yAxis: { type: 'value', scale: true, splitNumber: 3, axisLabel: { ...AXIS, formatter: (v) => num(v, 4) }, splitLine: { lineStyle: { color: '#f2f4f7' } } },
+    dataZoom: [{ type: 'inside', filterMode: 'none', zoomOnMouseWheel: 'shift' }],
+    series,
+  }, { replaceMerge: ['series'] });
+}
+
+async function poll() {
+  const active = state.picked.filter((id) => ['queued', 'running'].includes(state.runs.find((r) => r.id === id)?.status));
+  if (!active.length || document.visibilityState !== 'visible') return;
+  state.runs = (await listRuns({ limit: 200 })).items;
+  await Promise.all(active.map(loadRun));
+  renderPicker();
+  drawAll();
+}
+
+async function main() {
+  initShell();
+  readQuery();
+  try {
+    state.runs = (await listRuns({ limit: 200 })).items;
+  } catch (error) {
+    fill($('#run-picker'), stateBox('error', 'Could not load runs', errorText(error)));
+    return;
+  }
+  state.picked = state.picked.filter((id) => state.runs.some((r) => r.id === id));
+  renderPicker();
+  await Promise.all(state.picked.map((id) => loadRun(id).catch(() => {})));
+  drawAll();
+  $('#compare-search').addEventListener('input', (event) => { state.filter = event.target.value.trim().toLowerCase(); renderPicker(); });
+  $('#smoothing').addEventListener('input', (event) => { $('#smoothing-value').textContent = event.target.value; drawAll(); });
+  $('#metric-add').addEventListener('change', (event) => {
+    if (!event.target.value) return;
+    state.metrics.push(event.target.value);
+    writeQuery();
+    drawAll();
+    fillMetricChoices();
+  });
+  setInterval(() => poll().catch(() => {}), POLL_MS);
+}
+
+main();

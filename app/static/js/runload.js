@@ -1,0 +1,12 @@
+// Starts reading a run page's data the moment the page head is parsed, while the chart
+// library is still loading. Loaded as an async module in <head>; run.js imports the same
+// instance and takes over the requests already in flight.
+
+import { getAllMetrics, getLogs, getRun } from './api.js';
+
+export const runId = document.querySelector('meta[name="grpo-run-id"]').content;
+export const run = getRun(runId);
+export const history = getAllMetrics(runId).catch(() => Object.assign([], { lastEventId: null }));
+export const logLines = getLogs(runId).then((r) => r.items).catch(() => []);
+// a 404 is shown by run.js; an unawaited rejection here would only add console noise
+run.catch(() => {});

@@ -1,0 +1,99 @@
+"""Group inspector: opened by clicking a box of the step's group plot, it shows the G
+completions with the rewards and advantages the API holds; the keyboard walks groups and steps."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.browser.conftest import Console
+
+BOX_CENTRES_JS = """() => {
+  const el = document.getElementById('chart-groups');
+  const chart = window.echarts.getInstanceByDom(el);
+  const option = chart?.getOption();
+  if (!option || !option.series?.[0]?.data?.length) return null;
+  el.scrollIntoView({ block: 'center' });
+  const rect = el.getBoundingClientRect();
+  return option.xAxis[0].data.map((label, i) => {
+    const box = option.series[0].data[i];
+    const [x, y] = chart.convertToPixel({ seriesIndex: 0 }, [i, (box.value ?? box)[2]]);
+    return { index: Number(label.slice(1)), x: rect.left + x, y: rect.top + y };
+  });
+}"""
+
+
+def box_centres(page: Any) -> list[dict[str, float]]:
+    page.wait_for_function(f"({BOX_CENTRES_JS})() !== null", timeout=30_000)
+    return list(page.evaluate(BOX_CENTRES_JS))
+
+
+def test_box_click_opens_the_group_with_the_apis_completions(
+    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+) -> None:
+    run_id, step = finished_run["id"], 3
+    groups = api.get(f"/api/runs/{run_id}/steps/{step}/groups").json()["items"]
+    kept = {g["index"] for g in groups if g["has_completions"]}
+    page.goto(f"/runs/{run_id}/steps/{step}")
+    expect(page.locator(".scrubber .step-label")).to_contain_text(f"Step {step} /")
+
+    target = next(box for box in box_centres(page) if box["index"] in kept)
+    page.mouse.click(target["x"], target["y"])
+    page.wait_for_url(re.compile(rf"/runs/{run_id}/steps/{step}/groups/{int(target['index'])}$"))
+
+    group = api.get(f"/api/runs/{run_id}/steps/{step}/groups/{int(target['index'])}").json()
+    rows = page.locator("article.completion")
+    rows.first.wait_for()
+    assert rows.count() == finished_run["spec"]["num_generations"] == len(group["completions"])
+    shown = [
+        (
+            float(rows.nth(i).get_attribute("data-reward") or "nan"),
+            float(rows.nth(i).get_attribute("data-advantage") or "nan"),
+        )
+        for i in range(rows.count())
+    ]
+    assert shown == [(c["reward"], c["advantage"]) for c in group["completions"]]
+    assert sorted(c["advantage"] for c in group["completions"]) == sorted(group["advantages"])
+    assert page.locator("#prompt-text").inner_text() == group["prompt"]
+    assert page.locator("#answer-text").inner_text() == group["answer"]
+    assert console.unexpected() == []
+
+
+def test_keyboard_walks_groups_and_steps(
+    page: Any, finished_run: dict[str, Any], console: Console
+) -> None:
+    run_id = finished_run["id"]
+    page.goto(f"/runs/{run_id}/steps/2/groups/0")
+    page.locator("article.completion").first.wait_for()
+
+    page.keyboard.press("ArrowRight")
+    page.wait_for_url(re.compile(rf"/runs/{run_id}/steps/2/groups/1$"))
+    page.keyboard.press("]")
+    page.wait_for_url(re.compile(rf"/runs/{run_id}/steps/3/groups/1$"))
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url(re.compile(rf"/runs/{run_id}/steps/3/groups/0$"))
+    assert page.locator(".group-item[aria-current='true']").get_attribute("data-index") == "0"
+    page.go_back()
+    page.wait_for_url(re.compile(rf"/runs/{run_id}/steps/3/groups/1$"))
+    assert console.unexpected() == []
+
+
+def test_group_without_kept_texts_still_shows_rewards_and_advantages(
+    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+) -> None:
+    run_id = finished_run["id"]
+    groups = api.get(f"/api/runs/{run_id}/steps/1/groups").json()["items"]
+    bare = next(g for g in groups if not g["has_completions"])
+    page.goto(f"/runs/{run_id}/steps/1/groups/{bare['index']}")
+    rows = page.locator("article.completion")
+    rows.first.wait_for()
+    assert rows.count() == len(bare["rewards"])
+    shown = sorted(
+        float(rows.nth(i).get_attribute("data-advantage") or "nan") for i in range(rows.count())
+    )
+    assert shown == sorted(bare["advantages"])
+    assert "max_groups_per_step" in page.locator("#completions").inner_text()
+    assert console.unexpected() == []

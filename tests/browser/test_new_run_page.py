@@ -1,0 +1,108 @@
+"""The new-run page: presets with the demo first, a YAML/JSON editor whose validation
+errors land next to their lines, and a submit that opens the live run."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.browser.charts import wait_points
+from tests.browser.conftest import Console
+from tests.browser.runs import stop
+from tests.browser.test_run_page import ADVANTAGE_BARS_JS
+
+BAD_SPEC = """name: broken
+max_steps: 0
+rewards:
+  - name: accuracy
+    weight: heavy
+beta: 0.1
+colour: blue
+"""
+
+
+def test_demo_preset_is_first_and_submits_a_live_run(
+    page: Any, api: httpx.Client, console: Console
+) -> None:
+    page.goto("/runs/new")
+    first = page.locator("#presets .preset").first
+    expect(first).to_have_attribute("data-preset", "arith-demo")
+    expect(first).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#spec-text")).to_have_value(re.compile(r"name: arith-demo"))
+
+    page.click("#submit-button")
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f]+$"))
+    run_id = page.url.rsplit("/", 1)[1]
+    try:
+        preset = api.get("/api/presets").json()["items"][0]["spec"]
+        run = api.get(f"/api/runs/{run_id}").json()
+        assert {k: run["spec"][k] for k in preset} == preset
+        points = wait_points(page, "chart-reward", "reward", 1, timeout=600)
+        page.wait_for_function(f"({ADVANTAGE_BARS_JS})() > 0", timeout=60_000)
+        wait_points(page, "chart-reward", "reward", len(points) + 1)
+    finally:
+        stop(api, run_id)
+    assert console.unexpected() == []
+
+
+def test_validation_errors_are_shown_on_their_lines(page: Any, console: Console) -> None:
+    page.goto("/runs/new")
+    page.locator("#presets .preset").first.wait_for()
+    page.fill("#spec-text", BAD_SPEC)
+    page.click("#submit-button")
+
+    problems = page.locator("#errors li")
+    expect(problems).to_have_count(3)
+    by_loc = {
+        problems.nth(i).get_attribute("data-loc"): problems.nth(i).get_attribute("data-line")
+        for i in range(3)
+    }
+    assert by_loc == {"max_steps": "2", "rewards.0.accuracy.weight": "5", "colour": "7"}
+    marked = page.locator(".editor-gutter .ln.is-error")
+    assert [marked.nth(i).inner_text() for i in range(marked.count())] == ["2", "5", "7"]
+    expect(page.locator(".editor-backdrop .inline-error").first).to_contain_text("greater than")
+
+    problems.nth(1).click()
+    selected = page.evaluate(
+        "() => { const t = document.getElementById('spec-text');"
+        " return t.value.slice(t.selectionStart, t.selectionEnd); }"
+    )
+    assert selected.strip() == "weight: heavy"
+    assert console.unexpected(allowed=("status of 422",)) == []
+
+
+def test_yaml_syntax_errors_point_at_their_line_before_any_request(
+    page: Any, console: Console
+) -> None:
+    page.goto("/runs/new")
+    page.locator("#presets .preset").first.wait_for()
+    page.fill("#spec-text", "name: ok\nrewards: [accuracy\nmax_steps: 3\n")
+    problem = page.locator("#errors li").first
+    expect(problem).to_have_attribute("data-loc", "YAML syntax")
+    assert problem.get_attribute("data-line") in {"2", "3", "4"}
+    assert console.unexpected() == []
+
+
+def test_format_toggle_round_trips_the_spec(page: Any, console: Console) -> None:
+    page.goto("/runs/new")
+    expect(page.locator("#spec-text")).to_have_value(re.compile("arith-demo"))
+    yaml_text = page.input_value("#spec-text")
+    page.click(".seg button[data-format='json']")
+    as_json = json.loads(page.input_value("#spec-text"))
+    assert as_json["name"] == "arith-demo"
+    page.click(".seg button[data-format='yaml']")
+    assert page.input_value("#spec-text") == yaml_text
+    assert console.unexpected() == []
+
+
+def test_edit_as_new_loads_a_runs_spec(
+    page: Any, finished_run: dict[str, Any], console: Console
+) -> None:
+    page.goto(f"/runs/new?from={finished_run['id']}")
+    expect(page.locator("#spec-text")).to_have_value(re.compile(r"name: browser-finished \(copy\)"))
+    expect(page.locator("#presets .preset").first).to_have_attribute("aria-pressed", "true")
+    assert console.unexpected() == []

@@ -1,0 +1,86 @@
+"""Every page renders from the public API with no console error; each view has its own URL.
+With GRPO_SCREENSHOT_DIR set, this is also what makes the 1280x800 screenshots in docs/."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.browser.charts import wait_points
+from tests.browser.conftest import Console
+from tests.browser.runs import finish, small_spec, submit
+
+
+def test_every_page_renders_without_console_errors(
+    page: Any,
+    api: httpx.Client,
+    finished_run: dict[str, Any],
+    console: Console,
+    shoot: Callable[[Any, str], None],
+) -> None:
+    run_id = finished_run["id"]
+    steps = finished_run["spec"]["max_steps"]
+
+    page.goto("/")
+    expect(page.locator(f"tr[data-run-id='{run_id}']")).to_be_visible()
+    shoot(page, "runs")
+
+    page.goto("/runs/new")
+    expect(page.locator("#presets .preset").first).to_be_visible()
+    shoot(page, "new-run")
+
+    page.goto(f"/runs/{run_id}")
+    wait_points(page, "chart-reward", "reward", steps)
+    expect(page.locator("#stream-state")).to_have_attribute("data-state", "ended")
+    shoot(page, "run")
+
+    page.goto(f"/runs/{run_id}/steps/2")
+    expect(page.locator(".scrubber .step-label")).to_contain_text("Step 2 /")
+    expect(page.locator("#groups-summary")).to_contain_text("groups")
+    page.locator("#scrubber").scroll_into_view_if_needed()
+    page.evaluate("window.scrollBy(0, -60)")
+    shoot(page, "run-step")
+
+    page.goto(f"/runs/{run_id}/steps/2/groups/0")
+    expect(page.locator("article.completion").first).to_be_visible()
+    shoot(page, "group")
+
+    prompt_id = api.get(f"/api/runs/{run_id}/steps/2/groups").json()["items"][0]["prompt_id"]
+    page.goto(f"/runs/{run_id}/prompts/{quote(prompt_id, safe='')}")
+    expect(page.locator("#occurrences tbody tr").first).to_be_visible()
+    shoot(page, "prompt")
+
+    assert console.unexpected() == []
+
+
+def test_compare_overlays_runs_and_keeps_them_in_the_url(
+    page: Any,
+    api: httpx.Client,
+    finished_run: dict[str, Any],
+    console: Console,
+    shoot: Callable[[Any, str], None],
+) -> None:
+    other = finish(api, submit(api, small_spec(name="browser-lr-1e-2", learning_rate=1e-2))["id"])
+    page.goto(f"/compare?runs={finished_run['id']},{other['id']}")
+    chart = page.locator("#compare-reward")
+    expect(chart).to_be_visible()
+    names = page.evaluate(
+        "() => window.echarts.getInstanceByDom(document.getElementById('compare-reward'))"
+        ".getOption().series.map((s) => s.name)"
+    )
+    assert names == [finished_run["name"], other["name"]]
+    shoot(page, "compare")
+
+    page.locator(f".run-pick[data-run-id='{other['id']}'] input").uncheck()
+    expect(page).to_have_url(f"/compare?runs={finished_run['id']}")
+    assert console.unexpected() == []
+
+
+def test_unknown_run_shows_a_designed_error(page: Any, console: Console) -> None:
+    page.goto("/runs/0000000000000000")
+    expect(page.locator(".state-error .state-title")).to_have_text("Run not found")
+    assert console.unexpected(allowed=("status of 404",)) == []
