@@ -78,16 +78,21 @@ def get_run(run: RunDep) -> RunOut:
     return run_out(run)
 
 
-@router.get("/{run_id}/metrics", dependencies=[ReadAccess])
+@router.get("/{run_id}/metrics", dependencies=[ReadAccess], response_model=MetricList)
 def get_metrics(
     run: RunDep,
     after_step: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
     keys: Annotated[str | None, Query(description="comma-separated metric names")] = None,
-) -> MetricList:
-    key_list = [k for k in keys.split(",") if k] if keys else None
-    rows = steps.list_metrics(run.id, after_step=after_step, limit=limit, keys=key_list)
-    return MetricList(items=[MetricRow(step=r["step"], metrics=r["metrics"]) for r in rows])
+) -> Response:
+    """Step scalars in step order, for curves; `keys` keeps only some metrics."""
+    if keys:
+        key_list = [k for k in keys.split(",") if k]
+        rows = steps.list_metrics(run.id, after_step=after_step, limit=limit, keys=key_list)
+        body = MetricList(items=[MetricRow(**r) for r in rows]).model_dump_json()
+    else:
+        body = steps.metrics_json(run.id, after_step=after_step, limit=limit)
+    return Response(content=body, media_type="application/json")
 
 
 @router.get("/{run_id}/logs", dependencies=[ReadAccess])

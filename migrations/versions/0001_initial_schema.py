@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-29 19:33:38.153849
+Create Date: 2026-11-29 20:14:31.515969
 """
 
 from collections.abc import Sequence
@@ -25,7 +25,12 @@ def upgrade() -> None:
         sa.Column("num_records", sa.Integer(), nullable=False),
         sa.Column("num_bytes", sa.BigInteger(), nullable=False),
         sa.Column("fields", sa.JSON(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_table(
@@ -45,7 +50,12 @@ def upgrade() -> None:
         sa.Column("device", sa.String(length=100), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("is_cancel_requested", sa.Boolean(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
@@ -63,8 +73,18 @@ def upgrade() -> None:
         sa.Column("device", sa.String(length=200), nullable=False),
         sa.Column("free_memory_mb", sa.Integer(), nullable=True),
         sa.Column("run_id", sa.String(length=32), nullable=True),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column(
+            "started_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
+        sa.Column(
+            "last_seen_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
         sa.PrimaryKeyConstraint("name"),
     )
     op.create_table(
@@ -78,7 +98,12 @@ def upgrade() -> None:
         sa.Column("run_id", sa.String(length=32), nullable=False),
         sa.Column("step", sa.Integer(), nullable=False),
         sa.Column("path", sa.Text(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
         sa.ForeignKeyConstraint(["run_id"], ["run.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )
@@ -97,12 +122,18 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("step", sa.Integer(), nullable=True),
         sa.Column("payload", sa.JSON(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
         sa.ForeignKeyConstraint(["run_id"], ["run.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("event", schema=None) as batch_op:
         batch_op.create_index("ix_event_run_id", ["run_id", "id"], unique=False)
+        batch_op.create_index("ix_event_run_step", ["run_id", "step"], unique=False)
 
     op.create_table(
         "log_line",
@@ -115,7 +146,12 @@ def upgrade() -> None:
         sa.Column("run_id", sa.String(length=32), nullable=False),
         sa.Column("level", sa.String(length=16), nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
         sa.ForeignKeyConstraint(["run_id"], ["run.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )
@@ -191,7 +227,12 @@ def upgrade() -> None:
         sa.Column("metrics", sa.JSON(), nullable=False),
         sa.Column("advantage_histogram", sa.JSON(), nullable=False),
         sa.Column("reward_histogram", sa.JSON(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column(
+            "created_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("(CURRENT_TIMESTAMP)"),
+            nullable=False,
+        ),
         sa.ForeignKeyConstraint(["run_id"], ["run.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("run_id", "step", name="uq_step_metric_run_step"),
@@ -215,6 +256,7 @@ def downgrade() -> None:
 
     op.drop_table("log_line")
     with op.batch_alter_table("event", schema=None) as batch_op:
+        batch_op.drop_index("ix_event_run_step")
         batch_op.drop_index("ix_event_run_id")
 
     op.drop_table("event")

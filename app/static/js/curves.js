@@ -23,7 +23,7 @@ const PANELS = [
 ];
 
 function simple(keys) {
-  return (s) => ({ lines: keys.map((key) => ({ key, name: key })) });
+  return () => ({ lines: keys.map((key) => ({ key, name: key })) });
 }
 
 function rewardPanel(s, weight) {
@@ -41,7 +41,7 @@ function rewardPanel(s, weight) {
   return { lines, extra: s.has('reward_std') ? { 'reward:lower': lower, 'reward:band': width } : {} };
 }
 
-function klPanel(s) {
+function klPanel() {
   return {
     lines: [{ key: 'kl', name: 'kl', color: RED }, { key: 'beta', name: 'β', axis: 1, color: GREY, dashed: true, stepped: true, smooth: false }],
     axes: [{}, { min: 0, scale: false }],

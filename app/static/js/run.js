@@ -31,6 +31,15 @@ function smoothing() {
   return Number($('#smoothing').value);
 }
 
+/** With no choice stored, long runs start smoothed (TensorBoard's 0.6) and short ones raw. */
+function defaultSmoothing() {
+  const stored = localStorage.getItem(SMOOTHING_KEY);
+  if (stored !== null) return;
+  const value = series.size > 200 ? '0.6' : '0';
+  $('#smoothing').value = value;
+  $('#smoothing-value').textContent = value;
+}
+
 /** Redraws at most every RENDER_EVERY_MS, or 4x the last redraw's cost: the page stays <= ~25% busy. */
 function scheduleRender() {
   if (state.renderQueued) return;
@@ -98,8 +107,7 @@ function onEvent(event) {
     series.add(event.data);
     scheduleRender();
   } else if (event.event === 'status') {
-    setRun(event.data);
-    scheduleRender();
+    refreshRun();
   } else if (event.event === 'log') {
     logs.add([event.data]);
     $('#log-count').textContent = `${logs.count} lines`;
@@ -107,6 +115,22 @@ function onEvent(event) {
     // the stream is done: one last read closes any gap the stream could not cover
     refreshAfterEnd();
   }
+}
+
+/**
+ * A status event may be an old one replayed from the start of the log, so the page reads
+ * the run itself rather than trusting the event's copy (status events are few).
+ */
+function refreshRun() {
+  clearTimeout(state.statusTimer);
+  state.statusTimer = setTimeout(async () => {
+    try {
+      setRun(await getRun(runId));
+      scheduleRender();
+    } catch {
+      // the next status event or the end of the stream tries again
+    }
+  }, 100);
 }
 
 async function refreshAfterEnd() {
@@ -151,12 +175,19 @@ async function showStep(step) {
     $('#groups-empty').hidden = groups.length > 0;
     $('#groups-empty').textContent = 'No groups stored for this step';
     $('#groups-summary').textContent = summary(groups);
-    if (!known) drawAdvantages(histogram(groups.flatMap((g) => g.advantages), ADVANTAGE_EDGES));
+    if (!known && groups.length) drawAdvantages(histogram(groups.flatMap((g) => g.advantages), ADVANTAGE_EDGES));
+    if (!known && !groups.length) showAdvantagesEmpty(`No completions stored for step ${step}`);
   } catch (error) {
     $('#groups-empty').hidden = false;
     $('#groups-empty').textContent = error.status === 404 ? `No groups stored for step ${step}` : errorText(error);
-    if (!known) $('#advantages-empty').hidden = false;
+    if (!known) showAdvantagesEmpty($('#groups-empty').textContent);
   }
+}
+
+function showAdvantagesEmpty(text) {
+  stepHistogram.draw([]);
+  $('#advantages-empty').textContent = text;
+  $('#advantages-empty').hidden = false;
 }
 
 function drawAdvantages(counts) {
@@ -222,6 +253,7 @@ async function main() {
   performance.mark('grpo:history-fetched');
   rows.forEach((row) => series.add(row));
   performance.mark('grpo:history-merged');
+  defaultSmoothing();
   render();
   performance.mark('grpo:history-drawn');
   if (page.dataset.step) scrubber.select(Number(page.dataset.step), { live: false });
