@@ -154,7 +154,32 @@ class LoggingSpec(BaseModel):
 class JobSpec(BaseModel):
     """A GRPO training job: model, data, rewards and every algorithm knob."""
 
-    model_config = _FROZEN
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"name": "arith-demo", "model": "builtin:tiny-arith", "max_steps": 30},
+                {
+                    "name": "r1-format",
+                    "model": "Qwen/Qwen2.5-0.5B-Instruct",
+                    "data": {"source": "dataset:0123456789abcdef"},
+                    "rewards": [{"name": "accuracy"}, {"name": "format", "weight": 0.2}],
+                    "num_generations": 16,
+                    "max_completion_length": 512,
+                    "beta": 0.0,
+                    "loss_type": "dr_grpo",
+                    "scale_rewards": "none",
+                    "epsilon_high": 0.28,
+                    "precision": "bf16",
+                    "lora": {"r": 16},
+                    "resources": {"queue": "h100"},
+                },
+            ]
+        },
+    )
     name: str | None = Field(None, max_length=200)
     """Human-readable run name."""
     model: str = Field("builtin:tiny-arith", min_length=1, max_length=500)
