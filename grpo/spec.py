@@ -30,7 +30,7 @@ class AccuracyReward(BaseModel):
     weight: float = 1.0
     """Weight of this function in the total reward."""
     extract: Literal["auto", "answer_tag", "boxed", "last_number"] = "auto"
-    """Where the final answer is read: `auto` tries <answer>, then \\boxed{}, then the last number."""
+    """Where the answer is read: `auto` tries <answer>, then \\boxed{}, then the last number."""
     compare: Literal["numeric", "symbolic", "string"] = "numeric"
     """How the extracted answer is compared to the reference."""
     tolerance: float = Field(1e-6, ge=0)
