@@ -36,7 +36,7 @@ for step in range(1, n_steps + 1):
     groups = []
     for g in range(16):
         comps = [CompletionReport(
-            text="".join(rng.choice("0123456789+= <>/abcdefghijklmnopqrstuvwxyz") for _ in range(length)),
+            text="".join(rng.choice("0123456789+= <>/abcdefghij") for _ in range(length)),
             num_tokens=length, is_truncated=False, rewards={"accuracy": 1.0, "format": 0.0},
             reward=float(rng.randint(0, 1)), advantage=rng.gauss(0, 1), kl=rng.random() / 100,
             token_kls=[round(rng.random() / 100, 5) for _ in range(length)]) for _ in range(16)]
