@@ -38,7 +38,9 @@ class GrpoClient:
         return self._json(self.http.post("/api/runs", json=spec, headers=headers))  # type: ignore[no-any-return]
 
     def runs(self, *, status: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
-        params = {"limit": limit, **({"status": status} if status else {})}
+        params: dict[str, str | int] = {"limit": limit}
+        if status:
+            params["status"] = status
         return self._json(self.http.get("/api/runs", params=params))["items"]  # type: ignore[no-any-return]
 
     def run(self, run_id: str) -> dict[str, Any]:

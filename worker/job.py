@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from functools import partial
 
 from app.settings import get_settings
 from app.store import events, runs, steps
-from grpo.report import StepReport
 from grpo.spec import JobSpec
 from grpo.trainer import Trainer
 from worker.device import device_label
@@ -39,7 +39,7 @@ def run_job(run_id: str) -> None:
             log=partial(events.add_log, run_id),
         )
         result = trainer.fit(
-            partial(_sink_step, run_id),
+            partial(steps.save_step, run_id),
             should_stop=partial(runs.is_cancel_requested, run_id),
         )
         runs.finish_run(run_id, status="cancelled" if result.is_stopped else "succeeded")
@@ -53,11 +53,7 @@ def run_job(run_id: str) -> None:
         current_run["id"] = None
 
 
-def _sink_step(run_id: str, report: StepReport) -> None:
-    steps.save_step(run_id, report)
-
-
-def _start_heartbeat(run_id: str, every_seconds: float) -> partial[None]:
+def _start_heartbeat(run_id: str, every_seconds: float) -> Callable[[], None]:
     stopped = threading.Event()
 
     def beat() -> None:

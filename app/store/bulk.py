@@ -21,7 +21,7 @@ def bulk_insert(session: Session, model: type[Base], rows: list[dict[str, Any]])
         return
     table = model.__table__
     columns = list(rows[0])
-    is_json = [isinstance(table.c[name].type, JSON) for name in columns]  # type: ignore[attr-defined]
+    is_json = [isinstance(table.c[name].type, JSON) for name in columns]
     cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
     with cursor.copy(f'COPY "{table.name}" ({", ".join(columns)}) FROM STDIN') as copy:  # type: ignore[attr-defined]
         for row in rows:

@@ -57,8 +57,8 @@ function escapeHtml(text) {
   return String(text).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 }
 
-function axisFormatter(unit) {
-  return (value) => (unit === '%' ? `${Number((value * 100).toPrecision(3))}%` : num(value, 4));
+function axisFormatter(unit, hideAbove = Infinity) {
+  return (value) => value > hideAbove ? '' : (unit === '%' ? `${Number((value * 100).toPrecision(3))}%` : num(value, 4));
 }
 
 /**
@@ -94,8 +94,8 @@ export function lineChartOption({ source, lines, weight = 0, axes = [{}], markAr
     tooltip: { trigger: 'axis', confine: true, formatter: tooltipFormatter(units), axisPointer: { type: 'line', lineStyle: { color: '#d0d5dd' } } },
     xAxis: { type: 'value', min: 'dataMin', max: 'dataMax', axisLabel: { ...AXIS, hideOverlap: true }, axisLine: { lineStyle: { color: '#e4e7ec' } }, splitLine: { show: false }, minInterval: 1 },
     yAxis: axes.map((axis, i) => ({
-      type: 'value', scale: axis.scale !== false, min: axis.min, max: axis.max, splitNumber: 3,
-      position: i ? 'right' : 'left', axisLabel: { ...AXIS, formatter: axisFormatter(axis.unit) },
+      type: 'value', scale: axis.scale !== false, min: axis.min, max: axis.max, interval: axis.interval, splitNumber: 3,
+      position: i ? 'right' : 'left', axisLabel: { ...AXIS, formatter: axisFormatter(axis.unit, axis.hideAbove) },
       splitLine: i ? { show: false } : GRID_LINE,
     })),
     dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none', zoomOnMouseWheel: 'shift', moveOnMouseMove: true }],

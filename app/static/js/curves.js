@@ -13,7 +13,7 @@ const NO_SIGNAL = 0.5;
 const PANELS = [
   { id: 'reward', title: 'Reward', hint: 'mean ± std · per function', value: 'reward', build: rewardPanel },
   { id: 'kl', title: 'KL to reference', hint: 'k3 · β in force (right)', value: 'kl', build: klPanel },
-  { id: 'outcomes', title: 'Group outcomes', hint: 'orange: most groups give no signal', value: 'no_signal', unit: '%', build: outcomesPanel },
+  { id: 'outcomes', title: 'Group outcomes', hint: 'orange strip: most groups give no signal', value: 'no_signal', unit: '%', build: outcomesPanel },
   { id: 'loss', title: 'Loss', hint: 'clipped surrogate + β·KL', value: 'loss', build: simple(['loss']) },
   { id: 'entropy', title: 'Entropy', hint: 'mean token entropy', value: 'entropy', build: simple(['entropy']) },
   { id: 'length', title: 'Completion length', hint: 'tokens · truncated share (right)', value: 'completions/mean_length', build: lengthPanel },
@@ -31,7 +31,8 @@ function rewardPanel(s, weight) {
   const std = ema(s.column('reward_std') || [], weight);
   const lower = mean.map((m, i) => (m == null || std[i] == null ? null : m - std[i]));
   const width = std.map((d) => (d == null ? null : 2 * d));
-  const functions = s.rewardFunctions();
+  // one function is the reward itself: its own line would only hide the mean
+  const functions = s.rewardFunctions().length > 1 ? s.rewardFunctions() : [];
   const lines = [
     { key: 'reward:lower', name: 'lower', invisible: true, stack: 'band', smooth: false },
     { key: 'reward:band', name: '± std', band: true, stack: 'band', smooth: false, color: INDIGO },
@@ -58,7 +59,8 @@ function outcomesPanel(s) {
       { key: 'outcome:no_signal', name: 'no signal', invisible: true, smooth: false, unit: '%', z: 5 },
     ],
     extra: shares ? Object.fromEntries(Object.entries(shares).map(([k, v]) => [`outcome:${k}`, v])) : {},
-    axes: [{ unit: '%', min: 0, max: 1, scale: false }],
+    // the axis runs to 112%: the strip above 100% carries the no-signal warning bands
+    axes: [{ unit: '%', min: 0, max: 1.12, interval: 0.25, scale: false, hideAbove: 1 }],
     markArea: shares ? noSignalBands(s.steps, shares.no_signal) : null,
   };
 }
@@ -76,9 +78,17 @@ function noSignalBands(steps, noSignal) {
   if (!ranges.length) return null;
   return {
     silent: true,
-    itemStyle: { color: 'rgba(247, 144, 9, 0.28)' },
-    data: ranges.map(([a, b]) => [{ xAxis: a - 0.5 }, { xAxis: b + 0.5 }]),
+    itemStyle: { color: '#f79009' },
+    data: ranges.map(([a, b]) => [{ xAxis: a - 0.5, yAxis: 1.04 }, { xAxis: b + 0.5, yAxis: 1.1 }]),
   };
+}
+
+/** Top of a share axis: a round value just above the data, never past 100%. */
+function shareMax({ max }) {
+  if (!(max > 0)) return 0.01;
+  const step = 10 ** Math.floor(Math.log10(max));
+  const nice = [1, 2, 2.5, 5, 10].map((m) => m * step).find((v) => v >= max);
+  return Math.min(1, nice);
 }
 
 function lengthPanel() {
@@ -89,7 +99,7 @@ function lengthPanel() {
       { key: 'completions/min_length', name: 'min', color: '#d0d5dd', dashed: true },
       { key: 'completions/clipped_ratio', name: 'truncated', axis: 1, unit: '%', color: '#f79009' },
     ],
-    axes: [{}, { unit: '%', min: 0, scale: false }],
+    axes: [{}, { unit: '%', min: 0, max: shareMax, scale: false }],
   };
 }
 
@@ -100,7 +110,7 @@ function clipPanel() {
       { key: 'clip_ratio/low', name: 'low', color: RED, unit: '%' },
       { key: 'clip_ratio/high', name: 'high', color: GREEN, unit: '%' },
     ],
-    axes: [{ unit: '%', min: 0, scale: false }],
+    axes: [{ unit: '%', min: 0, max: shareMax, scale: false }],
   };
 }
 

@@ -4,7 +4,7 @@
 import { runActions } from './actions.js';
 import { progressBar, statusPill } from './badges.js';
 import { outcomeShares } from './bins.js';
-import { fill, h } from './dom.js';
+import { fill, h, seg } from './dom.js';
 import { dateTime, duration, num, pct, runSeconds, signed } from './format.js';
 
 export function renderHeader(el, run, { onAction }) {
@@ -12,7 +12,7 @@ export function renderHeader(el, run, { onAction }) {
   fill(el,
     h('div', { class: 'run-title' },
       h('h1', { id: 'run-name' }, run.name), statusPill(run.status, { cancelling: run.is_cancel_requested }), h('code', { title: 'run id' }, run.id)),
-    runActions(run, { onDone: onAction }),
+    h('div', { class: 'head-actions' }, exportMenu(run), runActions(run, { onDone: onAction })),
     h('div', { class: 'run-meta' },
       progressBar(run),
       h('span', null, 'created ', h('b', null, dateTime(run.created_at))),
@@ -20,6 +20,17 @@ export function renderHeader(el, run, { onAction }) {
       run.worker ? h('span', null, 'worker ', h('b', null, run.worker)) : null),
     h('div', { class: 'spec-chips' }, specChips(spec).map(([k, v]) => h('span', { class: 'spec-chip' }, h('b', null, `${k} `), v))),
     h('div', { class: 'run-stats', id: 'run-stats' }));
+}
+
+function exportMenu(run) {
+  const base = `/api/runs/${seg(run.id)}/export`;
+  const link = (label, query) => h('a', { href: `${base}?${query}`, download: '' }, label);
+  return h('details', { class: 'menu' },
+    h('summary', { class: 'btn btn-ghost' }, 'Export'),
+    h('div', { class: 'menu-list' },
+      link('Metrics · CSV', 'what=metrics&format=csv'),
+      link('Metrics · JSONL', 'what=metrics&format=jsonl'),
+      link('Groups · JSONL', 'what=groups&format=jsonl')));
 }
 
 function specChips(spec) {
