@@ -11,11 +11,11 @@ import random
 import statistics
 import sys
 import time
+from pathlib import Path
 
-from app.store import runs, steps
-from app.store.bulk import bulk_insert
-from app.store.db import session_scope
-from app.store.models import StepMetric
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.store import runs, steps  # noqa: E402
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
     REWARD_BIN_EDGES,
@@ -24,41 +24,11 @@ from grpo.report import (
     StepReport,
 )
 from grpo.spec import JobSpec
-
-KEYS = [
-    "reward",
-    "reward_std",
-    "rewards/accuracy/mean",
-    "rewards/accuracy/std",
-    "kl",
-    "beta",
-    "loss",
-    "entropy",
-    "grad_norm",
-    "learning_rate",
-    "clip_ratio/low",
-    "clip_ratio/high",
-    "clip_ratio/region",
-    "completions/mean_length",
-    "completions/min_length",
-    "completions/max_length",
-    "completions/clipped_ratio",
-    "frac_reward_zero_std",
-    "groups/all_fail",
-    "groups/all_pass",
-    "groups/mixed",
-    "reward_within_group_var_share",
-    "time/generate",
-    "time/reward",
-    "time/reference",
-    "time/train",
-    "time/step",
-    "tokens_per_second",
-]
+from tests.seed import METRIC_KEYS, seed_run
 
 
 def scalars(rng: random.Random) -> dict[str, float]:
-    return {k: rng.random() for k in KEYS}
+    return {k: rng.random() for k in METRIC_KEYS}
 
 
 def big_report(step: int, rng: random.Random) -> StepReport:
@@ -98,30 +68,10 @@ def big_report(step: int, rng: random.Random) -> StepReport:
     )
 
 
-def fill_metrics(run_id: str, num_steps: int, rng: random.Random) -> None:
-    """Setup only: a long run's metric rows in a few transactions (a worker writes one per step)."""
-    for first in range(1, num_steps + 1, 1000):
-        rows = [
-            {
-                "run_id": run_id,
-                "step": step,
-                "metrics": scalars(rng),
-                "advantage_histogram": [],
-                "reward_histogram": [],
-            }
-            for step in range(first, min(first + 1000, num_steps + 1))
-        ]
-        with session_scope() as session:
-            bulk_insert(session, StepMetric, rows)
-
-
 def main(num_steps: int) -> None:
     rng = random.Random(0)
-    run, _ = runs.create_run(
-        JobSpec(model="builtin:tiny", max_steps=num_steps), package_version="bench"
-    )
     start = time.perf_counter()
-    fill_metrics(run.id, num_steps, rng)
+    run_id = seed_run(num_steps)
     fill_s = time.perf_counter() - start
     big, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=20), package_version="bench")
     timings = []
@@ -132,7 +82,7 @@ def main(num_steps: int) -> None:
         timings.append((time.perf_counter() - start) * 1000)
     print(
         json.dumps(
-            {"run_id": run.id, "step_write_ms": statistics.median(timings[1:]), "fill_s": fill_s}
+            {"run_id": run_id, "step_write_ms": statistics.median(timings[1:]), "fill_s": fill_s}
         )
     )
 
