@@ -182,7 +182,8 @@ export class CurvesView {
       card.emptyEl.hidden = hasData;
       card.emptyEl.textContent = s.size ? 'Not reported by this run' : finished ? 'No steps recorded' : 'Waiting for the first step…';
       performance.mark(`grpo:build-${card.panel.id}`);
-      card.chart.setOption(option, { replaceMerge: ['series', 'dataset', 'yAxis'] });
+      if (hasData) card.chart.setOption(option, { replaceMerge: ['series', 'dataset', 'yAxis'] });
+      else card.chart.clear();
       performance.mark(`grpo:draw-${card.panel.id}`);
       card.valueEl.textContent = headValue(card.panel, s);
     }

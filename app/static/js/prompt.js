@@ -30,7 +30,7 @@ function drawChart(items) {
     yAxis: { type: 'value', scale: true, axisLabel: AXIS, splitLine: { lineStyle: { color: '#f2f4f7' } } },
     series: [
       { name: 'std band', type: 'line', data: items.map((g) => [g.step, g.reward_mean - g.reward_std]), stack: 'band', stackStrategy: 'all', lineStyle: { opacity: 0 }, symbol: 'none', silent: true, tooltip: { show: false } },
-      { name: '± std', type: 'line', data: items.map((g) => [g.step, 2 * g.reward_std]), stack: 'band', stackStrategy: 'all', lineStyle: { opacity: 0 }, areaStyle: { color: COLORS[0], opacity: 0.12 }, symbol: 'none', silent: true, tooltip: { show: false } },
+      { name: '± std', type: 'line', data: items.map((g) => [g.step, 2 * g.reward_std]), stack: 'band', stackStrategy: 'all', lineStyle: { opacity: 0 }, color: COLORS[0], areaStyle: { color: COLORS[0], opacity: 0.12 }, symbol: 'none', silent: true, tooltip: { show: false } },
       { name: 'group mean', type: 'line', data: items.map((g, i) => ({ value: [g.step, g.reward_mean], item: i })), color: COLORS[0], symbolSize: 6, lineStyle: { width: 2 } },
       { name: 'completions', type: 'scatter', data: points, color: '#344054', symbolSize: (v) => 4 + 3 * Math.sqrt(v[2]), itemStyle: { opacity: 0.45 } },
     ],
@@ -66,7 +66,9 @@ function renderHead(items, run) {
 }
 
 function renderTable(items) {
-  $('#occurrence-count').textContent = `${items.length} groups`;
+  $('#occurrence-count').textContent = items.length === 1
+    ? 'sampled once so far: the history fills in each time the prompt is drawn again'
+    : `${items.length} groups`;
   fill($('#occurrences'), h('table', { class: 'table' },
     h('thead', null, h('tr', null, ['Step', 'Group', 'Outcome', 'Mean', 'Std', 'Rewards'].map((t, i) => h('th', { class: i > 2 && i < 5 ? 'num' : null }, t)))),
     h('tbody', null, [...items].reverse().map((g) => {

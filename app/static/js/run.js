@@ -251,7 +251,7 @@ async function main() {
   if (page.dataset.step) scrubber.live = false;
   const rows = await loaded.history;
   performance.mark('grpo:history-fetched');
-  rows.forEach((row) => series.add(row));
+  series.load(rows);
   performance.mark('grpo:history-merged');
   defaultSmoothing();
   render();

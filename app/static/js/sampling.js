@@ -2,7 +2,8 @@
 // inside the zoom window, elsewhere each bucket's lowest and highest point of the panel's
 // first curve (so spikes stay visible). Values are never averaged: a drawn point is a real step.
 
-export const MAX_POINTS = 2000;
+// a chart is ~400 px wide: 500 buckets keep each pixel column's lowest and highest point
+export const MAX_POINTS = 1000;
 
 /** Indices of `steps` to draw, or null to draw them all. `window` is [firstStep, lastStep]. */
 export function keepIndices(steps, values, window = null, max = MAX_POINTS) {

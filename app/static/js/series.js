@@ -30,6 +30,32 @@ export class RunSeries {
     return this.columns.get(name) || null;
   }
 
+  /** Loads a run's history (REST rows in step order); falls back to add() when not empty. */
+  load(rows) {
+    if (this.steps.length || rows.some((r, i) => i && r.step <= rows[i - 1].step)) {
+      rows.forEach((row) => this.add(row));
+      return;
+    }
+    const n = rows.length;
+    this.steps = rows.map((r) => r.step);
+    rows.forEach((row, i) => {
+      for (const name in row.metrics) {
+        let column = this.columns.get(name);
+        if (!column) {
+          column = new Array(n).fill(null);
+          this.columns.set(name, column);
+        }
+        const value = row.metrics[name];
+        column[i] = typeof value === 'number' ? value : null;
+      }
+      if (row.advantage_histogram || row.reward_histogram) {
+        this.histograms.set(row.step, { advantage: row.advantage_histogram || null, reward: row.reward_histogram || null });
+      }
+    });
+    this.version += 1;
+    this.histogramVersion += 1;
+  }
+
   /** Adds or replaces one step's metrics (and histograms, when the row carries them). */
   add(row) {
     if (row.metrics && !this.same(row)) {
