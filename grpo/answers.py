@@ -21,11 +21,43 @@ SYMPY_TIMEOUT_S = 1.0
 
 _NUMBER = re.compile(r"(?<![\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
 _SAFE_EXPR = re.compile(r"[0-9A-Za-z+\-*/^().,\s]*")
-_NAMES = frozenset({"x", "y", "z", "n", "k", "a", "b", "c", "t", "pi", "E", "I",
-                    "sqrt", "sin", "cos", "tan", "log", "exp", "oo"})
-_LATEX = (("\\left", ""), ("\\right", ""), ("\\cdot", "*"), ("\\times", "*"), ("\\div", "/"),
-          ("\\pi", "pi"), ("\\infty", "oo"), ("\\!", ""), ("\\,", ""), ("{", "("), ("}", ")"),
-          ("$", ""))
+_NAMES = frozenset(
+    {
+        "x",
+        "y",
+        "z",
+        "n",
+        "k",
+        "a",
+        "b",
+        "c",
+        "t",
+        "pi",
+        "E",
+        "I",
+        "sqrt",
+        "sin",
+        "cos",
+        "tan",
+        "log",
+        "exp",
+        "oo",
+    }
+)
+_LATEX = (
+    ("\\left", ""),
+    ("\\right", ""),
+    ("\\cdot", "*"),
+    ("\\times", "*"),
+    ("\\div", "/"),
+    ("\\pi", "pi"),
+    ("\\infty", "oo"),
+    ("\\!", ""),
+    ("\\,", ""),
+    ("{", "("),
+    ("}", ")"),
+    ("$", ""),
+)
 _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
 _SQRT = re.compile(r"\\sqrt\{([^{}]*)\}")
 
@@ -46,7 +78,7 @@ def _answer_tag(text: str) -> str | None:
     if start < 0:
         return None
     # an unclosed last tag (truncated completion) still counts: the answer is what follows it
-    return text[start + len("<answer>"):end] if end > start else text[start + len("<answer>"):]
+    return text[start + len("<answer>") : end] if end > start else text[start + len("<answer>") :]
 
 
 def _boxed(text: str) -> str | None:
@@ -57,7 +89,7 @@ def _boxed(text: str) -> str | None:
     for j in range(i, len(text)):
         depth += {"{": 1, "}": -1}.get(text[j], 0)
         if depth == 0:
-            return text[i + 1:j]
+            return text[i + 1 : j]
     return None
 
 
@@ -140,6 +172,7 @@ def _to_sympy(text: str) -> Any:
         return None
     if any(name not in _NAMES for name in re.findall(r"[A-Za-z]+", expr)):
         return None
+    import sympy
     from sympy.parsing.sympy_parser import (
         convert_xor,
         implicit_multiplication_application,
@@ -147,10 +180,10 @@ def _to_sympy(text: str) -> Any:
         standard_transformations,
     )
 
-    import sympy
-
-    names = {name: getattr(sympy, name) for name in ("sqrt", "sin", "cos", "tan", "log", "exp",
-                                                     "pi", "E", "I", "oo")}
+    names = {
+        name: getattr(sympy, name)
+        for name in ("sqrt", "sin", "cos", "tan", "log", "exp", "pi", "E", "I", "oo")
+    }
     transforms = (*standard_transformations, implicit_multiplication_application, convert_xor)
     parsed = parse_expr(expr, local_dict=names, transformations=transforms, evaluate=False)
     return parsed if _is_small(parsed) else None

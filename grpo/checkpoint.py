@@ -37,7 +37,9 @@ def latest_checkpoint(workdir: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def save_checkpoint(workdir: Path, step: int, *, model: Any, tokenizer: Any, state: dict[str, Any]) -> Path:
+def save_checkpoint(
+    workdir: Path, step: int, *, model: Any, tokenizer: Any, state: dict[str, Any]
+) -> Path:
     """Write step's checkpoint atomically and prune old ones; returns its directory."""
     root = checkpoint_root(workdir)
     root.mkdir(parents=True, exist_ok=True)
@@ -61,8 +63,9 @@ def save_checkpoint(workdir: Path, step: int, *, model: Any, tokenizer: Any, sta
 def load_checkpoint(path: Path, *, model: Any, device: torch.device) -> dict[str, Any]:
     """Load weights into `model` in place and return the trainer state (RNG restored)."""
     load_weights(model, Path(path) / "model")
-    state: dict[str, Any] = torch.load(Path(path) / "trainer_state.pt", map_location=device,
-                                       weights_only=False)
+    state: dict[str, Any] = torch.load(
+        Path(path) / "trainer_state.pt", map_location=device, weights_only=False
+    )
     set_rng_state(state["rng"])
     return state
 
@@ -80,12 +83,22 @@ def load_weights(model: Any, directory: Path) -> None:
     weights: dict[str, torch.Tensor] = {}
     for file in sorted(directory.glob("*.safetensors")):
         weights.update(load_file(str(file)))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
+    missing, unexpected = model.load_state_dict(weights, strict=True)
     tied = getattr(model.config, "tie_word_embeddings", False)
     missing = [k for k in missing if not (tied and k.endswith("lm_head.weight"))]
     if missing or unexpected:
-        raise ValueError(f"checkpoint {directory} does not fit the model: missing {missing[:5]}, "
-                         f"unexpected {unexpected[:5]}")
+        raise ValueError(
+            f"checkpoint {directory} does not fit the model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+
+
+def remove_checkpoints(workdir: Path) -> int:
+    """Delete every checkpoint of the workdir; returns how many there were."""
+    found = _complete_checkpoints(checkpoint_root(workdir))
+    for path in found:
+        shutil.rmtree(path)
+    return len(found)
 
 
 def rng_state() -> dict[str, Any]:
@@ -108,17 +121,20 @@ def _quiet_progress() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         yield
     finally:
         if was_enabled:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def _complete_checkpoints(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if (m := _STEP_DIR.match(p.name)) and (p / "trainer_state.pt").is_file()]
+    found = [
+        (int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _STEP_DIR.match(p.name)) and (p / "trainer_state.pt").is_file()
+    ]
     return [p for _, p in sorted(found)]

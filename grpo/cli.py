@@ -14,8 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SERVICE_COMMANDS = {"up": "app.cli", "submit": "app.cli", "runs": "app.cli", "cancel": "app.cli",
-                    "logs": "app.cli", "migrate": "app.cli", "worker": "worker.cli"}
+SERVICE_COMMANDS = {
+    "up": "app.cli",
+    "submit": "app.cli",
+    "runs": "app.cli",
+    "cancel": "app.cli",
+    "logs": "app.cli",
+    "migrate": "app.cli",
+    "worker": "worker.cli",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,25 +43,45 @@ def delegate(argv: list[str]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grpo", description="GRPO training and evaluation. "
-                                     f"Service commands: {', '.join(sorted(SERVICE_COMMANDS))}.")
+    parser = argparse.ArgumentParser(
+        prog="grpo",
+        description="GRPO training and evaluation. "
+        f"Service commands: {', '.join(sorted(SERVICE_COMMANDS))}.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     train_parser = sub.add_parser("train", help="train from a spec YAML in this terminal")
     train_parser.add_argument("spec", type=Path, help="JobSpec as YAML (or JSON)")
-    train_parser.add_argument("--workdir", type=Path, default=None,
-                              help="checkpoints go to WORKDIR/checkpoints (default runs/<spec name>)")
-    train_parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    train_parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="checkpoints go to WORKDIR/checkpoints (default runs/<spec name>)",
+    )
+    train_parser.add_argument(
+        "--resume", action="store_true", help="continue from the latest checkpoint"
+    )
     eval_parser = sub.add_parser("eval", help="greedy accuracy on a task's test split")
-    eval_parser.add_argument("--model", required=True,
-                             help="builtin:tiny-arith, a hub id, a model dir or a checkpoint dir")
-    eval_parser.add_argument("--n", type=int, default=200, help="examples to evaluate (default 200)")
-    eval_parser.add_argument("--data", default="builtin:arith", help="task source (default builtin:arith)")
+    eval_parser.add_argument(
+        "--model",
+        required=True,
+        help="builtin:tiny-arith, a hub id, a model dir or a checkpoint dir",
+    )
+    eval_parser.add_argument(
+        "--n", type=int, default=200, help="examples to evaluate (default 200)"
+    )
+    eval_parser.add_argument(
+        "--data", default="builtin:arith", help="task source (default builtin:arith)"
+    )
     eval_parser.add_argument("--split", default="test")
     eval_parser.add_argument("--max-new-tokens", type=int, default=16)
     eval_parser.add_argument("--device", default="auto")
     for each in (train_parser, eval_parser):
-        each.add_argument("--cache-dir", type=Path, default=None,
-                          help="built-in models cache (default GRPO_CACHE_DIR or ~/.cache/grpo)")
+        each.add_argument(
+            "--cache-dir",
+            type=Path,
+            default=None,
+            help="built-in models cache (default GRPO_CACHE_DIR or ~/.cache/grpo)",
+        )
     return parser
 
 
@@ -71,16 +98,27 @@ def train(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     workdir = args.workdir or Path("runs") / (spec.name or args.spec.stem)
     if not args.resume and latest_checkpoint(workdir) is not None:
-        print(f"error: {workdir} already has checkpoints; pass --resume to continue or choose "
-              "another --workdir", file=sys.stderr)
+        print(
+            f"error: {workdir} already has checkpoints; pass --resume to continue or choose "
+            "another --workdir",
+            file=sys.stderr,
+        )
         return 2
-    trainer = Trainer(spec, workdir=workdir, cache_dir=cache_dir(args.cache_dir), progress=True,
-                      log=lambda level, message: tqdm.write(f"[{level}] {message}"))
+    trainer = Trainer(
+        spec,
+        workdir=workdir,
+        cache_dir=cache_dir(args.cache_dir),
+        progress=True,
+        log=lambda level, message: tqdm.write(f"[{level}] {message}"),
+    )
     stop = StopOnInterrupt()
     with tqdm(total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True) as bar:
+
         def show(report: Any) -> None:
             bar.n = report.step
-            bar.set_postfix(reward=f"{report.scalars['reward']:.3f}", kl=f"{report.scalars['kl']:.4f}")
+            bar.set_postfix(
+                reward=f"{report.scalars['reward']:.3f}", kl=f"{report.scalars['kl']:.4f}"
+            )
 
         result = trainer.fit(show, should_stop=stop.is_requested, resume=args.resume)
     state = "stopped" if result.is_stopped else "finished"
@@ -96,9 +134,12 @@ def evaluate(args: argparse.Namespace) -> int:
 
     data = DataSpec(source=args.data, split=args.split)
     examples = load_examples(data, split=args.split)[: args.n]
-    model, tokenizer = load_model(args.model, cache=cache_dir(args.cache_dir), device=pick_device(args.device))
+    model, tokenizer = load_model(
+        args.model, cache=cache_dir(args.cache_dir), device=pick_device(args.device)
+    )
     accuracy = greedy_accuracy(model, tokenizer, examples, data, max_new_tokens=args.max_new_tokens)
-    print(f"{args.model}: greedy accuracy {accuracy:.3f} on {len(examples)} {args.data} {args.split} examples")
+    where = f"{len(examples)} {args.data} {args.split} examples"
+    print(f"{args.model}: greedy accuracy {accuracy:.3f} on {where}")
     return 0
 
 
@@ -113,7 +154,7 @@ def load_model(name: str, *, cache: Path, device: Any) -> tuple[Any, Any]:
         path = path / "model"
     adapter_config = path / "adapter_config.json"
     if not adapter_config.is_file():
-        return load_policy(str(path) if path.exists() else name, cache_dir=cache, device=device)  # type: ignore[no-any-return]
+        return load_policy(str(path) if path.exists() else name, cache_dir=cache, device=device)
     from peft import PeftModel
 
     base = json.loads(adapter_config.read_text())["base_model_name_or_path"]

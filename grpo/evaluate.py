@@ -37,13 +37,24 @@ def greedy_accuracy(
     uses_chat = data.use_chat_template and bool(getattr(tokenizer, "chat_template", None))
     correct = 0.0
     for start in range(0, len(examples), batch_size):
-        batch = examples[start:start + batch_size]
+        batch = examples[start : start + batch_size]
         prompts = [format_prompt(example, data, tokenizer) for example in batch]
-        ids, mask = tokenize_prompts(tokenizer, prompts, max_length=4096,
-                                     add_special_tokens=not uses_chat, device=device)
-        rollout = generate(model, ids, mask, num_generations=1, max_new_tokens=max_new_tokens,
-                           eos_token_ids=eos_token_ids(tokenizer, model),
-                           pad_token_id=tokenizer.pad_token_id, top_k=1)
+        ids, mask = tokenize_prompts(
+            tokenizer, prompts, max_length=4096, add_special_tokens=not uses_chat, device=device
+        )
+        rollout = generate(
+            model,
+            ids,
+            mask,
+            num_generations=1,
+            max_new_tokens=max_new_tokens,
+            eos_token_ids=eos_token_ids(tokenizer, model),
+            pad_token_id=tokenizer.pad_token_id,
+            top_k=1,
+        )
         texts = decode_completions(tokenizer, rollout)
-        correct += sum(accuracy_reward(text, example.answer, reward) for text, example in zip(texts, batch))
+        correct += sum(
+            accuracy_reward(text, example.answer, reward)
+            for text, example in zip(texts, batch, strict=True)
+        )
     return correct / len(examples)

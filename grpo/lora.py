@@ -21,8 +21,13 @@ def apply_lora(model: Any, lora: LoraSpec) -> Any:
     """Wrap the model with trainable adapters; base weights are frozen."""
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                        target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,  # type: ignore[arg-type]  # peft annotates int, scales by float
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, config)
 
 

@@ -50,7 +50,9 @@ def grpo_loss(
     kl = k3_kl(logps, ref_logps.detach()) if ref_logps is not None and beta != 0 else None
     if kl is not None:
         per_token = per_token + beta * kl
-    loss = aggregate(per_token, mask, loss_type=loss_type, max_completion_length=max_completion_length)
+    loss = aggregate(
+        per_token, mask, loss_type=loss_type, max_completion_length=max_completion_length
+    )
     return loss, _metrics(ratio.detach(), adv, mask, kl, epsilon=epsilon, epsilon_high=eps_high)
 
 

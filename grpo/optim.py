@@ -20,17 +20,25 @@ def build_optimizer(params: Iterable[torch.nn.Parameter], spec: JobSpec) -> torc
     trainable = [p for p in params if p.requires_grad]
     match spec.optim:
         case "adamw_torch":
-            return torch.optim.AdamW(trainable, lr=spec.learning_rate, weight_decay=spec.weight_decay)
+            return torch.optim.AdamW(
+                trainable, lr=spec.learning_rate, weight_decay=spec.weight_decay
+            )
         case "adafactor":
             from transformers.optimization import Adafactor
 
-            return Adafactor(trainable, lr=spec.learning_rate, weight_decay=spec.weight_decay,
-                             scale_parameter=False, relative_step=False, warmup_init=False)
+            return Adafactor(  # type: ignore[no-untyped-call]
+                trainable,
+                lr=spec.learning_rate,
+                weight_decay=spec.weight_decay,
+                scale_parameter=False,
+                relative_step=False,
+                warmup_init=False,
+            )
     raise ValueError(f"unknown optimizer {spec.optim!r}")
 
 
 def lr_factor(step: int, *, warmup_steps: int, total_steps: int, kind: str) -> float:
-    """Multiplier of the peak rate for 0-based `step`: linear warmup, then constant/linear/cosine."""
+    """Multiple of the peak rate at 0-based `step`: linear warmup, then constant/linear/cosine."""
     if step < warmup_steps:
         return (step + 1) / (warmup_steps + 1)
     progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
@@ -45,5 +53,12 @@ def lr_factor(step: int, *, warmup_steps: int, total_steps: int, kind: str) -> f
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, spec: JobSpec) -> LambdaLR:
-    return LambdaLR(optimizer, lambda step: lr_factor(
-        step, warmup_steps=spec.warmup_steps, total_steps=spec.max_steps, kind=spec.lr_scheduler_type))
+    return LambdaLR(
+        optimizer,
+        lambda step: lr_factor(
+            step,
+            warmup_steps=spec.warmup_steps,
+            total_steps=spec.max_steps,
+            kind=spec.lr_scheduler_type,
+        ),
+    )

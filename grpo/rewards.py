@@ -39,7 +39,10 @@ def score_completions(
     if not len(completions) == len(answers) == len(num_tokens):
         raise ValueError("completions, answers and num_tokens must have the same length")
     return {
-        spec.name: [score(spec, text, answer, n) for text, answer, n in zip(completions, answers, num_tokens)]
+        spec.name: [
+            score(spec, text, answer, n)
+            for text, answer, n in zip(completions, answers, num_tokens, strict=True)
+        ]
         for spec in rewards
     }
 
@@ -58,7 +61,9 @@ def score(spec: RewardSpec, completion: str, answer: str, num_tokens: int) -> fl
         case FormatReward():
             return float(_matches(spec.pattern, completion, full=True))
         case LengthReward():
-            return length_penalty(num_tokens, max_length=spec.max_length, cache_length=spec.cache_length)
+            return length_penalty(
+                num_tokens, max_length=spec.max_length, cache_length=spec.cache_length
+            )
         case ExactMatchReward():
             return exact_match_reward(completion, answer, strip=spec.strip)
         case RegexReward():
@@ -93,8 +98,10 @@ def _matches(pattern: str, text: str, *, full: bool) -> bool:
     """Pattern match with dot matching newlines; a timeout counts as no match."""
     compiled = _compile(pattern)
     try:
-        found = compiled.fullmatch(text, timeout=REGEX_TIMEOUT_S) if full else compiled.search(
-            text, timeout=REGEX_TIMEOUT_S
+        found = (
+            compiled.fullmatch(text, timeout=REGEX_TIMEOUT_S)
+            if full
+            else compiled.search(text, timeout=REGEX_TIMEOUT_S)
         )
     except TimeoutError:
         return False

@@ -10,13 +10,14 @@ policy and reference passes, gradients included. Knows nothing of rewards or the
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from grpo.kv_cache import preallocate
 from grpo.sampling import sample_next_tokens
 
 
@@ -78,48 +79,97 @@ def generate(
     generator: torch.Generator | None = None,
 ) -> Rollout:
     """Sample num_generations completions per prompt, each at most max_new_tokens long."""
-    n = prompt_ids.shape[0] * num_generations
+    g = num_generations
     positions = prompt_positions(prompt_mask)  # (B, P)
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions,
-                use_cache=True, logits_to_keep=1)
+    out = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=1,
+    )
     cache = _cache_of(out)
-    cache.batch_repeat_interleave(num_generations)
-    cache_arg = _cache_argument(model)
-    logits = out.logits[:, -1].repeat_interleave(num_generations, dim=0)  # (N, V)
-    attention = prompt_mask.repeat_interleave(num_generations, dim=0)  # (n, P + t)
-    next_position = positions[:, -1].repeat_interleave(num_generations) + 1  # (n,)
+    preallocate(cache, max_new_tokens)
+    cache.batch_repeat_interleave(g)
+
+    def sample(logits: Tensor) -> Tensor:
+        return sample_next_tokens(
+            logits, temperature=temperature, top_p=top_p, top_k=top_k, generator=generator
+        )
+
     eos = torch.tensor(list(eos_token_ids), device=prompt_ids.device)
-    tokens = torch.full((n, max_new_tokens), pad_token_id, dtype=torch.long, device=prompt_ids.device)
-    lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=prompt_ids.device)
-    live = torch.arange(n, device=prompt_ids.device)  # row of the cache -> completion index
-    for t in range(max_new_tokens):
-        token = sample_next_tokens(logits, temperature=temperature, top_p=top_p, top_k=top_k,
-                                   generator=generator)  # (n,)
-        tokens[live, t] = token
-        is_eos = torch.isin(token, eos)  # (n,)
-        lengths[live[is_eos]] = t + 1
-        if t == max_new_tokens - 1 or bool(is_eos.all()):
-            break
-        if bool(is_eos.any()):
-            # finished rows leave the batch: their cache rows and decode steps are pure waste
-            keep = (~is_eos).nonzero().squeeze(1)
-            cache.batch_select_indices(keep)
-            live, attention, next_position, token = live[keep], attention[keep], next_position[keep], token[keep]
-        attention = torch.cat([attention, attention.new_ones(attention.shape[0], 1)], dim=1)
-        out = model(input_ids=token[:, None], attention_mask=attention,
-                    position_ids=next_position[:, None], use_cache=True, **{cache_arg: cache})
-        logits = out.logits[:, -1]
-        next_position = next_position + 1
+    tokens, lengths = _decode(
+        model,
+        cache,
+        logits=out.logits[:, -1].repeat_interleave(g, dim=0),  # (N, V)
+        attention=prompt_mask.repeat_interleave(g, dim=0),  # (N, P)
+        next_position=positions[:, -1].repeat_interleave(g) + 1,  # (N,)
+        sample=sample,
+        eos=eos,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=pad_token_id,
+    )
     width = int(lengths.max())
     mask = torch.arange(width, device=tokens.device)[None, :] < lengths[:, None]  # (N, T)
     ended = torch.isin(tokens.gather(1, (lengths - 1)[:, None]).squeeze(1), eos)  # (N,)
-    return Rollout(prompt_ids, prompt_mask, tokens[:, :width].masked_fill(~mask, pad_token_id),
-                   mask.long(), ~ended)
+    ids = tokens[:, :width].masked_fill(~mask, pad_token_id)
+    return Rollout(prompt_ids, prompt_mask, ids, mask.long(), ~ended)
+
+
+def _decode(
+    model: Any,
+    cache: Any,
+    *,
+    logits: Tensor,
+    attention: Tensor,
+    next_position: Tensor,
+    sample: Callable[[Tensor], Tensor],
+    eos: Tensor,
+    max_new_tokens: int,
+    pad_token_id: int,
+) -> tuple[Tensor, Tensor]:
+    """The decode loop: completion tokens (N, max_new_tokens) and lengths (N,) incl. EOS."""
+    n, device = logits.shape[0], logits.device
+    tokens = torch.full((n, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+    lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=device)
+    rows = torch.arange(n, device=device)  # completion index of each cache row
+    is_alive = torch.ones(n, dtype=torch.bool, device=device)  # per cache row
+    cache_arg = _cache_argument(model)
+    for t in range(max_new_tokens):
+        token = sample(logits)  # (rows,)
+        tokens[rows[is_alive], t] = token[is_alive]
+        is_eos = torch.isin(token, eos) & is_alive
+        lengths[rows[is_eos]] = t + 1
+        is_alive = is_alive & ~is_eos
+        finished = int((~is_alive).sum())
+        if t == max_new_tokens - 1 or finished == len(rows):
+            break
+        if 4 * finished >= len(rows):
+            # finished rows leave the cache once they are a quarter of it: each decode step
+            # they stay is waste, and one compaction costs about one step
+            keep = is_alive.nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            rows, is_alive, token = rows[keep], is_alive[keep], token[keep]
+            attention, next_position = attention[keep], next_position[keep]
+        attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=1)
+        out = model(
+            input_ids=token[:, None],
+            attention_mask=attention,
+            position_ids=next_position[:, None],
+            use_cache=True,
+            **{cache_arg: cache},
+        )
+        logits = out.logits[:, -1]
+        next_position = next_position + 1
+    return tokens, lengths
 
 
 def decode_completions(tokenizer: Any, rollout: Rollout) -> list[str]:
     """Completion texts without padding or special tokens."""
-    rows = [ids[:n].tolist() for ids, n in zip(rollout.completion_ids, rollout.lengths.tolist())]
+    rows = [
+        ids[:n].tolist()
+        for ids, n in zip(rollout.completion_ids, rollout.lengths.tolist(), strict=True)
+    ]
     return list(tokenizer.batch_decode(rows, skip_special_tokens=True))
 
 
@@ -155,21 +205,35 @@ def _logits_shared_prompt(model: Any, rollout: Rollout) -> Tensor:
     g = rollout.num_generations
     n, width = rollout.completion_ids.shape
     positions = prompt_positions(rollout.prompt_mask)  # (B, P)
-    out = model(input_ids=rollout.prompt_ids, attention_mask=rollout.prompt_mask,
-                position_ids=positions, use_cache=width > 1, logits_to_keep=1)
-    first = out.logits[:, -1:].repeat_interleave(g, dim=0)  # (N, 1, V) predicts token 0
+    out = model(
+        input_ids=rollout.prompt_ids,
+        attention_mask=rollout.prompt_mask,
+        position_ids=positions,
+        use_cache=width > 1,
+        logits_to_keep=1,
+    )
+    first: Tensor = out.logits[:, -1:].repeat_interleave(g, dim=0)  # (N, 1, V) predicts token 0
     if width == 1:
         return first
     cache = _cache_of(out)
     cache.batch_repeat_interleave(g)
     # padding after EOS sits at the end, so causal attention keeps it out of every real token
-    attention = torch.cat([rollout.prompt_mask.repeat_interleave(g, dim=0),
-                           rollout.prompt_mask.new_ones(n, width - 1)], dim=1)
+    attention = torch.cat(
+        [
+            rollout.prompt_mask.repeat_interleave(g, dim=0),
+            rollout.prompt_mask.new_ones(n, width - 1),
+        ],
+        dim=1,
+    )
     steps = torch.arange(1, width, device=positions.device)
     completion_positions = positions[:, -1:].repeat_interleave(g, dim=0) + steps  # (N, T-1)
-    rest = model(input_ids=rollout.completion_ids[:, :-1], attention_mask=attention,
-                 position_ids=completion_positions, use_cache=True,
-                 **{_cache_argument(model): cache}).logits
+    rest = model(
+        input_ids=rollout.completion_ids[:, :-1],
+        attention_mask=attention,
+        position_ids=completion_positions,
+        use_cache=True,
+        **{_cache_argument(model): cache},
+    ).logits
     return torch.cat([first, rest], dim=1)  # (N, T, V)
 
 
@@ -178,11 +242,19 @@ def _logits_full_sequence(model: Any, rollout: Rollout) -> Tensor:
     g = rollout.num_generations
     width = rollout.completion_ids.shape[1]
     ids = torch.cat([rollout.prompt_ids.repeat_interleave(g, dim=0), rollout.completion_ids], dim=1)
-    attention = torch.cat([rollout.prompt_mask.repeat_interleave(g, dim=0),
-                           torch.ones_like(rollout.completion_ids)], dim=1)
-    out = model(input_ids=ids, attention_mask=attention, position_ids=prompt_positions(attention),
-                use_cache=False, logits_to_keep=width + 1)
-    return out.logits[:, :-1]  # (N, T, V)
+    attention = torch.cat(
+        [rollout.prompt_mask.repeat_interleave(g, dim=0), torch.ones_like(rollout.completion_ids)],
+        dim=1,
+    )
+    out = model(
+        input_ids=ids,
+        attention_mask=attention,
+        position_ids=prompt_positions(attention),
+        use_cache=False,
+        logits_to_keep=width + 1,
+    )
+    logits: Tensor = out.logits[:, :-1]  # (N, T, V)
+    return logits
 
 
 def _cache_argument(model: Any) -> str:

@@ -42,14 +42,28 @@ def build_groups(
         completions = None
         if b < keep:
             completions = [
-                _completion(i, texts=texts, rollout=rollout, scores=scores,
-                            reward=reward_rows[b][i % g], advantage=advantage_rows[b][i % g],
-                            token_kls=token_kls)
+                _completion(
+                    i,
+                    texts=texts,
+                    rollout=rollout,
+                    scores=scores,
+                    reward=reward_rows[b][i % g],
+                    advantage=advantage_rows[b][i % g],
+                    token_kls=token_kls,
+                )
                 for i in range(b * g, (b + 1) * g)
             ]
-        groups.append(GroupReport(index=b, prompt_id=example.id, prompt=prompts[b],
-                                  answer=example.answer, rewards=reward_rows[b],
-                                  advantages=advantage_rows[b], completions=completions))
+        groups.append(
+            GroupReport(
+                index=b,
+                prompt_id=example.id,
+                prompt=prompts[b],
+                answer=example.answer,
+                rewards=reward_rows[b],
+                advantages=advantage_rows[b],
+                completions=completions,
+            )
+        )
     return groups
 
 
@@ -66,9 +80,15 @@ def _completion(
     length = int(rollout.lengths[i])
     kls = token_kls[i, :length].tolist() if token_kls is not None else None
     return CompletionReport(
-        text=texts[i], num_tokens=length, is_truncated=bool(rollout.is_truncated[i]),
-        rewards={name: values[i] for name, values in scores.items()}, reward=reward,
-        advantage=advantage, kl=sum(kls) / max(1, len(kls)) if kls else 0.0, token_kls=kls)
+        text=texts[i],
+        num_tokens=length,
+        is_truncated=bool(rollout.is_truncated[i]),
+        rewards={name: values[i] for name, values in scores.items()},
+        reward=reward,
+        advantage=advantage,
+        kl=sum(kls) / max(1, len(kls)) if kls else 0.0,
+        token_kls=kls,
+    )
 
 
 def build_step_report(
@@ -77,6 +97,11 @@ def build_step_report(
     """The step's scalars and groups with both fixed-bin histograms."""
     advantages = [a for group in groups for a in group.advantages]
     rewards = [r for group in groups for r in group.rewards]
-    return StepReport(step=step, total_steps=total_steps, scalars=scalars, groups=groups,
-                      advantage_histogram=histogram(advantages, ADVANTAGE_BIN_EDGES),
-                      reward_histogram=histogram(rewards, REWARD_BIN_EDGES))
+    return StepReport(
+        step=step,
+        total_steps=total_steps,
+        scalars=scalars,
+        groups=groups,
+        advantage_histogram=histogram(advantages, ADVANTAGE_BIN_EDGES),
+        reward_histogram=histogram(rewards, REWARD_BIN_EDGES),
+    )

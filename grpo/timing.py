@@ -25,8 +25,10 @@ class StepClock:
     def scalars(self, *, num_tokens: int) -> dict[str, float]:
         """time/<phase>, time/step and completion tokens per second of the whole step."""
         total = time.perf_counter() - self.started
-        scalars = {f"time/{name}": self.seconds.get(name, 0.0)
-                   for name in ("generate", "reward", "reference", "train")}
+        scalars = {
+            f"time/{name}": self.seconds.get(name, 0.0)
+            for name in ("generate", "reward", "reference", "train")
+        }
         scalars["time/step"] = total
         scalars["tokens_per_second"] = num_tokens / total if total > 0 else 0.0
         return scalars

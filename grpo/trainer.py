@@ -15,7 +15,12 @@ from typing import Any
 import torch
 
 from grpo.advantages import clip_advantages, group_advantages
-from grpo.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from grpo.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    remove_checkpoints,
+    save_checkpoint,
+)
 from grpo.data import Example, PromptSampler, format_prompt, load_examples
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
@@ -62,9 +67,12 @@ class Trainer:
         self.dtype = compute_dtype(spec.precision, self.device)
         torch.manual_seed(spec.seed)  # LoRA initialisation
         self.examples = _load_nonempty(spec, datasets_dir)
-        self.sampler = PromptSampler(self.examples, batch_size=spec.prompts_per_step, seed=spec.seed)
-        model, self.tokenizer = load_policy(spec.model, cache_dir=Path(cache_dir), device=self.device,
-                                            progress=progress)
+        self.sampler = PromptSampler(
+            self.examples, batch_size=spec.prompts_per_step, seed=spec.seed
+        )
+        model, self.tokenizer = load_policy(
+            spec.model, cache_dir=Path(cache_dir), device=self.device, progress=progress
+        )
         self.model = prepare_policy(model, spec)
         self.reference = ReferencePolicy(self.model) if spec.beta > 0 else None
         self.optimizer = build_optimizer(self.model.parameters(), spec)
@@ -72,11 +80,15 @@ class Trainer:
         self.beta = spec.beta
         self.eos_token_ids = eos_token_ids(self.tokenizer, self.model)
         self.uses_chat_template = spec.data.use_chat_template and bool(
-            getattr(self.tokenizer, "chat_template", None))
+            getattr(self.tokenizer, "chat_template", None)
+        )
         trainable, total = count_parameters(self.model)
-        self.log("info", f"model loaded: {spec.model} ({total / 1e6:.1f} M parameters, "
-                         f"{trainable / 1e6:.1f} M trainable) on {self.device}, "
-                         f"{'bf16' if self.dtype == torch.bfloat16 else 'fp32'} compute")
+        self.log(
+            "info",
+            f"model loaded: {spec.model} ({total / 1e6:.1f} M parameters, "
+            f"{trainable / 1e6:.1f} M trainable) on {self.device}, "
+            f"{'bf16' if self.dtype == torch.bfloat16 else 'fp32'} compute",
+        )
 
     def fit(
         self,
@@ -86,7 +98,7 @@ class Trainer:
         resume: bool = True,
     ) -> FitResult:
         """Train up to spec.max_steps (1-based steps), checkpointing as the spec says."""
-        step = self._resume() if resume else 0
+        step = self._resume() if resume else self._start_fresh()
         saved = step
         while step < self.spec.max_steps and not should_stop():
             step += 1
@@ -117,9 +129,17 @@ class Trainer:
         scalars = self._scalars(rollout, rewards, scores, update)
         self._after_update(step, kl=scalars["kl"])
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
-        groups = build_groups(examples, prompts, texts=texts, rollout=rollout, scores=scores,
-                              rewards=rewards, advantages=advantages, token_kls=token_kls,
-                              keep=spec.logging.max_groups_per_step)
+        groups = build_groups(
+            examples,
+            prompts,
+            texts=texts,
+            rollout=rollout,
+            scores=scores,
+            rewards=rewards,
+            advantages=advantages,
+            token_kls=token_kls,
+            keep=spec.logging.max_groups_per_step,
+        )
         scalars.update(clock.scalars(num_tokens=int(rollout.lengths.sum())))
         return build_step_report(step, spec.max_steps, scalars, groups)
 
@@ -127,30 +147,48 @@ class Trainer:
         try:
             return self.step(step)
         except torch.cuda.OutOfMemoryError as exc:
+            spec = self.spec
             raise RuntimeError(
-                f"out of GPU memory at step {step}: lower num_generations ({self.spec.num_generations}), "
-                f"prompts_per_step ({self.spec.prompts_per_step}) or max_completion_length "
-                f"({self.spec.max_completion_length}), or enable gradient_checkpointing or lora"
+                f"out of GPU memory at step {step}: lower num_generations "
+                f"({spec.num_generations}), prompts_per_step ({spec.prompts_per_step}) or "
+                f"max_completion_length "
+                f"({spec.max_completion_length}), or enable gradient_checkpointing or lora"
             ) from exc
 
     def _generate(self, prompts: list[str], step: int) -> Rollout:
         spec = self.spec
-        ids, mask = tokenize_prompts(self.tokenizer, prompts, max_length=spec.max_prompt_length,
-                                     add_special_tokens=not self.uses_chat_template, device=self.device)
+        ids, mask = tokenize_prompts(
+            self.tokenizer,
+            prompts,
+            max_length=spec.max_prompt_length,
+            add_special_tokens=not self.uses_chat_template,
+            device=self.device,
+        )
         # a generator per step seeded by (seed, step): resuming at step k samples what the
         # uninterrupted run sampled, whatever consumed the global RNG before
         generator = torch.Generator(device=self.device).manual_seed(sampling_seed(spec.seed, step))
         with autocast(self.device, self.dtype):
-            return generate(self.model, ids, mask, num_generations=spec.num_generations,
-                            max_new_tokens=spec.max_completion_length,
-                            eos_token_ids=self.eos_token_ids, pad_token_id=self.tokenizer.pad_token_id,
-                            temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
-                            generator=generator)
+            return generate(
+                self.model,
+                ids,
+                mask,
+                num_generations=spec.num_generations,
+                max_new_tokens=spec.max_completion_length,
+                eos_token_ids=self.eos_token_ids,
+                pad_token_id=self.tokenizer.pad_token_id,
+                temperature=spec.temperature,
+                top_p=spec.top_p,
+                top_k=spec.top_k,
+                generator=generator,
+            )
 
-    def _score(self, texts: list[str], examples: list[Example], rollout: Rollout) -> dict[str, list[float]]:
+    def _score(
+        self, texts: list[str], examples: list[Example], rollout: Rollout
+    ) -> dict[str, list[float]]:
         answers = [e.answer for e in examples for _ in range(self.spec.num_generations)]
-        return score_completions(texts, answers=answers, num_tokens=rollout.lengths.tolist(),
-                                 rewards=self.spec.rewards)
+        return score_completions(
+            texts, answers=answers, num_tokens=rollout.lengths.tolist(), rewards=self.spec.rewards
+        )
 
     def _reference_logps(self, rollout: Rollout) -> torch.Tensor | None:
         if self.reference is None:
@@ -158,19 +196,33 @@ class Trainer:
         with autocast(self.device, self.dtype):
             return self.reference.logps(self.model, rollout, temperature=self.spec.temperature)
 
-    def _update(self, rollout: Rollout, advantages: torch.Tensor, ref_logps: torch.Tensor | None,
-                step: int) -> UpdateResult:
+    def _update(
+        self, rollout: Rollout, advantages: torch.Tensor, ref_logps: torch.Tensor | None, step: int
+    ) -> UpdateResult:
         loss_mask = rollout.completion_mask
         if self.spec.mask_truncated_completions:
             loss_mask = loss_mask * (~rollout.is_truncated).long()[:, None]
         with update_mode(self.model, self.spec):
             return policy_update(
-                self.model, self.optimizer, rollout, advantages.flatten().to(self.device), ref_logps,
-                loss_mask, spec=self.spec, beta=self.beta, step=step,
-                autocast=lambda: autocast(self.device, self.dtype))
+                self.model,
+                self.optimizer,
+                rollout,
+                advantages.flatten().to(self.device),
+                ref_logps,
+                loss_mask,
+                spec=self.spec,
+                beta=self.beta,
+                step=step,
+                autocast=lambda: autocast(self.device, self.dtype),
+            )
 
-    def _scalars(self, rollout: Rollout, rewards: torch.Tensor, scores: dict[str, list[float]],
-                 update: UpdateResult) -> dict[str, float]:
+    def _scalars(
+        self,
+        rollout: Rollout,
+        rewards: torch.Tensor,
+        scores: dict[str, list[float]],
+        update: UpdateResult,
+    ) -> dict[str, float]:
         return {
             **reward_scalars(rewards, scores),
             **group_scalars(rewards),
@@ -179,24 +231,44 @@ class Trainer:
             "kl": update.metrics.get("kl", 0.0),
             "beta": self.beta,
             "entropy": masked_mean(update.entropy, rollout.completion_mask),
-            "learning_rate": self.scheduler.get_last_lr()[0],
+            "learning_rate": float(self.scheduler.get_last_lr()[0]),
         }
 
     def _after_update(self, step: int, *, kl: float) -> None:
         """Advance the schedule, adapt beta, and sync the reference when due."""
         self.scheduler.step()
-        self.beta = adapt_beta(self.beta, kl, target=self.spec.kl_target, horizon=self.spec.kl_horizon)
-        if self.reference is not None and self.spec.sync_ref_every and step % self.spec.sync_ref_every == 0:
+        self.beta = adapt_beta(
+            self.beta, kl, target=self.spec.kl_target, horizon=self.spec.kl_horizon
+        )
+        if (
+            self.reference is not None
+            and self.spec.sync_ref_every
+            and step % self.spec.sync_ref_every == 0
+        ):
             self.reference.sync(self.model)
 
     def _save(self, step: int) -> int:
-        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict(),
-                                 "scheduler": self.scheduler.state_dict(), "beta": self.beta}
+        state: dict[str, Any] = {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "beta": self.beta,
+        }
         if self.reference is not None and self.spec.sync_ref_every:
             state["reference"] = self.reference.state_dict()
-        path = save_checkpoint(self.workdir, step, model=self.model, tokenizer=self.tokenizer, state=state)
+        path = save_checkpoint(
+            self.workdir, step, model=self.model, tokenizer=self.tokenizer, state=state
+        )
         self.log("info", f"checkpoint saved at step {step}: {path}")
         return step
+
+    def _start_fresh(self) -> int:
+        """Older checkpoints would otherwise win `latest` over this run's and poison a resume."""
+        removed = remove_checkpoints(self.workdir)
+        if removed:
+            self.log(
+                "warning", f"resume=False: removed {removed} old checkpoint(s) in {self.workdir}"
+            )
+        return 0
 
     def _resume(self) -> int:
         path = latest_checkpoint(self.workdir)

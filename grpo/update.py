@@ -48,21 +48,35 @@ def policy_update(
     old_logps = None
     if spec.num_iterations > 1:
         with torch.no_grad(), autocast():
-            old_logps, _ = completion_logps(model, rollout, temperature=spec.temperature,
-                                            share_prompt=share_prompt)
+            old_logps, _ = completion_logps(
+                model, rollout, temperature=spec.temperature, share_prompt=share_prompt
+            )
     history: list[dict[str, float]] = []
     first: tuple[Tensor, Tensor] | None = None
     for _ in range(spec.num_iterations):
         with autocast():
-            logps, entropy = completion_logps(model, rollout, temperature=spec.temperature,
-                                              share_prompt=share_prompt, with_entropy=first is None)
+            logps, entropy = completion_logps(
+                model,
+                rollout,
+                temperature=spec.temperature,
+                share_prompt=share_prompt,
+                with_entropy=first is None,
+            )
         loss, metrics = grpo_loss(
-            logps, logps.detach() if old_logps is None else old_logps, ref_logps, advantages,
-            loss_mask, epsilon=spec.epsilon, epsilon_high=spec.epsilon_high, beta=beta,
-            loss_type=spec.loss_type, max_completion_length=spec.max_completion_length)
+            logps,
+            logps.detach() if old_logps is None else old_logps,
+            ref_logps,
+            advantages,
+            loss_mask,
+            epsilon=spec.epsilon,
+            epsilon_high=spec.epsilon_high,
+            beta=beta,
+            loss_type=spec.loss_type,
+            max_completion_length=spec.max_completion_length,
+        )
         _check_finite(loss, step)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         metrics["grad_norm"] = _clip_gradients(model, spec.max_grad_norm)
         optimizer.step()
         metrics["loss"] = float(loss.detach())
@@ -78,7 +92,8 @@ def _check_finite(loss: Tensor, step: int) -> None:
         value = "NaN" if bool(torch.isnan(loss)) else "infinite"
         raise FloatingPointError(
             f"loss is {value} at step {step}; lower learning_rate, check the rewards, or use "
-            "precision fp32")
+            "precision fp32"
+        )
 
 
 def _clip_gradients(model: Any, max_norm: float | None) -> float:

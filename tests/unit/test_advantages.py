@@ -7,7 +7,9 @@ from grpo.advantages import clip_advantages, group_advantages
 
 
 def test_advantages_are_per_group_z_scores():
-    rewards = torch.tensor([[1.0, 0.0], [3.0, 3.0]])  # (B=2, G=2): mean .5, std .5 -> +1, -1; then 0, 0
+    rewards = torch.tensor(
+        [[1.0, 0.0], [3.0, 3.0]]
+    )  # (B=2, G=2): mean .5, std .5 -> +1, -1; then 0, 0
     adv = group_advantages(rewards, eps=1e-6)
     torch.testing.assert_close(adv, torch.tensor([[1.0, -1.0], [0.0, 0.0]]), atol=1e-4, rtol=0)
 
@@ -36,7 +38,9 @@ def test_all_equal_groups_give_exact_zeros_not_nan(scale):
 
 
 def test_batch_scale_divides_by_one_std_over_the_whole_batch():
-    rewards = torch.tensor([[1.0, 0.0], [3.0, 3.0]])  # batch mean 1.75, var (0.5625+3.0625+1.5625*2)/4 = 1.6875
+    rewards = torch.tensor(
+        [[1.0, 0.0], [3.0, 3.0]]
+    )  # batch mean 1.75, var (0.5625+3.0625+1.5625*2)/4 = 1.6875
     adv = group_advantages(rewards, scale="batch", eps=0.0)
     std = 1.6875**0.5
     torch.testing.assert_close(adv, torch.tensor([[0.5 / std, -0.5 / std], [0.0, 0.0]]))
@@ -44,7 +48,9 @@ def test_batch_scale_divides_by_one_std_over_the_whole_batch():
 
 def test_none_scale_only_centres_rewards():
     rewards = torch.tensor([[2.0, 0.0, 1.0]])
-    torch.testing.assert_close(group_advantages(rewards, scale="none"), torch.tensor([[1.0, -1.0, 0.0]]))
+    torch.testing.assert_close(
+        group_advantages(rewards, scale="none"), torch.tensor([[1.0, -1.0, 0.0]])
+    )
 
 
 def test_float64_rewards_stay_float64():

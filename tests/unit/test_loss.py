@@ -44,8 +44,9 @@ def case(dtype=torch.float32):
 )
 def test_each_loss_type_matches_hand_computation(loss_type, max_len, expected):
     logps, old, adv, mask = case()
-    loss, _ = grpo_loss(logps, old, None, adv, mask, beta=0.0, loss_type=loss_type,
-                        max_completion_length=max_len)
+    loss, _ = grpo_loss(
+        logps, old, None, adv, mask, beta=0.0, loss_type=loss_type, max_completion_length=max_len
+    )
     assert loss.item() == pytest.approx(expected, abs=1e-6)
 
 
@@ -60,7 +61,9 @@ def test_clip_ratio_metrics_count_active_clips_over_unmasked_tokens():
 
 def test_epsilon_high_widens_only_the_upper_clip():
     logps, old, adv, mask = case()  # ratio 1.5 with eps_high 0.6 is no longer clipped: -1.5
-    loss, metrics = grpo_loss(logps, old, None, adv, mask, beta=0.0, epsilon_high=0.6, loss_type="bnpo")
+    loss, metrics = grpo_loss(
+        logps, old, None, adv, mask, beta=0.0, epsilon_high=0.6, loss_type="bnpo"
+    )
     assert loss.item() == pytest.approx((-3.4 + 3.8) / 5, abs=1e-6)
     assert metrics["clip_ratio/high"] == 0.0
     assert metrics["clip_ratio/low"] == pytest.approx(0.2)

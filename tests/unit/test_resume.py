@@ -12,8 +12,15 @@ from tests.unit.test_trainer import comparable, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-RESUME_KNOBS = dict(max_steps=4, warmup_steps=1, lr_scheduler_type="linear", kl_target=0.01,
-                    kl_horizon=5, sync_ref_every=2, save_steps=2)
+RESUME_KNOBS = dict(
+    max_steps=4,
+    warmup_steps=1,
+    lr_scheduler_type="linear",
+    kl_target=0.01,
+    kl_horizon=5,
+    sync_ref_every=2,
+    save_steps=2,
+)
 
 
 @pytest.mark.parametrize("lora", [None, LoraSpec(r=4)], ids=["full", "lora"])
@@ -24,16 +31,21 @@ def test_resuming_from_step_two_continues_exactly(tmp_path, grpo_cache_dir, lora
 
     first = []
     stopped = Trainer(spec, workdir=tmp_path / "resumed", cache_dir=grpo_cache_dir).fit(
-        first.append, should_stop=lambda: len(first) >= 2)
+        first.append, should_stop=lambda: len(first) >= 2
+    )
     assert stopped == FitResult(last_step=2, is_stopped=True)
     logs, second = [], []
-    resumed = Trainer(spec, workdir=tmp_path / "resumed", cache_dir=grpo_cache_dir,
-                      log=lambda level, message: logs.append(message)).fit(second.append)
+    resumed = Trainer(
+        spec,
+        workdir=tmp_path / "resumed",
+        cache_dir=grpo_cache_dir,
+        log=lambda level, message: logs.append(message),
+    ).fit(second.append)
 
     assert resumed == FitResult(last_step=4, is_stopped=False)
     assert any("resumed from checkpoint at step 2" in m for m in logs)
     assert [r.step for r in second] == [3, 4]
-    for expected, got in zip(straight[2:], second):
+    for expected, got in zip(straight[2:], second, strict=True):
         assert comparable(got).keys() == comparable(expected).keys()
         for key, value in comparable(expected).items():
             assert got.scalars[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
@@ -50,7 +62,24 @@ def test_a_finished_run_resumes_to_nothing(tmp_path, grpo_cache_dir):
 
 def test_only_the_latest_checkpoints_are_kept(tmp_path, grpo_cache_dir):
     Trainer(tiny_spec(max_steps=5, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
-        lambda report: None)
+        lambda report: None
+    )
     kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert kept == [f"step-{s:06d}" for s in range(6 - KEEP_CHECKPOINTS, 6)]
     assert latest_checkpoint(tmp_path).name == "step-000005"
+
+
+def test_starting_fresh_removes_old_checkpoints(tmp_path, grpo_cache_dir):
+    Trainer(tiny_spec(max_steps=3, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
+        lambda report: None
+    )
+    logs, reports = [], []
+    Trainer(
+        tiny_spec(max_steps=1),
+        workdir=tmp_path,
+        cache_dir=grpo_cache_dir,
+        log=lambda level, message: logs.append((level, message)),
+    ).fit(reports.append, resume=False)
+    assert [r.step for r in reports] == [1]
+    assert latest_checkpoint(tmp_path).name == "step-000001"
+    assert any(level == "warning" and "removed 3 old checkpoint" in m for level, m in logs)

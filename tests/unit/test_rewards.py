@@ -1,4 +1,4 @@
-"""Reward functions as tables, weighted totals, and bounded time on hostile input (grpo/rewards.py)."""
+"""Reward functions as tables, weighted totals, bounded time on hostile input (grpo/rewards.py)."""
 
 import time
 
@@ -74,7 +74,9 @@ def test_format_default_pattern_fullmatches_think_then_answer(completion, expect
 def test_length_penalty_ramps_linearly_over_the_cache_window(num_tokens, expected):
     # max 64, cache 16: free up to 48, then (48 - L) / 16, -1 past 64 (DAPO)
     assert length_penalty(num_tokens, max_length=64, cache_length=16) == pytest.approx(expected)
-    assert score(LengthReward(max_length=64, cache_length=16), "x", "", num_tokens) == pytest.approx(expected)
+    assert score(
+        LengthReward(max_length=64, cache_length=16), "x", "", num_tokens
+    ) == pytest.approx(expected)
 
 
 def test_length_penalty_without_cache_is_a_step():
@@ -84,7 +86,12 @@ def test_length_penalty_without_cache_is_a_step():
 
 @pytest.mark.parametrize(
     ("completion", "answer", "strip", "expected"),
-    [(" 42\n", "42", True, 1.0), (" 42\n", "42", False, 0.0), ("42", "42", False, 1.0), ("43", "42", True, 0.0)],
+    [
+        (" 42\n", "42", True, 1.0),
+        (" 42\n", "42", False, 0.0),
+        ("42", "42", False, 1.0),
+        ("43", "42", True, 0.0),
+    ],
 )
 def test_exact_match(completion, answer, strip, expected):
     assert score(ExactMatchReward(strip=strip), completion, answer, 3) == expected
@@ -92,7 +99,12 @@ def test_exact_match(completion, answer, strip, expected):
 
 @pytest.mark.parametrize(
     ("pattern", "completion", "expected"),
-    [(r"\d+", "abc 12", 1.0), (r"\d+", "abc", 0.0), (r"a.b", "a\nb", 1.0), (r"^step", "one step", 0.0)],
+    [
+        (r"\d+", "abc 12", 1.0),
+        (r"\d+", "abc", 0.0),
+        (r"a.b", "a\nb", 1.0),
+        (r"^step", "one step", 0.0),
+    ],
 )
 def test_regex_searches_anywhere_with_dot_matching_newline(pattern, completion, expected):
     assert score(RegexReward(pattern=pattern), completion, "", 3) == expected
@@ -101,7 +113,9 @@ def test_regex_searches_anywhere_with_dot_matching_newline(pattern, completion, 
 def test_scores_are_kept_per_function_and_summed_by_weight():
     rewards = (AccuracyReward(weight=2.0), FormatReward(weight=0.5))
     completions = ["<think>t</think><answer>3</answer>", "3", "<think>t</think><answer>4</answer>"]
-    scores = score_completions(completions, answers=["3", "3", "3"], num_tokens=[9, 1, 9], rewards=rewards)
+    scores = score_completions(
+        completions, answers=["3", "3", "3"], num_tokens=[9, 1, 9], rewards=rewards
+    )
     assert scores == {"accuracy": [1.0, 1.0, 0.0], "format": [1.0, 0.0, 1.0]}
     assert total_rewards(scores, rewards) == [2.5, 2.0, 0.5]
 

@@ -28,18 +28,34 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def model(tokenizer):
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     return LlamaForCausalLM(config).eval()
 
 
 def sample(model, tokenizer, prompts, *, g=3, max_new=6, seed=0, **kwargs):
-    ids, mask = tokenize_prompts(tokenizer, prompts, max_length=32, add_special_tokens=True, device=CPU)
-    return generate(model, ids, mask, num_generations=g, max_new_tokens=max_new,
-                    eos_token_ids=kwargs.pop("eos", [tokenizer.eos_token_id]),
-                    pad_token_id=tokenizer.pad_token_id,
-                    generator=torch.Generator().manual_seed(seed), **kwargs)
+    ids, mask = tokenize_prompts(
+        tokenizer, prompts, max_length=32, add_special_tokens=True, device=CPU
+    )
+    return generate(
+        model,
+        ids,
+        mask,
+        num_generations=g,
+        max_new_tokens=max_new,
+        eos_token_ids=kwargs.pop("eos", [tokenizer.eos_token_id]),
+        pad_token_id=tokenizer.pad_token_id,
+        generator=torch.Generator().manual_seed(seed),
+        **kwargs,
+    )
 
 
 def test_top_k_one_is_greedy():
@@ -50,19 +66,25 @@ def test_top_k_one_is_greedy():
 def test_top_p_keeps_the_smallest_set_reaching_the_mass():
     probs = torch.tensor([[0.5, 0.3, 0.2]])  # mass before token 3 is 0.8 >= 0.7: dropped
     generator = torch.Generator().manual_seed(0)
-    drawn = {int(sample_next_tokens(probs.log(), top_p=0.7, generator=generator)) for _ in range(200)}
+    drawn = {
+        int(sample_next_tokens(probs.log(), top_p=0.7, generator=generator)) for _ in range(200)
+    }
     assert drawn == {0, 1}
 
 
 def test_low_temperature_concentrates_on_the_mode():
     logits = torch.tensor([[1.0, 0.5, 0.0]])
     generator = torch.Generator().manual_seed(0)
-    drawn = [int(sample_next_tokens(logits, temperature=0.01, generator=generator)) for _ in range(50)]
+    drawn = [
+        int(sample_next_tokens(logits, temperature=0.01, generator=generator)) for _ in range(50)
+    ]
     assert set(drawn) == {0}
 
 
 def test_tokenize_prompts_pads_left_and_cuts_long_prompts_from_the_start(tokenizer):
-    ids, mask = tokenize_prompts(tokenizer, ["1+1=", "123+456="], max_length=6, add_special_tokens=True, device=CPU)
+    ids, mask = tokenize_prompts(
+        tokenizer, ["1+1=", "123+456="], max_length=6, add_special_tokens=True, device=CPU
+    )
     assert mask.tolist() == [[0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]
     assert tokenizer.decode(ids[1]) == "3+456="  # BOS and "12" cut from the left
     assert prompt_positions(mask).tolist()[0] == [0, 0, 1, 2, 3, 4]
@@ -72,7 +94,9 @@ def test_generate_samples_g_completions_per_prompt_with_masks_and_truncation(mod
     rollout = sample(model, tokenizer, ["1+1=", "23+45="], g=3, max_new=5)
     assert rollout.completion_ids.shape[0] == 6 and rollout.num_generations == 3
     assert rollout.completion_ids.shape[1] <= 5
-    for row, length, truncated in zip(rollout.completion_ids, rollout.lengths, rollout.is_truncated):
+    for row, length, truncated in zip(
+        rollout.completion_ids, rollout.lengths, rollout.is_truncated, strict=True
+    ):
         ended_with_eos = int(row[length - 1]) == tokenizer.eos_token_id
         assert bool(truncated) == (not ended_with_eos)
         assert (row[length:] == tokenizer.pad_token_id).all()
@@ -90,10 +114,12 @@ def test_generation_is_deterministic_per_seed(model, tokenizer):
 def test_rows_stop_at_eos_while_others_continue(model, tokenizer):
     # make "1" an extra end token: rows that draw it stop, the rest run to the limit
     one = tokenizer.convert_tokens_to_ids("1")
-    rollout = sample(model, tokenizer, ["5+5=", "12+3="], g=8, max_new=12, eos=[one], temperature=3.0)
+    rollout = sample(
+        model, tokenizer, ["5+5=", "12+3="], g=8, max_new=12, eos=[one], temperature=3.0
+    )
     lengths = rollout.lengths.tolist()
     assert min(lengths) < 12 and (~rollout.is_truncated).any()
-    for row, n in zip(rollout.completion_ids.tolist(), lengths):
+    for row, n in zip(rollout.completion_ids.tolist(), lengths, strict=True):
         assert (row[n - 1] == one) or n == 12
 
 
@@ -101,8 +127,15 @@ def test_greedy_generation_matches_argmax_of_the_full_forward(model, tokenizer):
     """The decode loop (shared prompt cache, left padding, finished rows dropped) computes
     the same next-token distribution as one plain forward over prompt + completion."""
     one = tokenizer.convert_tokens_to_ids("1")
-    rollout = sample(model, tokenizer, ["1+1=", "23+45=", "7="], g=2, max_new=8, top_k=1,
-                     eos=[tokenizer.eos_token_id, one])
+    rollout = sample(
+        model,
+        tokenizer,
+        ["1+1=", "23+45=", "7="],
+        g=2,
+        max_new=8,
+        top_k=1,
+        eos=[tokenizer.eos_token_id, one],
+    )
     best = _full_forward_argmax(model, rollout) == rollout.completion_ids
     assert best[rollout.completion_mask.bool()].all()
 
@@ -113,7 +146,9 @@ def _full_forward_argmax(model, rollout):
     ids = torch.cat([rollout.prompt_ids.repeat_interleave(g, 0), rollout.completion_ids], 1)
     mask = torch.cat([rollout.prompt_mask.repeat_interleave(g, 0), rollout.completion_mask], 1)
     with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=prompt_positions(mask)).logits
+        logits = model(
+            input_ids=ids, attention_mask=mask, position_ids=prompt_positions(mask)
+        ).logits
     return logits[:, -width - 1 : -1].argmax(-1)
 
 
@@ -134,9 +169,16 @@ def test_shared_prompt_logps_equal_full_sequence_logps_and_gradients(model, toke
 
 def test_logps_do_not_depend_on_other_prompts_padding(model, tokenizer):
     rollout = sample(model, tokenizer, ["1+1=", "123+456="], g=2, max_new=4)
-    alone_ids, alone_mask = tokenize_prompts(tokenizer, ["1+1="], max_length=32, add_special_tokens=True, device=CPU)
-    alone = Rollout(alone_ids, alone_mask, rollout.completion_ids[:2], rollout.completion_mask[:2],
-                    rollout.is_truncated[:2])
+    alone_ids, alone_mask = tokenize_prompts(
+        tokenizer, ["1+1="], max_length=32, add_special_tokens=True, device=CPU
+    )
+    alone = Rollout(
+        alone_ids,
+        alone_mask,
+        rollout.completion_ids[:2],
+        rollout.completion_mask[:2],
+        rollout.is_truncated[:2],
+    )
     batched, _ = completion_logps(model, rollout)
     single, _ = completion_logps(model, alone)
     mask = rollout.completion_mask[:2].bool()
@@ -146,7 +188,11 @@ def test_logps_do_not_depend_on_other_prompts_padding(model, tokenizer):
 def test_decode_drops_padding_and_eos(tokenizer):
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     two, three = tokenizer.convert_tokens_to_ids(["2", "3"])
-    rollout = Rollout(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.long),
-                      torch.tensor([[two, eos, pad], [three, two, three]]),
-                      torch.tensor([[1, 1, 0], [1, 1, 1]]), torch.tensor([False, True]))
+    rollout = Rollout(
+        torch.zeros(1, 1, dtype=torch.long),
+        torch.ones(1, 1, dtype=torch.long),
+        torch.tensor([[two, eos, pad], [three, two, three]]),
+        torch.tensor([[1, 1, 0], [1, 1, 1]]),
+        torch.tensor([False, True]),
+    )
     assert decode_completions(tokenizer, rollout) == ["2", "323"]

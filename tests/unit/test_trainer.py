@@ -12,27 +12,61 @@ from grpo.trainer import FitResult, Trainer
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SCALAR_KEYS = {
-    "reward", "reward_std", "rewards/regex/mean", "rewards/regex/std", "kl", "beta", "loss",
-    "entropy", "grad_norm", "learning_rate", "clip_ratio/low", "clip_ratio/high",
-    "clip_ratio/region", "completions/mean_length", "completions/min_length",
-    "completions/max_length", "completions/clipped_ratio", "frac_reward_zero_std",
-    "groups/all_fail", "groups/all_pass", "groups/mixed", "reward_within_group_var_share",
-    "time/generate", "time/reward", "time/reference", "time/train", "time/step", "tokens_per_second",
+    "reward",
+    "reward_std",
+    "rewards/regex/mean",
+    "rewards/regex/std",
+    "kl",
+    "beta",
+    "loss",
+    "entropy",
+    "grad_norm",
+    "learning_rate",
+    "clip_ratio/low",
+    "clip_ratio/high",
+    "clip_ratio/region",
+    "completions/mean_length",
+    "completions/min_length",
+    "completions/max_length",
+    "completions/clipped_ratio",
+    "frac_reward_zero_std",
+    "groups/all_fail",
+    "groups/all_pass",
+    "groups/mixed",
+    "reward_within_group_var_share",
+    "time/generate",
+    "time/reward",
+    "time/reference",
+    "time/train",
+    "time/step",
+    "tokens_per_second",
 }
 
 
 def tiny_spec(**overrides):
     """Random tiny model; 'contains a digit' gives mixed groups even on random text."""
-    knobs = dict(model="builtin:tiny", rewards=(RegexReward(pattern=r"\d"),), max_steps=2,
-                 prompts_per_step=2, num_generations=4, max_completion_length=6,
-                 learning_rate=1e-3, save_steps=0, logging={"max_groups_per_step": 1})
+    knobs = dict(
+        model="builtin:tiny",
+        rewards=(RegexReward(pattern=r"\d"),),
+        max_steps=2,
+        prompts_per_step=2,
+        num_generations=4,
+        max_completion_length=6,
+        learning_rate=1e-3,
+        save_steps=0,
+        logging={"max_groups_per_step": 1},
+    )
     return JobSpec(**{**knobs, **overrides})
 
 
 def run(spec, tmp_path, cache_dir, **fit_kwargs):
     reports, logs = [], []
-    trainer = Trainer(spec, workdir=tmp_path, cache_dir=cache_dir,
-                      log=lambda level, message: logs.append((level, message)))
+    trainer = Trainer(
+        spec,
+        workdir=tmp_path,
+        cache_dir=cache_dir,
+        log=lambda level, message: logs.append((level, message)),
+    )
     result = trainer.fit(reports.append, **fit_kwargs)
     return result, reports, logs, trainer
 
@@ -54,7 +88,12 @@ def test_smoke_two_steps_report_everything_and_checkpoint(tmp_path, grpo_cache_d
         kept = report.groups[0].completions
         assert len(kept) == 4 and all(len(c.token_kls) == c.num_tokens for c in kept)
         assert report.groups[0].prompt_id and report.groups[0].answer
-        assert report.scalars["groups/all_fail"] + report.scalars["groups/all_pass"] + report.scalars["groups/mixed"] == 2
+        assert (
+            report.scalars["groups/all_fail"]
+            + report.scalars["groups/all_pass"]
+            + report.scalars["groups/mixed"]
+            == 2
+        )
     assert any("model loaded" in m for _, m in logs)
     assert any("checkpoint saved at step 2" in m for _, m in logs)
     assert (tmp_path / "checkpoints" / "step-000002" / "model" / "config.json").is_file()
@@ -71,8 +110,12 @@ def test_same_spec_and_seed_give_the_same_metrics(tmp_path, grpo_cache_dir):
 
 def test_should_stop_is_checked_between_steps_and_checkpoints(tmp_path, grpo_cache_dir):
     asked = []
-    result, reports, _, _ = run(tiny_spec(max_steps=5), tmp_path, grpo_cache_dir,
-                                should_stop=lambda: asked.append(1) or len(asked) > 1)
+    result, reports, _, _ = run(
+        tiny_spec(max_steps=5),
+        tmp_path,
+        grpo_cache_dir,
+        should_stop=lambda: asked.append(1) or len(asked) > 1,
+    )
     assert result == FitResult(last_step=1, is_stopped=True) and len(reports) == 1
     assert (tmp_path / "checkpoints" / "step-000001").is_dir()
 
@@ -85,7 +128,9 @@ def test_reference_sync_every_step_keeps_pre_update_kl_at_zero(tmp_path, grpo_ca
 
 
 def test_adaptive_kl_moves_beta_toward_the_target(tmp_path, grpo_cache_dir):
-    _, reports, _, _ = run(tiny_spec(max_steps=3, kl_target=10.0, kl_horizon=2), tmp_path, grpo_cache_dir)
+    _, reports, _, _ = run(
+        tiny_spec(max_steps=3, kl_target=10.0, kl_horizon=2), tmp_path, grpo_cache_dir
+    )
     betas = [r.scalars["beta"] for r in reports]  # KL far below target: beta shrinks by 10% a step
     assert betas[0] == 0.04
     assert betas[1] == pytest.approx(0.04 * 0.9) and betas[2] == pytest.approx(0.04 * 0.81)
@@ -98,21 +143,31 @@ def test_beta_zero_skips_the_reference(tmp_path, grpo_cache_dir):
 
 
 def test_multiple_iterations_clip_against_the_sampling_policy(tmp_path, grpo_cache_dir):
-    _, reports, _, _ = run(tiny_spec(num_iterations=3, learning_rate=3e-2, max_steps=1), tmp_path, grpo_cache_dir)
+    _, reports, _, _ = run(
+        tiny_spec(num_iterations=3, learning_rate=3e-2, max_steps=1), tmp_path, grpo_cache_dir
+    )
     assert reports[0].scalars["clip_ratio/region"] > 0.0
 
 
 def test_gradient_checkpointing_gives_the_same_step(tmp_path, grpo_cache_dir):
     _, plain, _, _ = run(tiny_spec(max_steps=1), tmp_path / "a", grpo_cache_dir)
-    _, checkpointed, _, _ = run(tiny_spec(max_steps=1, gradient_checkpointing=True), tmp_path / "b", grpo_cache_dir)
+    _, checkpointed, _, _ = run(
+        tiny_spec(max_steps=1, gradient_checkpointing=True), tmp_path / "b", grpo_cache_dir
+    )
     for key in ("loss", "grad_norm", "entropy", "kl", "reward"):
-        assert checkpointed[0].scalars[key] == pytest.approx(plain[0].scalars[key], rel=1e-4, abs=1e-7)
+        assert checkpointed[0].scalars[key] == pytest.approx(
+            plain[0].scalars[key], rel=1e-4, abs=1e-7
+        )
 
 
 def test_lora_trains_adapters_only_and_uses_the_base_as_reference(tmp_path, grpo_cache_dir):
-    spec = tiny_spec(max_steps=2, learning_rate=1e-2, lora=LoraSpec(r=4, target_modules=("q_proj", "v_proj")))
+    spec = tiny_spec(
+        max_steps=2, learning_rate=1e-2, lora=LoraSpec(r=4, target_modules=("q_proj", "v_proj"))
+    )
     trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
-    base = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if not p.requires_grad}
+    base = {
+        n: p.detach().clone() for n, p in trainer.model.named_parameters() if not p.requires_grad
+    }
     reports = []
     trainer.fit(reports.append)
     assert all(torch.equal(p, base[n]) for n, p in trainer.model.named_parameters() if n in base)
@@ -120,7 +175,9 @@ def test_lora_trains_adapters_only_and_uses_the_base_as_reference(tmp_path, grpo
     assert (tmp_path / "checkpoints" / "step-000002" / "model" / "adapter_config.json").is_file()
 
 
-def test_nan_loss_raises_floating_point_error_naming_the_step(tmp_path, grpo_cache_dir, monkeypatch):
+def test_nan_loss_raises_floating_point_error_naming_the_step(
+    tmp_path, grpo_cache_dir, monkeypatch
+):
     import grpo.update
 
     def nan_loss(logps, *args, **kwargs):

@@ -1,0 +1,80 @@
+"""A KV cache that grows in place during decoding.
+
+transformers' DynamicLayer appends each decode step's keys and values with `torch.cat`,
+which copies the whole cache every token: for G x B rows sharing a long prompt that copy
+cost more than the attention itself. `preallocate` swaps each plain DynamicLayer for one
+that writes into a buffer sized for the whole generation. Caches of other kinds (sliding
+windows, hybrid models) are left as they are. Knows nothing of GRPO.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+try:
+    from transformers.cache_utils import DynamicLayer
+except ImportError:  # transformers < 4.54 has no cache layers: plain growth is used
+    DynamicLayer = None
+
+
+def preallocate(cache: Any, extra_tokens: int) -> None:
+    """Give every plain dynamic layer of `cache` room for `extra_tokens` more positions."""
+    layers = getattr(cache, "layers", None)
+    if DynamicLayer is None or layers is None:
+        return
+    for i, layer in enumerate(layers):
+        if type(layer) is DynamicLayer and layer.is_initialized:
+            layers[i] = PreallocatedLayer(layer.keys, layer.values, extra_tokens)
+
+
+if DynamicLayer is not None:
+
+    class PreallocatedLayer(DynamicLayer):  # type: ignore[misc, valid-type]
+        """DynamicLayer whose keys/values are views of a buffer filled in place."""
+
+        def __init__(self, keys: Tensor, values: Tensor, extra_tokens: int) -> None:
+            super().__init__()
+            self.length = keys.shape[-2]
+            self._keys = _buffer(keys, extra_tokens)  # (n, heads, length + extra, dim)
+            self._values = _buffer(values, extra_tokens)
+            self.device, self.dtype = keys.device, keys.dtype
+            self.is_initialized = True
+            self._expose()
+
+        def update(
+            self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any
+        ) -> tuple[Tensor, Tensor]:
+            end = self.length + key_states.shape[-2]
+            if end > self._keys.shape[-2]:  # more tokens than planned: grow like DynamicLayer
+                self._keys = _buffer(self.keys, end - self.length)
+                self._values = _buffer(self.values, end - self.length)
+            self._keys[:, :, self.length : end] = key_states
+            self._values[:, :, self.length : end] = value_states
+            self.length = end
+            self._expose()
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.length
+
+        def batch_select_indices(self, indices: Tensor) -> None:
+            self._keys, self._values = self._keys[indices], self._values[indices]
+            self._expose()
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            self._keys = self._keys.repeat_interleave(repeats, dim=0)
+            self._values = self._values.repeat_interleave(repeats, dim=0)
+            self._expose()
+
+        def _expose(self) -> None:
+            self.keys = self._keys[:, :, : self.length]
+            self.values = self._values[:, :, : self.length]
+
+
+def _buffer(states: Tensor, extra_tokens: int) -> Tensor:
+    n, heads, length, dim = states.shape
+    buffer = states.new_empty((n, heads, length + extra_tokens, dim))
+    buffer[:, :, :length] = states
+    return buffer
