@@ -87,7 +87,7 @@ function row(run) {
       h('a', { class: 'run-link', href: `/runs/${seg(run.id)}` }, run.name),
       h('div', { class: 'sub' }, h('code', null, run.id.slice(0, 8)), ' · ', spec.model || '',
         spec.num_generations ? ` · G=${spec.num_generations}` : '')),
-    h('td', null, statusPill(run.status, { cancelling: run.is_cancel_requested }), run.error ? h('div', { class: 'sub error-text', title: run.error }, run.error) : null),
+    h('td', { class: 'col-status' }, statusPill(run.status, { cancelling: run.is_cancel_requested }), run.error ? h('div', { class: 'sub error-text', title: run.error }, run.error) : null),
     h('td', null, progressBar(run)),
     h('td', { class: 'num' }, num(metrics.reward)),
     h('td', { class: 'num' }, num(metrics.kl)),
