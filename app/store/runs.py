@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -85,10 +85,14 @@ def create_run(
         is_cancel_requested=False,
         created_at=utcnow(),
     )
+    values = {c.key: getattr(run, c.key) for c in Run.__table__.columns}
     try:
+        # Core inserts: the submit path is hot, and the unit of work adds nothing here.
         with session_scope() as session:
-            session.add(run)
-            add_status_event(session, run)
+            session.execute(insert(Run), [values])
+            session.execute(
+                insert(Event), [{"run_id": run.id, "kind": "status", "payload": run_summary(run)}]
+            )
     except IntegrityError:
         # Two retries raced on one key: the other insert won; return its run.
         existing = find_by_idempotency_key(idempotency_key or "")
