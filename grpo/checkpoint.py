@@ -83,7 +83,7 @@ def load_weights(model: Any, directory: Path) -> None:
     weights: dict[str, torch.Tensor] = {}
     for file in sorted(directory.glob("*.safetensors")):
         weights.update(load_file(str(file)))
-    missing, unexpected = model.load_state_dict(weights, strict=True)
+    missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = getattr(model.config, "tie_word_embeddings", False)
     missing = [k for k in missing if not (tied and k.endswith("lm_head.weight"))]
     if missing or unexpected:
