@@ -111,8 +111,8 @@ def train(args: argparse.Namespace) -> int:
         progress=True,
         log=lambda level, message: tqdm.write(f"[{level}] {message}"),
     )
-    stop = StopOnInterrupt()
-    with tqdm(total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True) as bar:
+    bar = tqdm(total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True)
+    with StopOnInterrupt() as stop, bar:
 
         def show(report: Any) -> None:
             bar.n = report.step
@@ -175,11 +175,18 @@ class StopOnInterrupt:
 
     def __init__(self) -> None:
         self.requested = False
-        signal.signal(signal.SIGINT, self._handle)
+        self._previous: Any = None
+
+    def __enter__(self) -> StopOnInterrupt:
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.requested = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, self._previous)
         print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
 
     def is_requested(self) -> bool:

@@ -1,0 +1,74 @@
+"""The `grpo` command (grpo/cli.py): train and eval in the terminal; service commands are
+handed to app.cli / worker.cli in a new process image, never imported."""
+
+import sys
+
+import pytest
+
+from grpo import cli
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SPEC = """\
+name: cli-test
+model: builtin:tiny
+max_steps: 2
+prompts_per_step: 2
+num_generations: 2
+max_completion_length: 4
+save_steps: 1
+rewards:
+  - name: regex
+    pattern: '\\d'
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["up", "--port", "9"], ["-m", "app.cli", "up", "--port", "9"]),
+        (["submit", "s.yaml", "-f"], ["-m", "app.cli", "submit", "s.yaml", "-f"]),
+        (["migrate"], ["-m", "app.cli", "migrate"]),
+        (["worker", "--queue", "gpu"], ["-m", "worker.cli", "--queue", "gpu"]),
+    ],
+)
+def test_service_commands_exec_their_module(monkeypatch, argv, expected):
+    calls = []
+
+    def fake_exec(file, args):
+        calls.append((file, args))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cli.os, "execvp", fake_exec)
+    with pytest.raises(SystemExit):
+        cli.main(argv)
+    assert calls == [(sys.executable, [sys.executable, *expected])]
+    assert "app.cli" not in sys.modules or argv[0] == "worker"
+
+
+def test_train_checkpoints_then_refuses_to_overwrite_and_resumes(tmp_path, grpo_cache_dir, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    workdir = tmp_path / "run"
+    common = ["--workdir", str(workdir), "--cache-dir", str(grpo_cache_dir)]
+    assert cli.main(["train", str(spec), *common]) == 0
+    assert (workdir / "checkpoints" / "step-000002" / "model" / "config.json").is_file()
+    assert cli.main(["train", str(spec), *common]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert cli.main(["train", str(spec), *common, "--resume"]) == 0
+    assert "finished at step 2" in capsys.readouterr().out
+
+
+def test_eval_reports_greedy_accuracy_of_a_checkpoint(tmp_path, grpo_cache_dir, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    workdir = tmp_path / "run"
+    cli.main(["train", str(spec), "--workdir", str(workdir), "--cache-dir", str(grpo_cache_dir)])
+    checkpoint = workdir / "checkpoints" / "step-000002"
+    assert (
+        cli.main(
+            ["eval", "--model", str(checkpoint), "--n", "8", "--cache-dir", str(grpo_cache_dir)]
+        )
+        == 0
+    )
+    assert "greedy accuracy 0.000 on 8 builtin:arith test examples" in capsys.readouterr().out
