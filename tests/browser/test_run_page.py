@@ -3,9 +3,11 @@ reload or a server restart mid-run loses no point and doubles none."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
+from playwright.sync_api import expect
 
 from tests.browser.charts import chart_points, wait_points
 from tests.browser.conftest import Console
@@ -45,7 +47,7 @@ def test_curves_and_histogram_grow_live_and_survive_reload(
     final = wait_points(page, "chart-reward", "reward", spec["max_steps"])
     metrics = api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
     assert final == [[m["step"], m["metrics"]["reward"]] for m in metrics]
-    assert page.locator("#run-head .pill").inner_text().lower() == "succeeded"
+    expect(page.locator("#run-head .pill")).to_have_text(re.compile("succeeded", re.I))
     assert console.unexpected() == []
 
 
