@@ -6,6 +6,7 @@ them without torch. Knows nothing of HTTP, SQL or Celery.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 # Fixed, documented histogram bins so steps are comparable across a run and across runs.
@@ -56,7 +57,7 @@ class GroupReport:
     @property
     def reward_std(self) -> float:
         mean = self.reward_mean
-        return (sum((r - mean) ** 2 for r in self.rewards) / len(self.rewards)) ** 0.5
+        return math.sqrt(sum((r - mean) ** 2 for r in self.rewards) / len(self.rewards))
 
 
 @dataclass(frozen=True)

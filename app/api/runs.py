@@ -88,8 +88,10 @@ def get_metrics(
     """Step scalars in step order, for curves; `keys` keeps only some metrics."""
     if keys:
         key_list = [k for k in keys.split(",") if k]
+        after_event = steps.last_event_id(run.id)
         rows = steps.list_metrics(run.id, after_step=after_step, limit=limit, keys=key_list)
-        body = MetricList(items=[MetricRow(**r) for r in rows]).model_dump_json()
+        items = [MetricRow(**r) for r in rows]
+        body = MetricList(last_event_id=after_event, items=items).model_dump_json()
     else:
         body = steps.metrics_json(run.id, after_step=after_step, limit=limit)
     return Response(content=body, media_type="application/json")

@@ -40,6 +40,8 @@ class MetricRow(BaseModel):
 
 
 class MetricList(BaseModel):
+    last_event_id: int
+    """Newest event id when the rows were read: open the stream with it to continue live."""
     items: list[MetricRow]
 
 

@@ -40,7 +40,7 @@ def get_group(run: RunDep, step: int, index: int) -> GroupDetail:
     return GroupDetail(**group_summary(group).model_dump(), completions=completions)
 
 
-@router.get("/{run_id}/prompts/{prompt_id}")
+@router.get("/{run_id}/prompts/{prompt_id:path}")
 def prompt_history(run: RunDep, prompt_id: str) -> GroupList:
     """One prompt's groups across steps: did training help it?"""
     return GroupList(items=[group_summary(g) for g in steps.prompt_history(run.id, prompt_id)])

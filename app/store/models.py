@@ -24,6 +24,7 @@ from sqlalchemy import (
     func,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 # SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -34,6 +35,21 @@ FINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timestamps stored in UTC and always read back timezone-aware (SQLite drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return value.astimezone(UTC) if value is not None and value.tzinfo else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
 
 
 class Base(DeclarativeBase):
@@ -59,11 +75,11 @@ class Run(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     is_cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, server_default=func.now()
+        UtcDateTime(), default=utcnow, server_default=func.now()
     )
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
     __table_args__ = (
         Index("ix_run_status_created", "status", "created_at"),
@@ -81,7 +97,7 @@ class StepMetric(Base):
     advantage_histogram: Mapped[list[Any]] = mapped_column(JSON)
     reward_histogram: Mapped[list[Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, server_default=func.now()
+        UtcDateTime(), default=utcnow, server_default=func.now()
     )
 
     __table_args__ = (UniqueConstraint("run_id", "step", name="uq_step_metric_run_step"),)
@@ -140,7 +156,7 @@ class LogLine(Base):
     level: Mapped[str] = mapped_column(String(16))
     message: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, server_default=func.now()
+        UtcDateTime(), default=utcnow, server_default=func.now()
     )
 
 
@@ -156,7 +172,7 @@ class Event(Base):
     step: Mapped[int | None] = mapped_column(Integer)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, server_default=func.now()
+        UtcDateTime(), default=utcnow, server_default=func.now()
     )
 
     __table_args__ = (
@@ -173,7 +189,7 @@ class Checkpoint(Base):
     step: Mapped[int] = mapped_column(Integer)
     path: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, server_default=func.now()
+        UtcDateTime(), default=utcnow, server_default=func.now()
     )
 
 
@@ -186,7 +202,7 @@ class Dataset(Base):
     num_bytes: Mapped[int] = mapped_column(BigInteger)
     fields: Mapped[list[Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, server_default=func.now()
+        UtcDateTime(), default=utcnow, server_default=func.now()
     )
 
 
@@ -201,8 +217,8 @@ class WorkerState(Base):
     free_memory_mb: Mapped[int | None] = mapped_column(Integer)
     run_id: Mapped[str | None] = mapped_column(String(32))
     started_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, server_default=func.now()
+        UtcDateTime(), default=utcnow, server_default=func.now()
     )
     last_seen_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, server_default=func.now()
+        UtcDateTime(), default=utcnow, server_default=func.now()
     )

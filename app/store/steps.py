@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Text, cast, delete, insert, select, update
+from sqlalchemy import Text, cast, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.store.bulk import bulk_insert
@@ -198,6 +198,12 @@ def iter_groups(run_id: str, *, batch: int = 1000) -> Iterator[StepGroup]:
         last = (rows[-1].step, rows[-1].index)
 
 
+def last_event_id(run_id: str) -> int:
+    """Id of the run's newest event (0 when none): where a stream after a snapshot resumes."""
+    with session_scope() as session:
+        return session.scalar(select(func.max(Event.id)).where(Event.run_id == run_id)) or 0
+
+
 def metrics_json(run_id: str, *, after_step: int = 0, limit: int = 100_000) -> str:
     """The metrics list as a JSON document, spliced from the stored JSON text unparsed.
 
@@ -209,6 +215,9 @@ def metrics_json(run_id: str, *, after_step: int = 0, limit: int = 100_000) -> s
         .order_by(StepMetric.step)
         .limit(limit)
     )
+    # Read before the rows: a stream resumed from this id can repeat a step, never skip one.
+    after_event = last_event_id(run_id)
     with session_scope() as session:
         rows = session.execute(stmt).all()
-    return '{"items":[' + ",".join(f'{{"step":{s},"metrics":{m}}}' for s, m in rows) + "]}"
+    items = ",".join(f'{{"step":{s},"metrics":{m}}}' for s, m in rows)
+    return f'{{"last_event_id":{after_event},"items":[{items}]}}'

@@ -72,9 +72,13 @@ def test_metrics_query_filters_keys_and_steps(stack: Stack) -> None:
     with stack.client() as client:
         run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=3)).json()["id"]
         assert wait_for_final(client, run_id)["status"] == "succeeded"
+        full = client.get(f"/api/runs/{run_id}/metrics").json()
+        events = read_events(client, f"/api/runs/{run_id}/events")
+        assert full["last_event_id"] == events[-2].id  # where the stream continues after it
         rows = client.get(
             f"/api/runs/{run_id}/metrics", params={"after_step": 1, "keys": "reward,kl"}
         ).json()
+        assert rows["last_event_id"] == full["last_event_id"]
         assert [r["step"] for r in rows["items"]] == [2, 3]
         assert all(set(r["metrics"]) == {"reward", "kl"} for r in rows["items"])
 
