@@ -47,14 +47,13 @@ if DynamicLayer is not None:
             self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any
         ) -> tuple[Tensor, Tensor]:
             end = self.length + key_states.shape[-2]
-            if end > self._keys.shape[-2]:  # more tokens than planned: grow like DynamicLayer
-                self._keys = _buffer(self.keys, end - self.length)
-                self._values = _buffer(self.values, end - self.length)
+            if end > self._keys.shape[-2]:  # more tokens than planned: grow the buffers
+                self._keys = _buffer(self._keys[:, :, : self.length], end - self.length)
+                self._values = _buffer(self._values[:, :, : self.length], end - self.length)
             self._keys[:, :, self.length : end] = key_states
             self._values[:, :, self.length : end] = value_states
             self.length = end
-            self._expose()
-            return self.keys, self.values
+            return self._expose()
 
         def get_seq_length(self) -> int:
             return self.length
@@ -68,9 +67,10 @@ if DynamicLayer is not None:
             self._values = self._values.repeat_interleave(repeats, dim=0)
             self._expose()
 
-        def _expose(self) -> None:
-            self.keys = self._keys[:, :, : self.length]
-            self.values = self._values[:, :, : self.length]
+        def _expose(self) -> tuple[Tensor, Tensor]:
+            keys, values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
+            self.keys, self.values = keys, values
+            return keys, values
 
 
 def _buffer(states: Tensor, extra_tokens: int) -> Tensor:

@@ -33,8 +33,7 @@ class ReferencePolicy:
         """Per-token log-probabilities of the sampled tokens under the reference (N, T)."""
         with self._as_reference(policy):
             model = policy if self.frozen is None else self.frozen
-            logps, _ = completion_logps(model, rollout, temperature=temperature)
-        return logps
+            return completion_logps(model, rollout, temperature=temperature)
 
     def sync(self, policy: Any) -> None:
         """Make the current policy the new reference."""

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from grpo.kv_cache import preallocate
-from grpo.sampling import sample_next_tokens
+from grpo.sampling import sample_next_tokens, token_entropy
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Rollout:
     completion_ids: Tensor  # (N, T) right-padded, N = B * G
     completion_mask: Tensor  # (N, T) 1 up to and including EOS
     is_truncated: Tensor  # (N,) True when no EOS came within max_completion_length
+    entropy: Tensor  # (N, T) entropy of the sampling distribution, 0 on padding
 
     @property
     def num_generations(self) -> int:
@@ -38,6 +39,24 @@ class Rollout:
     @property
     def lengths(self) -> Tensor:
         return self.completion_mask.sum(dim=1)  # (N,)
+
+    def select_groups(self, groups: Tensor) -> Rollout:
+        """The rollout restricted to the given group indices (prompts and their G rows)."""
+        rows = group_rows(groups, self.num_generations)
+        return Rollout(
+            self.prompt_ids[groups],
+            self.prompt_mask[groups],
+            self.completion_ids[rows],
+            self.completion_mask[rows],
+            self.is_truncated[rows],
+            self.entropy[rows],
+        )
+
+
+def group_rows(groups: Tensor, num_generations: int) -> Tensor:
+    """Completion row indices of the given groups, in order: group b owns rows b*G .. b*G+G-1."""
+    offsets = torch.arange(num_generations, device=groups.device)
+    return (groups[:, None] * num_generations + offsets).flatten()
 
 
 def tokenize_prompts(
@@ -98,13 +117,14 @@ def generate(
         )
 
     eos = torch.tensor(list(eos_token_ids), device=prompt_ids.device)
-    tokens, lengths = _decode(
+    tokens, lengths, entropy = _decode(
         model,
         cache,
         logits=out.logits[:, -1].repeat_interleave(g, dim=0),  # (N, V)
         attention=prompt_mask.repeat_interleave(g, dim=0),  # (N, P)
         next_position=positions[:, -1].repeat_interleave(g) + 1,  # (N,)
         sample=sample,
+        temperature=temperature,
         eos=eos,
         max_new_tokens=max_new_tokens,
         pad_token_id=pad_token_id,
@@ -113,7 +133,7 @@ def generate(
     mask = torch.arange(width, device=tokens.device)[None, :] < lengths[:, None]  # (N, T)
     ended = torch.isin(tokens.gather(1, (lengths - 1)[:, None]).squeeze(1), eos)  # (N,)
     ids = tokens[:, :width].masked_fill(~mask, pad_token_id)
-    return Rollout(prompt_ids, prompt_mask, ids, mask.long(), ~ended)
+    return Rollout(prompt_ids, prompt_mask, ids, mask.long(), ~ended, entropy[:, :width])
 
 
 def _decode(
@@ -124,13 +144,15 @@ def _decode(
     attention: Tensor,
     next_position: Tensor,
     sample: Callable[[Tensor], Tensor],
+    temperature: float,
     eos: Tensor,
     max_new_tokens: int,
     pad_token_id: int,
-) -> tuple[Tensor, Tensor]:
-    """The decode loop: completion tokens (N, max_new_tokens) and lengths (N,) incl. EOS."""
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The decode loop: tokens (N, max_new_tokens), lengths (N,) incl. EOS, and entropies."""
     n, device = logits.shape[0], logits.device
     tokens = torch.full((n, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+    entropy = torch.zeros((n, max_new_tokens), device=device)
     lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=device)
     rows = torch.arange(n, device=device)  # completion index of each cache row
     is_alive = torch.ones(n, dtype=torch.bool, device=device)  # per cache row
@@ -138,6 +160,8 @@ def _decode(
     for t in range(max_new_tokens):
         token = sample(logits)  # (rows,)
         tokens[rows[is_alive], t] = token[is_alive]
+        # the sampling distribution's entropy comes free here, not from the training pass
+        entropy[rows[is_alive], t] = token_entropy(logits[is_alive], temperature)
         is_eos = torch.isin(token, eos) & is_alive
         lengths[rows[is_eos]] = t + 1
         is_alive = is_alive & ~is_eos
@@ -161,7 +185,7 @@ def _decode(
         )
         logits = out.logits[:, -1]
         next_position = next_position + 1
-    return tokens, lengths
+    return tokens, lengths, entropy
 
 
 def decode_completions(tokenizer: Any, rollout: Rollout) -> list[str]:
@@ -179,9 +203,8 @@ def completion_logps(
     *,
     temperature: float = 1.0,
     share_prompt: bool = True,
-    with_entropy: bool = False,
-) -> tuple[Tensor, Tensor | None]:
-    """Per-token log pi(o_t | q, o_<t) of the sampled tokens (N, T) and, optionally, entropy.
+) -> Tensor:
+    """Per-token log pi(o_t | q, o_<t) of the sampled tokens (N, T).
 
     Logits are divided by the sampling temperature, so the ratio compares the distributions
     the tokens were actually drawn from (as TRL does).
@@ -192,12 +215,7 @@ def completion_logps(
         logits = _logits_full_sequence(model, rollout)
     logits = logits.float() / temperature  # (N, T, V)
     norm = torch.logsumexp(logits, dim=-1)  # (N, T)
-    logps = logits.gather(-1, rollout.completion_ids[..., None]).squeeze(-1) - norm  # (N, T)
-    if not with_entropy:
-        return logps, None
-    with torch.no_grad():
-        entropy = norm - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)  # (N, T)
-    return logps, entropy
+    return logits.gather(-1, rollout.completion_ids[..., None]).squeeze(-1) - norm  # (N, T)
 
 
 def _logits_shared_prompt(model: Any, rollout: Rollout) -> Tensor:

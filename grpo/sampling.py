@@ -28,6 +28,12 @@ def sample_next_tokens(
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
 
+def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """Entropy of softmax(s), s = logits / T: logsumexp(s) - sum softmax(s) * s; (N, V) -> (N,)."""
+    scores = logits.float() / temperature
+    return torch.logsumexp(scores, dim=-1) - (torch.softmax(scores, dim=-1) * scores).sum(dim=-1)
+
+
 def _nucleus(scores: Tensor, top_p: float) -> Tensor:
     """Keep the smallest set of tokens whose probability reaches top_p (Holtzman et al., 2020)."""
     sorted_scores, order = torch.sort(scores, descending=True, dim=-1)  # (N, V)

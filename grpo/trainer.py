@@ -230,7 +230,7 @@ class Trainer:
             **update.metrics,
             "kl": update.metrics.get("kl", 0.0),
             "beta": self.beta,
-            "entropy": masked_mean(update.entropy, rollout.completion_mask),
+            "entropy": masked_mean(rollout.entropy, rollout.completion_mask),
             "learning_rate": float(self.scheduler.get_last_lr()[0]),
         }
 

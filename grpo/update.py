@@ -16,18 +16,17 @@ import torch
 from torch import Tensor
 
 from grpo.loss import grpo_loss
-from grpo.rollout import Rollout, completion_logps
+from grpo.rollout import Rollout, completion_logps, group_rows
 from grpo.spec import JobSpec
 
 
 @dataclass(frozen=True)
 class UpdateResult:
-    """Averages over the mu iterations, and the pre-update per-token statistics."""
+    """Averages over the mu iterations, and the pre-update log-probs."""
 
     metrics: dict[str, float]
     """loss, grad_norm, kl (beta > 0), clip_ratio/low|high|region."""
     logps: Tensor  # (N, T) policy log-probs before the first optimizer step, detached
-    entropy: Tensor  # (N, T) policy entropy before the first optimizer step
 
 
 def policy_update(
@@ -44,24 +43,29 @@ def policy_update(
     step: int,
 ) -> UpdateResult:
     """Minimise the GRPO loss for spec.num_iterations optimizer steps on this batch."""
-    share_prompt = not spec.gradient_checkpointing
+    groups = groups_with_signal(advantages, rollout.num_generations) if beta == 0 else None
+    if groups is not None and len(groups) == 0:
+        return _zero_gradient_step(model, optimizer, rollout, spec.num_iterations)
+    batch = rollout if groups is None else rollout.select_groups(groups)
+
+    def current_logps() -> Tensor:
+        with autocast():
+            logps = completion_logps(
+                model,
+                batch,
+                temperature=spec.temperature,
+                share_prompt=not spec.gradient_checkpointing,
+            )
+        return _spread(logps, groups, rollout)
+
     old_logps = None
     if spec.num_iterations > 1:
-        with torch.no_grad(), autocast():
-            old_logps, _ = completion_logps(
-                model, rollout, temperature=spec.temperature, share_prompt=share_prompt
-            )
+        with torch.no_grad():
+            old_logps = current_logps()
     history: list[dict[str, float]] = []
-    first: tuple[Tensor, Tensor] | None = None
+    first: Tensor | None = None
     for _ in range(spec.num_iterations):
-        with autocast():
-            logps, entropy = completion_logps(
-                model,
-                rollout,
-                temperature=spec.temperature,
-                share_prompt=share_prompt,
-                with_entropy=first is None,
-            )
+        logps = current_logps()
         loss, metrics = grpo_loss(
             logps,
             logps.detach() if old_logps is None else old_logps,
@@ -81,10 +85,39 @@ def policy_update(
         optimizer.step()
         metrics["loss"] = float(loss.detach())
         history.append(metrics)
-        if first is None and entropy is not None:
-            first = (logps.detach(), entropy)
+        first = logps.detach() if first is None else first
     assert first is not None
-    return UpdateResult(_mean_metrics(history), *first)
+    return UpdateResult(_mean_metrics(history), first)
+
+
+def groups_with_signal(advantages: Tensor, num_generations: int) -> Tensor:
+    """Indices of groups with a nonzero advantage. Without a KL term the others (all-equal
+    rewards) add exactly 0 to loss and gradient, so their forward and backward are skipped."""
+    return advantages.view(-1, num_generations).ne(0).any(dim=1).nonzero().squeeze(1)
+
+
+def _spread(logps: Tensor, groups: Tensor | None, rollout: Rollout) -> Tensor:
+    """Per-token values of the selected groups' rows placed in a zero (N, T) tensor: skipped
+    rows then have ratio 1 and advantage 0, and the loss normalisation stays that of N rows."""
+    if groups is None:
+        return logps
+    rows = group_rows(groups, rollout.num_generations)
+    return logps.new_zeros(rollout.completion_ids.shape).index_copy(0, rows, logps)
+
+
+def _zero_gradient_step(
+    model: Any, optimizer: torch.optim.Optimizer, rollout: Rollout, iterations: int
+) -> UpdateResult:
+    """No group has signal: take the optimizer steps a zero gradient would (momentum and
+    weight decay still act), without any forward pass."""
+    for _ in range(iterations):
+        for p in model.parameters():
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+        optimizer.step()
+    metrics = {"clip_ratio/low": 0.0, "clip_ratio/high": 0.0, "clip_ratio/region": 0.0}
+    logps = torch.zeros(rollout.completion_ids.shape, device=rollout.completion_ids.device)
+    return UpdateResult({**metrics, "grad_norm": 0.0, "loss": 0.0}, logps)
 
 
 def _check_finite(loss: Tensor, step: int) -> None:

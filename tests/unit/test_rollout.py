@@ -12,7 +12,7 @@ from grpo.rollout import (
     prompt_positions,
     tokenize_prompts,
 )
-from grpo.sampling import sample_next_tokens
+from grpo.sampling import sample_next_tokens, token_entropy
 from grpo.tokenizer import build_char_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -155,10 +155,10 @@ def _full_forward_argmax(model, rollout):
 def test_shared_prompt_logps_equal_full_sequence_logps_and_gradients(model, tokenizer):
     rollout = sample(model, tokenizer, ["1+1=", "23+45=", "7="], g=3, max_new=6, temperature=2.0)
     mask = rollout.completion_mask.bool()
-    shared, entropy = completion_logps(model, rollout, temperature=0.7, with_entropy=True)
-    full, _ = completion_logps(model, rollout, temperature=0.7, share_prompt=False)
+    shared = completion_logps(model, rollout, temperature=0.7)
+    full = completion_logps(model, rollout, temperature=0.7, share_prompt=False)
     torch.testing.assert_close(shared[mask], full[mask], atol=1e-5, rtol=0)
-    assert (shared[mask] < 0).all() and (entropy[mask] > 0).all()
+    assert (shared[mask] < 0).all()
     grads = []
     for logps in (shared, full):
         model.zero_grad()
@@ -178,9 +178,10 @@ def test_logps_do_not_depend_on_other_prompts_padding(model, tokenizer):
         rollout.completion_ids[:2],
         rollout.completion_mask[:2],
         rollout.is_truncated[:2],
+        rollout.entropy[:2],
     )
-    batched, _ = completion_logps(model, rollout)
-    single, _ = completion_logps(model, alone)
+    batched = completion_logps(model, rollout)
+    single = completion_logps(model, alone)
     mask = rollout.completion_mask[:2].bool()
     torch.testing.assert_close(batched[:2][mask], single[mask], atol=1e-5, rtol=0)
 
@@ -194,5 +195,29 @@ def test_decode_drops_padding_and_eos(tokenizer):
         torch.tensor([[two, eos, pad], [three, two, three]]),
         torch.tensor([[1, 1, 0], [1, 1, 1]]),
         torch.tensor([False, True]),
+        torch.zeros(2, 3),
     )
     assert decode_completions(tokenizer, rollout) == ["2", "323"]
+
+
+def test_generation_reports_the_sampling_distributions_entropy(model, tokenizer):
+    rollout = sample(model, tokenizer, ["1+1=", "23+45="], g=2, max_new=5, temperature=1.5)
+    g, width = rollout.num_generations, rollout.completion_ids.shape[1]
+    ids = torch.cat([rollout.prompt_ids.repeat_interleave(g, 0), rollout.completion_ids], 1)
+    mask = torch.cat([rollout.prompt_mask.repeat_interleave(g, 0), rollout.completion_mask], 1)
+    with torch.no_grad():
+        logits = model(
+            input_ids=ids, attention_mask=mask, position_ids=prompt_positions(mask)
+        ).logits
+    expected = token_entropy(logits[:, -width - 1 : -1].flatten(0, 1), 1.5).view(-1, width)
+    real = rollout.completion_mask.bool()
+    torch.testing.assert_close(rollout.entropy[real], expected[real], atol=1e-4, rtol=0)
+    assert (rollout.entropy[~real] == 0).all()
+
+
+def test_select_groups_keeps_prompts_with_their_rows(model, tokenizer):
+    rollout = sample(model, tokenizer, ["1+1=", "23+45=", "7="], g=2, max_new=3)
+    picked = rollout.select_groups(torch.tensor([2, 0]))
+    assert torch.equal(picked.prompt_ids, rollout.prompt_ids[[2, 0]])
+    assert torch.equal(picked.completion_ids, rollout.completion_ids[[4, 5, 0, 1]])
+    assert picked.num_generations == 2

@@ -2,12 +2,15 @@
 determinism, the step report, the knobs that change the step, and clear errors."""
 
 import math
+from contextlib import nullcontext
 
 import pytest
 import torch
 
+from grpo.rollout import completion_logps
 from grpo.spec import JobSpec, LoraSpec, RegexReward
 from grpo.trainer import FitResult, Trainer
+from grpo.update import groups_with_signal, policy_update
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -193,3 +196,33 @@ def test_empty_dataset_raises_value_error(tmp_path, grpo_cache_dir):
     data.write_text("\n")
     with pytest.raises(ValueError, match="empty"):
         Trainer(tiny_spec(data={"source": str(data)}), workdir=tmp_path, cache_dir=grpo_cache_dir)
+
+
+def test_skipping_all_equal_groups_changes_the_cost_not_the_update(tmp_path, grpo_cache_dir):
+    """beta = 0: groups with all-equal rewards have advantage 0 and are left out of the
+    forward/backward. A vanishing KL term (its gradient is 0 where ref = logp) forces the
+    full pass over every row; both must give the same gradient."""
+    spec = tiny_spec(beta=0.0, prompts_per_step=4)
+    advantages = torch.tensor([1.0, -1.0, 1.0, -1.0] + [0.0] * 12)  # only group 0 is mixed
+    assert groups_with_signal(advantages, 4).tolist() == [0]
+    grads = []
+    for beta in (0.0, 1e-30):
+        trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
+        rollout = trainer._generate(["1+1=", "2+2=", "3+3=", "4+4="], step=1)
+        with torch.no_grad():
+            ref = completion_logps(trainer.model, rollout) if beta else None
+        policy_update(
+            trainer.model,
+            trainer.optimizer,
+            rollout,
+            advantages,
+            ref,
+            rollout.completion_mask,
+            spec=spec,
+            beta=beta,
+            autocast=nullcontext,
+            step=1,
+        )
+        grads.append(torch.cat([p.grad.flatten() for p in trainer.model.parameters()]))
+    assert grads[0].abs().max() > 0
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-7, rtol=1e-5)
