@@ -1,0 +1,416 @@
+"""Our GRPO trainer against TRL's GRPOTrainer: the same model, prompts, reward and knobs.
+
+    .venv/bin/python bench/vs_trl.py                 (both configurations, ~5 min on 2 cores)
+    .venv/bin/python bench/vs_trl.py --learning      (+ reward after 50 steps, 3 seeds: ~5 min)
+
+Needs TRL (the `bench` extra; never a runtime dependency). Both sides train the
+warm-started `builtin:tiny-arith` from the same local directory (weights and tokenizer
+through `from_pretrained`) on the built-in arithmetic prompts in the same order, scored by
+the same accuracy reward (grpo.rewards), with identical G, prompts per step, completion
+length, beta, learning rate, optimizer, clipping and precision (fp32: this CPU has no
+native bf16, and both sides compute in the same dtype).
+
+Each side runs in its own child process (its peak RSS is its own: VmHWM) and the parent
+alternates them step by step, ours first on even steps and TRL first on odd ones, so load
+from other processes falls on both alike; the first --warmup steps are not timed. Reports
+median seconds per step, completion tokens per second and peak memory, and ratios
+ours / TRL. Configurations (issue 3): `short` (bare prompts like `23+45=`, 16 completion
+tokens) and `realistic` (the task inside an R1-style instruction template of about 60
+prompt tokens, 32 completion tokens); both G 8, 8 prompts per step, beta 0.04.
+The last line reads
+`vs TRL: step time ratio short=<x> realistic=<y>; peak memory ratio short=<a> realistic=<b>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import ours_side  # noqa: E402
+import trl_side  # noqa: E402
+from side_protocol import RunConfig  # noqa: E402
+
+SHORT_TEMPLATE = "{prompt}"
+REALISTIC_TEMPLATE = "Reply <think></think><answer></answer>. User: {prompt} Assistant:"
+"""R1-style instruction around the task: 62-64 prompt tokens with the char tokenizer's <s>."""
+CONFIGS: dict[str, tuple[str, int]] = {
+    "short": (SHORT_TEMPLATE, 16),
+    "realistic": (REALISTIC_TEMPLATE, 32),
+}
+"""name -> (prompt template, max completion tokens)."""
+SIDES = {"ours": ours_side.run, "trl": trl_side.run}
+STEP_TIMEOUT_S = 600
+
+
+def configured(base: RunConfig, name: str, **changes: Any) -> RunConfig:
+    """`base` set up as configuration `name`, with `changes`."""
+    template, completion_length = CONFIGS[name]
+    return replace(
+        base,
+        name=name,
+        prompt_template=template,
+        max_completion_length=completion_length,
+        **changes,
+    )
+
+
+@dataclass
+class SideResult:
+    """What one side reported: setup memory, every step, peak memory, final accuracy."""
+
+    ready: dict[str, Any] = field(default_factory=dict)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    done: dict[str, Any] = field(default_factory=dict)
+
+    def timed(self, warmup: int) -> list[dict[str, Any]]:
+        return self.steps[warmup:]
+
+    def median_seconds(self, warmup: int) -> float:
+        return float(statistics.median(s["seconds"] for s in self.timed(warmup)))
+
+    def quartiles(self, warmup: int) -> tuple[float, float]:
+        seconds = [s["seconds"] for s in self.timed(warmup)]
+        if len(seconds) < 2:
+            return seconds[0], seconds[0]
+        q = statistics.quantiles(seconds, n=4)
+        return q[0], q[2]
+
+    def tokens_per_second(self, warmup: int) -> float:
+        """Completion tokens (EOS included) generated per second, over the timed steps."""
+        steps = self.timed(warmup)
+        return float(sum(s["tokens"] for s in steps) / sum(s["seconds"] for s in steps))
+
+    def mean_length(self, warmup: int, completions_per_step: int) -> float:
+        steps = self.timed(warmup)
+        return float(sum(s["tokens"] for s in steps) / (len(steps) * completions_per_step))
+
+    def initial_reward(self, first: int = 10) -> float:
+        """Mean training reward of the first `first` steps."""
+        head = self.steps[:first]
+        return float(sum(s["reward"] for s in head) / len(head))
+
+    def final_reward(self, last: int = 10) -> float:
+        """Mean training reward of the last `last` steps."""
+        tail = self.steps[-last:]
+        return float(sum(s["reward"] for s in tail) / len(tail))
+
+
+class Child:
+    """One side's process and the parent's end of its pipe."""
+
+    def __init__(self, context: Any, name: str, config: RunConfig) -> None:
+        self.name = name
+        self.conn, child_conn = context.Pipe()
+        self.process = context.Process(target=SIDES[name], args=(child_conn, config), daemon=True)
+        self.process.start()
+        child_conn.close()
+
+    def expect(self, kind: str) -> dict[str, Any]:
+        deadline = time.monotonic() + STEP_TIMEOUT_S
+        while not self.conn.poll(1.0):
+            if not self.process.is_alive():
+                raise RuntimeError(f"{self.name} side died (exit code {self.process.exitcode})")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} side sent nothing for {STEP_TIMEOUT_S} s")
+        message: dict[str, Any] = self.conn.recv()
+        if message["kind"] != kind:
+            raise RuntimeError(f"{self.name} side sent {message['kind']!r}, expected {kind!r}")
+        return message
+
+    def step(self) -> dict[str, Any]:
+        self.conn.send("go")
+        return self.expect("step")
+
+    def close(self) -> None:
+        self.process.join(timeout=60)
+        if self.process.is_alive():
+            self.process.kill()
+
+
+def run_pair(config: RunConfig, *, verbose: bool) -> dict[str, SideResult]:
+    """Both sides on `config`, alternating steps; returns each side's reports."""
+    context = mp.get_context("spawn")
+    children = [Child(context, name, config) for name in SIDES]
+    results = {child.name: SideResult() for child in children}
+    try:
+        for child in children:
+            results[child.name].ready = child.expect("ready")
+        for i in range(config.total_steps):
+            order = children if i % 2 == 0 else children[::-1]
+            for child in order:
+                results[child.name].steps.append(child.step())
+            ours, theirs = (results[name].steps[-1]["prompts"] for name in SIDES)
+            if ours != theirs:
+                raise RuntimeError(f"step {i + 1}: the sides trained on different prompts")
+            if verbose:
+                pair = "  ".join(
+                    f"{c.name} {results[c.name].steps[-1]['seconds']:.3f}s" for c in children
+                )
+                print(f"  {config.name} step {i + 1}: {pair}", flush=True)
+        for child in children:
+            results[child.name].done = child.expect("done")
+    finally:
+        for child in children:
+            child.close()
+    return results
+
+
+def load_text() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def ratio(ours: float, theirs: float) -> float:
+    return ours / theirs if theirs else float("nan")
+
+
+def print_timing(
+    name: str, results: dict[str, SideResult], config: RunConfig, warmup: int
+) -> dict[str, float]:
+    """Table rows of one configuration; returns its ratios."""
+    rows = {}
+    for side, result in results.items():
+        q1, q3 = result.quartiles(warmup)
+        rows[side] = {
+            "s/step": result.median_seconds(warmup),
+            "tok/s": result.tokens_per_second(warmup),
+            "peak": result.done["peak"],
+            "growth": result.done["peak"] - result.ready["after_imports"],
+        }
+        row = rows[side]
+        length = result.mean_length(warmup, config.completions_per_step)
+        print(
+            f"{name:<10} {'ours' if side == 'ours' else 'TRL':<6} {row['s/step']:>9.3f} "
+            f"{q1:>7.3f}-{q3:<7.3f} {row['tok/s']:>9.0f} {length:>8.1f} {row['peak']:>9.0f} "
+            f"{result.ready['after_imports']:>9.0f} {row['growth']:>10.0f}"
+        )
+    ratios = {key: ratio(rows["ours"][key], rows["trl"][key]) for key in rows["ours"]}
+    print(
+        f"{name:<10} {'ratio':<6} {ratios['s/step']:>9.2f} {'':>15} {ratios['tok/s']:>9.2f} "
+        f"{'':>8} {ratios['peak']:>9.2f} {'':>9} {ratios['growth']:>10.2f}"
+    )
+    return ratios
+
+
+def timing_section(args: argparse.Namespace, base: RunConfig) -> dict[str, dict[str, float]]:
+    total = args.warmup + args.steps
+    ratios = {}
+    header = (
+        f"{'config':<10} {'side':<6} {'s/step':>9} {'p25-p75':^15} {'tok/s':>9} {'len':>8} "
+        f"{'peak MiB':>9} {'imports':>9} {'peak-imp':>10}"
+    )
+    collected = {}
+    for name in args.configs:
+        config = configured(base, name, total_steps=total)
+        before = load_text()
+        started = time.perf_counter()
+        collected[name] = (config, run_pair(config, verbose=args.verbose))
+        threads = "/".join(str(r.done["threads"]) for r in collected[name][1].values())
+        print(
+            f"[{name}: {total} steps per side in {time.perf_counter() - started:.0f} s; "
+            f"load average before {before}, after {load_text()}; threads ours/TRL {threads}]",
+            flush=True,
+        )
+    print()
+    print(
+        f"median seconds per step over {args.steps} steps after {args.warmup} warm-up steps; "
+        "tok/s = completion tokens / time over those steps; len = mean completion tokens; "
+        "peak = VmHWM of the side's process (imports = RSS after imports)"
+    )
+    print(header)
+    for name, (config, results) in collected.items():
+        ratios[name] = print_timing(name, results, config, args.warmup)
+    for name, (_, results) in collected.items():
+        steps = results["ours"].timed(args.warmup)
+        phases = {
+            key.removeprefix("time/"): statistics.median(s["phases"][key] for s in steps)
+            for key in steps[0]["phases"]
+        }
+        print(
+            f"ours {name}, median seconds by phase: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in phases.items())
+        )
+    return ratios
+
+
+def initial_accuracy(config: RunConfig) -> float:
+    """Greedy test accuracy of the starting model (the same evaluation both sides run after)."""
+    import torch
+
+    from grpo.data import load_examples
+    from grpo.evaluate import greedy_accuracy
+    from grpo.models import load_policy
+    from grpo.spec import DataSpec
+
+    torch.set_num_threads(config.threads)
+    data = DataSpec(prompt_template=config.prompt_template, use_chat_template=False)
+    model, tokenizer = load_policy(
+        config.model_dir, cache_dir=Path(config.model_dir), progress=False
+    )
+    return greedy_accuracy(model, tokenizer, load_examples(data, split="test"), data)
+
+
+def learning_section(args: argparse.Namespace, base: RunConfig) -> None:
+    """Reward after --learning-steps steps over --seeds, ours against TRL's, per configuration."""
+    print()
+    print(
+        f"learning over {args.learning_steps} steps: sampled training reward, mean of the first "
+        f"10 -> last 10 steps, and greedy test accuracy after (same evaluation both sides)"
+    )
+    print(
+        f"{'config':<10} {'seed':>4} {'ours reward':>15} {'TRL reward':>15} "
+        f"{'ours acc':>9} {'TRL acc':>8}"
+    )
+    for name in args.learning_configs:
+        finals: dict[str, list[float]] = {"ours": [], "trl": []}
+        accuracies: dict[str, list[float]] = {"ours": [], "trl": []}
+        for seed in args.seeds:
+            config = configured(
+                base, name, total_steps=args.learning_steps, seed=seed, evaluate=True
+            )
+            results = run_pair(config, verbose=args.verbose)
+            for side, result in results.items():
+                finals[side].append(result.final_reward())
+                accuracies[side].append(result.done["accuracy"])
+            rewards = "".join(
+                f" {r.initial_reward():>6.3f} -> {r.final_reward():.3f}" for r in results.values()
+            )
+            print(
+                f"{name:<10} {seed:>4}{rewards} {accuracies['ours'][-1]:>9.3f} "
+                f"{accuracies['trl'][-1]:>8.3f}  (load {load_text()})",
+                flush=True,
+            )
+        ours, theirs = statistics.mean(finals["ours"]), statistics.mean(finals["trl"])
+        ours_acc, trl_acc = (statistics.mean(accuracies[side]) for side in ("ours", "trl"))
+        verdict = "no lower than TRL's" if ours >= theirs else "LOWER than TRL's"
+        print(
+            f"{name:<10} {'mean':>4} {'':>6} -> {ours:.3f} {'':>6} -> {theirs:.3f} "
+            f"{ours_acc:>9.3f} {trl_acc:>8.3f}"
+            f"  (greedy accuracy before: {initial_accuracy(configured(base, name)):.3f}); "
+            f"final reward of ours {verdict}"
+        )
+
+
+def model_directory(args: argparse.Namespace) -> str:
+    """The warm-started built-in model's local directory, created on first use."""
+    if args.model_dir:
+        return str(args.model_dir)
+    from grpo.cli import cache_dir
+    from grpo.models import resolve_model_path
+
+    return resolve_model_path("builtin:tiny-arith", cache_dir(args.cache_dir), progress=True)
+
+
+def versions() -> str:
+    from importlib.metadata import version
+
+    return ", ".join(f"{p} {version(p)}" for p in ("trl", "transformers", "torch", "accelerate"))
+
+
+def revision() -> str:
+    """The commit measured, and whether grpo/ differs from it."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (
+        " with uncommitted grpo/ changes" if git("status", "--porcelain", "grpo") else ""
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS), help="timed ones"
+    )
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per side (default 20)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed first steps (default 3)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads per side (default 1: the sides alternate, and on a shared 2-core "
+        "machine 2 OpenMP threads stall whenever one is descheduled)",
+    )
+    parser.add_argument(
+        "--learning-rate", type=float, default=2e-4, help="both sides (default 2e-4, the demo's)"
+    )
+    parser.add_argument("--beta", type=float, default=0.04, help="KL coefficient (default 0.04)")
+    parser.add_argument("--num-generations", type=int, default=8, help="G (default 8)")
+    parser.add_argument("--prompts-per-step", type=int, default=8, help="B (default 8)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the timing runs")
+    parser.add_argument("--learning", action="store_true", help="also compare learning (long)")
+    parser.add_argument("--learning-steps", type=int, default=50, help="(default 50)")
+    parser.add_argument(
+        "--learning-configs",
+        nargs="+",
+        choices=list(CONFIGS),
+        default=["short"],
+        help="configurations of --learning (default short: the warm-up taught bare prompts)",
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="of --learning")
+    parser.add_argument(
+        "--model-dir", type=Path, help="use this local model instead of builtin:tiny-arith"
+    )
+    parser.add_argument("--cache-dir", type=Path, help="built-in models cache (as `grpo train`)")
+    parser.add_argument("--verbose", action="store_true", help="print every step's times")
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        print("bench/vs_trl.py needs TRL: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    model_dir = model_directory(args)
+    base = RunConfig(
+        name="",
+        model_dir=model_dir,
+        prompt_template=SHORT_TEMPLATE,
+        prompts_per_step=args.prompts_per_step,
+        num_generations=args.num_generations,
+        max_completion_length=16,
+        beta=args.beta,
+        learning_rate=args.learning_rate,
+        seed=args.seed,
+        total_steps=1,
+        threads=args.threads,
+    )
+    print(f"GRPO Service {revision()} vs TRL GRPOTrainer ({versions()}); model {model_dir}")
+    print(
+        f"fp32 on CPU, {args.threads} torch thread(s) per side, {os.cpu_count()} CPUs, "
+        f"sides alternate step by step; G={args.num_generations}, "
+        f"prompts/step={args.prompts_per_step}, beta={args.beta}, lr={args.learning_rate}; "
+        f"load average at start {load_text()}",
+        flush=True,
+    )
+    ratios = timing_section(args, base)
+    if args.learning:
+        learning_section(args, base)
+
+    def pick(name: str, key: str) -> str:
+        return f"{ratios[name][key]:.2f}" if name in ratios else "n/a"
+
+    steps = f"short={pick('short', 's/step')} realistic={pick('realistic', 's/step')}"
+    peaks = f"short={pick('short', 'peak')} realistic={pick('realistic', 'peak')}"
+    print(f"vs TRL: step time ratio {steps}; peak memory ratio {peaks}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
