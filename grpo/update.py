@@ -66,9 +66,10 @@ def policy_update(
     first: Tensor | None = None
     for _ in range(spec.num_iterations):
         logps = current_logps()
+        old = logps.detach() if old_logps is None else old_logps
         loss, metrics = grpo_loss(
             logps,
-            logps.detach() if old_logps is None else old_logps,
+            old,
             ref_logps,
             advantages,
             loss_mask,
@@ -78,16 +79,22 @@ def policy_update(
             loss_type=spec.loss_type,
             max_completion_length=spec.max_completion_length,
         )
-        _check_finite(loss, step)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        metrics["grad_norm"] = _clip_gradients(model, spec.max_grad_norm)
-        optimizer.step()
-        metrics["loss"] = float(loss.detach())
-        history.append(metrics)
+        history.append({**metrics, **_optimizer_step(model, optimizer, loss, spec=spec, step=step)})
         first = logps.detach() if first is None else first
     assert first is not None
     return UpdateResult(_mean_metrics(history), first)
+
+
+def _optimizer_step(
+    model: Any, optimizer: torch.optim.Optimizer, loss: Tensor, *, spec: JobSpec, step: int
+) -> dict[str, float]:
+    """Backward, clip, step; the loss and the pre-clip gradient norm."""
+    _check_finite(loss, step)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()  # type: ignore[no-untyped-call]
+    grad_norm = _clip_gradients(model, spec.max_grad_norm)
+    optimizer.step()
+    return {"loss": float(loss.detach()), "grad_norm": grad_norm}
 
 
 def groups_with_signal(advantages: Tensor, num_generations: int) -> Tensor:
