@@ -226,3 +226,19 @@ def test_skipping_all_equal_groups_changes_the_cost_not_the_update(tmp_path, grp
         grads.append(torch.cat([p.grad.flatten() for p in trainer.model.parameters()]))
     assert grads[0].abs().max() > 0
     torch.testing.assert_close(grads[0], grads[1], atol=1e-7, rtol=1e-5)
+
+
+def test_masking_truncated_completions_removes_them_from_the_loss(tmp_path, grpo_cache_dir):
+    spec = tiny_spec(max_steps=1, max_completion_length=1, mask_truncated_completions=True)
+    _, reports, _, _ = run(spec, tmp_path, grpo_cache_dir)
+    scalars = reports[0].scalars
+    if scalars["completions/clipped_ratio"] < 1.0:
+        pytest.skip("a completion ended on its first token")
+    assert scalars["loss"] == 0.0 and scalars["grad_norm"] == 0.0
+
+
+@pytest.mark.parametrize("knobs", [{"precision": "bf16"}, {"optim": "adafactor"}], ids=str)
+def test_other_precisions_and_optimizers_train(tmp_path, grpo_cache_dir, knobs):
+    _, reports, _, _ = run(tiny_spec(max_steps=1, **knobs), tmp_path, grpo_cache_dir)
+    assert all(math.isfinite(v) for v in reports[0].scalars.values())
+    assert reports[0].scalars["grad_norm"] > 0
