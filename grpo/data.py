@@ -18,9 +18,11 @@ from typing import Any
 from grpo.spec import DataSpec
 
 ARITH_SEED = 20240101
-ARITH_MAX_OPERAND = 99
-"""Operands are drawn from 0..ARITH_MAX_OPERAND; operators are + and - (a >= b, so no
-negative answers)."""
+ARITH_MAX_OPERAND = 49
+"""Operands are 0..49, written with two digits (`07+35=`); operators are + and - with
+a >= b, so answers are plain non-negative integers. Aligned digit positions are what let
+the 300k-parameter built-in model learn carries in seconds (unpadded operands, or 0..99,
+left it on a 10% plateau for 1,000 steps in some seeds)."""
 ARITH_OPERATORS = ("+", "-")
 ARITH_TEST_SIZE = 400
 
@@ -60,7 +62,8 @@ def arith_problems() -> list[tuple[int, str, int]]:
 
 
 def arith_examples(split: str) -> list[Example]:
-    """The built-in task: `23+45=` → `68`. Test is the first ARITH_TEST_SIZE problems."""
+    """The built-in task: `23+45=` → `68`, `07-03=` → `4`. Test is the first
+    ARITH_TEST_SIZE problems of the seeded order, train the rest."""
     problems = arith_problems()
     match split:
         case "test":
@@ -72,7 +75,8 @@ def arith_examples(split: str) -> list[Example]:
     examples = []
     for a, op, b in chosen:
         answer = a + b if op == "+" else a - b
-        examples.append(Example(id=f"{a}{op}{b}", prompt=f"{a}{op}{b}=", answer=str(answer)))
+        problem = f"{a:02d}{op}{b:02d}"
+        examples.append(Example(id=problem, prompt=f"{problem}=", answer=str(answer)))
     return examples
 
 

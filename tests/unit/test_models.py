@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from grpo.models import load_policy, materialise, pick_device, supports_bf16
+from grpo.models import TINY_VERSION, load_policy, materialise, pick_device, supports_bf16
 from grpo.tokenizer import build_char_tokenizer
 
 
@@ -34,14 +34,15 @@ def test_char_tokenizer_pads_on_the_left() -> None:
 
 def test_builtin_tiny_loads_through_auto_classes_and_generates(tmp_path: Path) -> None:
     model, tokenizer = load_policy("builtin:tiny", cache_dir=tmp_path, progress=False)
-    assert (tmp_path / "builtin-tiny-v1" / "config.json").is_file()
+    assert (tmp_path / f"builtin-tiny-{TINY_VERSION}" / "config.json").is_file()
     assert model.config.vocab_size == len(tokenizer)
     assert model.config.tie_word_embeddings
     batch = tokenizer(["12+3=", "1+1="], return_tensors="pt", padding=True)
     out = model.generate(**batch, max_new_tokens=4, do_sample=True)
     assert out.shape[0] == 2
     assert batch["input_ids"].shape[1] < out.shape[1] <= batch["input_ids"].shape[1] + 4
-    again, _ = load_policy(str(tmp_path / "builtin-tiny-v1"), cache_dir=tmp_path, progress=False)
+    local_dir = str(tmp_path / f"builtin-tiny-{TINY_VERSION}")
+    again, _ = load_policy(local_dir, cache_dir=tmp_path, progress=False)
     torch.testing.assert_close(again.lm_head.weight, model.lm_head.weight, rtol=0, atol=0)
 
 
