@@ -20,6 +20,7 @@ SYMPY_TIMEOUT_S = 1.0
 """Wall-clock budget of one symbolic comparison."""
 
 _NUMBER = re.compile(r"(?<![\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d{1,3})?(?:/\d+)?")
 _SAFE_EXPR = re.compile(r"[0-9A-Za-z+\-*/^().,\s]*")
 _NAMES = frozenset(
     {
@@ -102,7 +103,8 @@ def last_number(text: str) -> str | None:
 def parse_number(text: str) -> Fraction | None:
     """Exact value of a plain number like `-1,234.5`, `3/4` or `$12`, else None."""
     cleaned = text.strip().rstrip(".").replace(",", "").replace("$", "").replace(" ", "")
-    if len(cleaned) > 64:  # Fraction of a 10^6-digit string is slow; answers are short
+    # a strict shape: Fraction("1e999999999") would build a billion-digit integer
+    if len(cleaned) > 64 or not _PLAIN_NUMBER.fullmatch(cleaned):
         return None
     try:
         return Fraction(cleaned)

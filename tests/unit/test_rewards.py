@@ -133,6 +133,8 @@ def test_score_completions_checks_lengths():
         (AccuracyReward(compare="symbolic"), "<answer>9**9**9**9</answer>"),
         (AccuracyReward(compare="symbolic"), "<answer>" + "(" * 90 + "x" + ")" * 90 + "</answer>"),
         (AccuracyReward(), "1 " * 200_000),
+        (AccuracyReward(), "<answer>1e999999999</answer>"),
+        (AccuracyReward(compare="symbolic"), "<answer>10^(10^10)</answer>"),
         (AccuracyReward(), "<answer>" * 50_000 + "\\boxed{" * 50_000),
     ],
 )
