@@ -191,15 +191,30 @@ def _to_sympy(text: str) -> Any:
     return parsed if _is_small(parsed) else None
 
 
+MAX_DIGITS = 10_000
+"""Bound on the digits of any number an accepted expression can evaluate to."""
+
+
 def _is_small(expr: Any) -> bool:
-    """Reject literals and powers whose evaluation alone would take unbounded time or memory."""
+    """Reject expressions whose evaluation alone would take unbounded time or memory: big
+    int powers hold the GIL, so a timeout could not stop them."""
     import sympy
 
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Integer) and abs(int(node)) > 10**30:
             return False
-        if isinstance(node, sympy.Pow) and node.exp.is_Number and abs(node.exp) > 1000:
-            return False
         if isinstance(node, sympy.Pow) and node.exp.has(sympy.Pow):
             return False
-    return True
+    return _digits_bound(expr) <= MAX_DIGITS
+
+
+def _digits_bound(node: Any) -> float:
+    """Upper bound on the decimal digits of a numeric value: digits multiply under powers
+    and add under products and sums."""
+    import sympy
+
+    if isinstance(node, sympy.Integer):
+        return float(len(str(abs(int(node)))))
+    if isinstance(node, sympy.Pow) and node.exp.is_Number:
+        return _digits_bound(node.base) * max(1.0, abs(float(node.exp)))
+    return sum((_digits_bound(arg) for arg in node.args), 1.0)

@@ -135,6 +135,7 @@ def test_score_completions_checks_lengths():
         (AccuracyReward(), "1 " * 200_000),
         (AccuracyReward(), "<answer>1e999999999</answer>"),
         (AccuracyReward(compare="symbolic"), "<answer>10^(10^10)</answer>"),
+        (AccuracyReward(compare="symbolic"), "<answer>((10^1000)^1000)^1000</answer>"),
         (AccuracyReward(), "<answer>" * 50_000 + "\\boxed{" * 50_000),
     ],
 )
