@@ -16,7 +16,7 @@ from torch import Tensor
 try:
     from transformers.cache_utils import DynamicLayer
 except ImportError:  # transformers < 4.54 has no cache layers: plain growth is used
-    DynamicLayer = None
+    DynamicLayer = None  # type: ignore[misc, assignment]
 
 
 def preallocate(cache: Any, extra_tokens: int) -> None:
@@ -26,16 +26,17 @@ def preallocate(cache: Any, extra_tokens: int) -> None:
         return
     for i, layer in enumerate(layers):
         if type(layer) is DynamicLayer and layer.is_initialized:
+            assert layer.keys is not None and layer.values is not None
             layers[i] = PreallocatedLayer(layer.keys, layer.values, extra_tokens)
 
 
 if DynamicLayer is not None:
 
-    class PreallocatedLayer(DynamicLayer):  # type: ignore[misc, valid-type]
+    class PreallocatedLayer(DynamicLayer):  # type: ignore[no-untyped-call]
         """DynamicLayer whose keys/values are views of a buffer filled in place."""
 
         def __init__(self, keys: Tensor, values: Tensor, extra_tokens: int) -> None:
-            super().__init__()
+            super().__init__()  # type: ignore[no-untyped-call]
             self.length = keys.shape[-2]
             self._keys = _buffer(keys, extra_tokens)  # (n, heads, length + extra, dim)
             self._values = _buffer(values, extra_tokens)
