@@ -2,9 +2,10 @@
 
 Generation is one batched decode loop over all B x G completions with a KV cache. The G
 completions of a group share their prompt, so the prompt is run once per group (B rows,
-left-padded) and its cache is repeated G times; rows that have emitted EOS are dropped
-from the cache so finished completions cost nothing. The same prompt sharing serves the
-policy and reference passes, gradients included. Knows nothing of rewards or the loss.
+left-padded) and its cache is repeated G times; the cache grows in place (kv_cache.py),
+and rows that have emitted EOS leave it once they are a quarter of it. The same prompt
+sharing serves the policy and reference passes, gradients included. The sampling
+distribution's entropy is recorded on the way. Knows nothing of rewards or the loss.
 """
 
 from __future__ import annotations
