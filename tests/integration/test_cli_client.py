@@ -1,0 +1,45 @@
+"""The CLI's client commands against the real service: submit --follow, runs, logs, cancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.conftest import tiny_spec
+from tests.stack import Stack
+
+GRPO = str(Path(sys.executable).parent / "grpo")
+
+
+def grpo(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GRPO_URL": stack.url}
+    return subprocess.run([GRPO, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_submit_follow_runs_logs_and_cancel(embedded_stack: Stack, tmp_path: Path) -> None:
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(json.dumps(tiny_spec(embedded_stack, name="cli-follow", max_steps=3)))
+    followed = grpo(embedded_stack, "submit", str(spec_file), "--follow")
+    assert followed.returncode == 0, followed.stderr
+    run_id = followed.stdout.split()[1]
+    assert f"run {run_id} succeeded" in followed.stdout
+    assert "3/3" in followed.stderr  # the progress bar reached the last step
+
+    listed = grpo(embedded_stack, "runs")
+    assert run_id in listed.stdout and "succeeded" in listed.stdout
+    logs = grpo(embedded_stack, "logs", run_id)
+    assert "model loaded" in logs.stdout
+
+    parked = tmp_path / "parked.yaml"
+    parked.write_text(json.dumps(tiny_spec(embedded_stack, resources={"queue": "parked"})))
+    parked_id = grpo(embedded_stack, "submit", str(parked)).stdout.split()[1]
+    cancelled = grpo(embedded_stack, "cancel", parked_id)
+    assert cancelled.returncode == 0 and "cancelled" in cancelled.stdout
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("num_generations: 1\n")
+    rejected = grpo(embedded_stack, "submit", str(bad))
+    assert rejected.returncode == 2 and "num_generations" in rejected.stderr
