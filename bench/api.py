@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,10 +30,33 @@ sys.path.insert(0, str(ROOT))
 from tests.stack import REDIS_URL, create_pg_database, drop_pg_database, running_stack  # noqa: E402
 
 SUBMITS, CLIENTS, STEPS = 1000, 8, 10_000
+API_WORKERS = 2  # uvicorn processes, one per core, as a 2-core production host would run
 SPEC = {"model": "builtin:tiny", "max_steps": 10, "resources": {"queue": "bench-parked"}}
 
 
 def measure_submits(url: str) -> float:
+    """wrk (C, Debian package `wrk`) when present: a Python load generator on the same 2
+    cores would measure itself as much as the server."""
+    if shutil.which("wrk"):
+        return wrk_submits(url)
+    return httpx_submits(url)
+
+
+def wrk_submits(url: str, seconds: int = 10) -> float:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        body = json.dumps(SPEC).replace("'", "\\'")
+        script.write(f"wrk.method = 'POST'\nwrk.body = '{body}'\n")
+        script.write("wrk.headers['Content-Type'] = 'application/json'\n")
+    args = ["wrk", "-t1", f"-c{CLIENTS}", f"-d{seconds}s", "-s", script.name, f"{url}/api/runs"]
+    subprocess.run([*args[:3], "-d2s", *args[4:]], capture_output=True, check=True)  # warm-up
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    os.unlink(script.name)
+    if "Non-2xx" in out:
+        raise RuntimeError(f"some submits failed:\n{out}")
+    return float(out.split("Requests/sec:")[1].split()[0])
+
+
+def httpx_submits(url: str) -> float:
     def submit_many(n: int) -> None:
         with httpx.Client(base_url=url, timeout=30) as client:
             for _ in range(n):
@@ -71,7 +95,7 @@ def measure_metrics(url: str, run_id: str) -> float:
 
 
 def bench_store(name: str, data_dir: Path, **urls: str) -> dict[str, float]:
-    with running_stack(data_dir, with_worker=False, **urls) as stack:
+    with running_stack(data_dir, with_worker=False, api_workers=API_WORKERS, **urls) as stack:
         submits = measure_submits(stack.url)
         env = {**stack.env, "GRPO_BROKER_URL": stack.env.get("GRPO_BROKER_URL", "filesystem://")}
         writes = store_side(env)
@@ -87,7 +111,8 @@ def bench_store(name: str, data_dir: Path, **urls: str) -> dict[str, float]:
 
 def main() -> None:
     print(
-        f"{os.cpu_count()} CPUs; {SUBMITS} submits by {CLIENTS} clients; "
+        f"{os.cpu_count()} CPUs; uvicorn with {API_WORKERS} workers; submits by {CLIENTS} "
+        f"connections ({'wrk' if shutil.which('wrk') else 'httpx threads'}); "
         f"metrics of a {STEPS}-step run; one step = 64 groups x 16 completions",
         flush=True,
     )

@@ -2,8 +2,8 @@
 
     python -m tests.seed STEPS      (with the stack's GRPO_* environment)
 
-Prints the run id. Rows go in through app.store in big batches, the way a long run's rows
-would look after the fact; nothing about the service is faked.
+Prints the run id. Rows go in through app.store in big batches, scalars compacted as
+save_step stores them: a long run's rows as they look after the fact. Nothing is faked.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from app.store import runs
 from app.store.bulk import bulk_insert
 from app.store.db import session_scope
 from app.store.models import StepMetric
+from app.store.steps import compact_scalars
 from grpo.report import ADVANTAGE_BIN_EDGES, REWARD_BIN_EDGES
 from grpo.spec import JobSpec
 
@@ -45,7 +46,8 @@ def seed_run(num_steps: int, *, seed: int = 0) -> str:
     run, _ = runs.create_run(spec, package_version="seed")
     for first in range(1, num_steps + 1, 1000):
         rows = [
-            {"run_id": run.id, "step": step, "metrics": metrics_at(step, num_steps, rng),
+            {"run_id": run.id, "step": step,
+             "metrics": compact_scalars(metrics_at(step, num_steps, rng)),
              "advantage_histogram": [rng.randint(0, 9) for _ in ADVANTAGE_BIN_EDGES[1:]],
              "reward_histogram": [rng.randint(0, 9) for _ in REWARD_BIN_EDGES[1:]]}
             for step in range(first, min(first + 1000, num_steps + 1))

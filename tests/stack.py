@@ -64,7 +64,7 @@ class Stack:
         self.processes[name] = proc
         return proc
 
-    def start_api(self) -> None:
+    def start_api(self, *, workers: int = 1) -> None:
         port = int(self.url.rsplit(":", 1)[1])
         log = open(self.data_dir / "api.log", "ab")  # noqa: SIM115
         self.processes["api"] = subprocess.Popen(
@@ -79,6 +79,8 @@ class Stack:
                 str(port),
                 "--log-level",
                 "warning",
+                "--workers",
+                str(workers),
             ],
             cwd=ROOT,
             env=self.env,
@@ -156,6 +158,7 @@ def running_stack(
     broker_url: str | None = None,
     extra_env: dict[str, str] | None = None,
     with_worker: bool = True,
+    api_workers: int = 1,
 ) -> Iterator[Stack]:
     """The embedded default when no URLs are given; PostgreSQL/Redis when they are."""
     # Embedded brokers live in data_dir, so "default" is private; Redis is shared: isolate.
@@ -179,7 +182,7 @@ def running_stack(
     migrate(env)
     stack = Stack(url=f"http://127.0.0.1:{free_port()}", env=env, data_dir=data_dir, queue=queue)
     try:
-        stack.start_api()
+        stack.start_api(workers=api_workers)
         if with_worker:
             stack.start_worker()
         yield stack

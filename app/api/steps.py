@@ -34,8 +34,8 @@ def get_group(run: RunDep, step: int, index: int) -> GroupDetail:
     found = steps.get_group(run.id, step, index)
     if found is None:
         raise ApiError(404, "not_found", f"run {run.id} has no group {index} at step {step}")
-    group, samples = found
-    completions = [CompletionOut.model_validate(s, from_attributes=True) for s in samples]
+    group, stored = found
+    completions = [CompletionOut.model_validate(c) for c in stored]
     completions.sort(key=lambda c: -c.reward)
     return GroupDetail(**group_summary(group).model_dump(), completions=completions)
 

@@ -129,23 +129,21 @@ class StepGroup(Base):
 
 
 class Sample(Base):
+    """The kept completions of one group: one document of G completions, written and read
+    together (one row per group, not per completion: a step of 64 x 16 is 64 rows)."""
+
     __tablename__ = "sample"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
     group_index: Mapped[int] = mapped_column(Integer)
-    position: Mapped[int] = mapped_column(Integer)
-    text: Mapped[str] = mapped_column(Text)
-    num_tokens: Mapped[int] = mapped_column(Integer)
-    is_truncated: Mapped[bool] = mapped_column(Boolean)
-    rewards: Mapped[dict[str, Any]] = mapped_column(JSON)
-    reward: Mapped[float] = mapped_column(Float)
-    advantage: Mapped[float] = mapped_column(Float)
-    kl: Mapped[float] = mapped_column(Float)
-    token_kls: Mapped[list[Any] | None] = mapped_column(JSON)
+    completions: Mapped[list[Any]] = mapped_column(JSON)
+    """[{text, num_tokens, is_truncated, rewards, reward, advantage, kl, token_kls}], in order."""
 
-    __table_args__ = (Index("ix_sample_run_step_group", "run_id", "step", "group_index"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "step", "group_index", name="uq_sample_run_step_group"),
+    )
 
 
 class LogLine(Base):

@@ -7,6 +7,7 @@ rows, never duplicates them. Inserts are batched: one round trip per table.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Text, cast, delete, func, insert, select, update
@@ -30,14 +31,21 @@ def group_outcome(rewards: list[float]) -> str:
     return "mixed"
 
 
+def compact_scalars(scalars: dict[str, float]) -> dict[str, float]:
+    """Seven significant digits: what the float32 they were computed in holds, in half the
+    JSON text (the metrics of a long run are read whole by every chart)."""
+    return {key: float(f"{value:.7g}") for key, value in scalars.items()}
+
+
 def save_step(run_id: str, report: StepReport) -> None:
     """Write one step (replacing an earlier write of the same step) and its event."""
+    report = replace(report, scalars=compact_scalars(report.scalars))
     with session_scope() as session:
         if report.step <= lock_run_events(session, run_id):
             _delete_step(session, run_id, report.step)  # a resumed run replays this step
         session.execute(insert(StepMetric), [_metric_row(run_id, report)])
         bulk_insert(session, StepGroup, [_group_row(run_id, report.step, g) for g in report.groups])
-        samples = [row for g in report.groups for row in _sample_rows(run_id, report.step, g)]
+        samples = [_sample_row(run_id, report.step, g) for g in report.groups if g.completions]
         bulk_insert(session, Sample, samples)
         session.add(
             Event(run_id=run_id, kind="step", step=report.step, payload=step_payload(report))
@@ -94,13 +102,9 @@ def _group_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
     }
 
 
-def _sample_rows(run_id: str, step: int, group: GroupReport) -> list[dict[str, Any]]:
-    return [
+def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
+    completions = [
         {
-            "run_id": run_id,
-            "step": step,
-            "group_index": group.index,
-            "position": position,
             "text": c.text,
             "num_tokens": c.num_tokens,
             "is_truncated": c.is_truncated,
@@ -110,8 +114,9 @@ def _sample_rows(run_id: str, step: int, group: GroupReport) -> list[dict[str, A
             "kl": c.kl,
             "token_kls": c.token_kls,
         }
-        for position, c in enumerate(group.completions or [])
+        for c in group.completions or []
     ]
+    return {"run_id": run_id, "step": step, "group_index": group.index, "completions": completions}
 
 
 def list_metrics(
@@ -148,7 +153,7 @@ def list_groups(run_id: str, step: int, *, only: str | None = None) -> list[Step
         return list(session.scalars(stmt.order_by(StepGroup.index)))
 
 
-def get_group(run_id: str, step: int, index: int) -> tuple[StepGroup, list[Sample]] | None:
+def get_group(run_id: str, step: int, index: int) -> tuple[StepGroup, list[dict[str, Any]]] | None:
     with session_scope() as session:
         group = session.scalar(
             select(StepGroup).where(
@@ -157,12 +162,12 @@ def get_group(run_id: str, step: int, index: int) -> tuple[StepGroup, list[Sampl
         )
         if group is None:
             return None
-        samples = session.scalars(
-            select(Sample)
-            .where(Sample.run_id == run_id, Sample.step == step, Sample.group_index == index)
-            .order_by(Sample.position)
+        completions = session.scalar(
+            select(Sample.completions).where(
+                Sample.run_id == run_id, Sample.step == step, Sample.group_index == index
+            )
         )
-        return group, list(samples)
+        return group, list(completions or [])
 
 
 def prompt_history(run_id: str, prompt_id: str) -> list[StepGroup]:

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-29 20:14:31.515969
+Create Date: 2026-11-29 21:32:51.264615
 """
 
 from collections.abc import Sequence
@@ -169,23 +169,11 @@ def upgrade() -> None:
         sa.Column("run_id", sa.String(length=32), nullable=False),
         sa.Column("step", sa.Integer(), nullable=False),
         sa.Column("group_index", sa.Integer(), nullable=False),
-        sa.Column("position", sa.Integer(), nullable=False),
-        sa.Column("text", sa.Text(), nullable=False),
-        sa.Column("num_tokens", sa.Integer(), nullable=False),
-        sa.Column("is_truncated", sa.Boolean(), nullable=False),
-        sa.Column("rewards", sa.JSON(), nullable=False),
-        sa.Column("reward", sa.Float(), nullable=False),
-        sa.Column("advantage", sa.Float(), nullable=False),
-        sa.Column("kl", sa.Float(), nullable=False),
-        sa.Column("token_kls", sa.JSON(), nullable=True),
+        sa.Column("completions", sa.JSON(), nullable=False),
         sa.ForeignKeyConstraint(["run_id"], ["run.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("run_id", "step", "group_index", name="uq_sample_run_step_group"),
     )
-    with op.batch_alter_table("sample", schema=None) as batch_op:
-        batch_op.create_index(
-            "ix_sample_run_step_group", ["run_id", "step", "group_index"], unique=False
-        )
-
     op.create_table(
         "step_group",
         sa.Column(
@@ -247,9 +235,6 @@ def downgrade() -> None:
         batch_op.drop_index("ix_step_group_run_prompt")
 
     op.drop_table("step_group")
-    with op.batch_alter_table("sample", schema=None) as batch_op:
-        batch_op.drop_index("ix_sample_run_step_group")
-
     op.drop_table("sample")
     with op.batch_alter_table("log_line", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_log_line_run_id"))
