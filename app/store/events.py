@@ -24,15 +24,13 @@ class StoredEvent:
     payload: dict[str, Any]
 
 
-def lock_run_events(session: Session, run_id: str) -> int:
+def lock_run_events(session: Session, run_id: str) -> None:
     """Serialise a run's event writers, so ids commit in id order and no stream skips one.
 
     Without it, PostgreSQL could commit event 11 before event 10 of the same run; a stream
     that already sent 11 would never send 10. SQLite serialises writers by itself.
-    Returns the run's last written step (0 for none).
     """
-    stmt = select(Run.step).where(Run.id == run_id).with_for_update()
-    return session.scalar(stmt) or 0
+    session.execute(select(Run.id).where(Run.id == run_id).with_for_update())
 
 
 def add_log(run_id: str, level: str, message: str) -> None:

@@ -41,7 +41,8 @@ def save_step(run_id: str, report: StepReport) -> None:
     """Write one step (replacing an earlier write of the same step) and its event."""
     report = replace(report, scalars=compact_scalars(report.scalars))
     with session_scope() as session:
-        if report.step <= lock_run_events(session, run_id):
+        lock_run_events(session, run_id)
+        if _is_written(session, run_id, report.step):
             _delete_step(session, run_id, report.step)  # a resumed run replays this step
         session.execute(insert(StepMetric), [_metric_row(run_id, report)])
         bulk_insert(session, StepGroup, [_group_row(run_id, report.step, g) for g in report.groups])
@@ -54,6 +55,11 @@ def save_step(run_id: str, report: StepReport) -> None:
         session.execute(
             update(Run).where(Run.id == run_id).values(step=report.step, last_metrics=summary)
         )
+
+
+def _is_written(session: Session, run_id: str, step: int) -> bool:
+    stmt = select(StepMetric.id).where(StepMetric.run_id == run_id, StepMetric.step == step)
+    return session.scalar(stmt) is not None
 
 
 def _delete_step(session: Session, run_id: str, step: int) -> None:

@@ -1,0 +1,64 @@
+"""A resumed run replays steps after its checkpoint: rewrites replace rows, never add them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.stack import ROOT, create_pg_database, drop_pg_database, migrate
+
+SCRIPT = r"""
+from app.store import runs, steps
+from app.store.db import session_scope
+from app.store.models import Event, Sample, StepGroup, StepMetric
+from grpo.report import CompletionReport, GroupReport, StepReport
+from grpo.spec import JobSpec
+from sqlalchemy import func, select
+
+def report(step, reward):
+    c = CompletionReport(text="4", num_tokens=1, is_truncated=False, rewards={"accuracy": reward},
+                         reward=reward, advantage=0.0, kl=0.0)
+    g = GroupReport(index=0, prompt_id="2+2", prompt="2+2=", answer="4", rewards=[reward, 0.0],
+                    advantages=[1.0, -1.0], completions=[c, c])
+    return StepReport(step=step, total_steps=6, scalars={"reward": reward}, groups=[g])
+
+run, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=6), package_version="t")
+for step in range(1, 6):
+    steps.save_step(run.id, report(step, 0.0))
+for step in range(3, 7):  # resumed from the checkpoint at step 2
+    steps.save_step(run.id, report(step, 1.0))
+with session_scope() as s:
+    for table in (StepMetric, StepGroup, Sample):
+        rows = s.execute(select(table.step, func.count()).where(table.run_id == run.id)
+                         .group_by(table.step).order_by(table.step)).all()
+        assert [tuple(r) for r in rows] == [(k, 1) for k in range(1, 7)], (table, rows)
+    step_events = s.scalars(select(Event.step).where(Event.run_id == run.id, Event.kind == "step")
+                            .order_by(Event.id)).all()
+    assert step_events == [1, 2, 3, 4, 5, 6], step_events
+rewards = [m["metrics"]["reward"] for m in steps.list_metrics(run.id)]
+assert rewards == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0], rewards
+assert runs.get_run(run.id).step == 6
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("store", ["postgres", "sqlite"])
+def test_replayed_steps_replace_their_rows_and_events(store: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
+    env["GRPO_DATA_DIR"] = str(tmp_path)
+    url = create_pg_database() if store == "postgres" else None
+    if url:
+        env["GRPO_DATABASE_URL"] = url
+    try:
+        migrate(env)
+        out = subprocess.run(
+            [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+    finally:
+        if url:
+            drop_pg_database(url)
