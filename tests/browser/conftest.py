@@ -49,7 +49,7 @@ def api(stack: Stack) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian chromium is not installed at /usr/bin/chromium")
+        pytest.fail("Debian chromium is needed at /usr/bin/chromium (.ci/run installs it)")
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield launched

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.stack import ROOT, create_pg_database, drop_pg_database, migrate
+from tests.stack import run_store_script
 
 SCRIPT = r"""
 from app.store import runs, steps
@@ -48,17 +45,4 @@ print("ok")
 
 @pytest.mark.parametrize("store", ["postgres", "sqlite"])
 def test_replayed_steps_replace_their_rows_and_events(store: str, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
-    env["GRPO_DATA_DIR"] = str(tmp_path)
-    url = create_pg_database() if store == "postgres" else None
-    if url:
-        env["GRPO_DATABASE_URL"] = url
-    try:
-        migrate(env)
-        out = subprocess.run(
-            [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True
-        )
-        assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
-    finally:
-        if url:
-            drop_pg_database(url)
+    run_store_script(SCRIPT, store=store, data_dir=tmp_path)
