@@ -55,6 +55,12 @@ class GroupReport:
         return sum(self.rewards) / len(self.rewards)
 
     @property
+    def outcome(self) -> str:
+        """all_pass (every reward > 0), all_fail (none > 0) or mixed; as groups/* in metrics.py."""
+        passes = [r > 0 for r in self.rewards]
+        return "all_pass" if all(passes) else "all_fail" if not any(passes) else "mixed"
+
+    @property
     def reward_std(self) -> float:
         mean = self.reward_mean
         return math.sqrt(sum((r - mean) ** 2 for r in self.rewards) / len(self.rewards))

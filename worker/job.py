@@ -7,8 +7,6 @@ with a message a user understands; the worker process goes on to the next job.
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 from functools import partial
 
 from app.settings import get_settings
@@ -28,8 +26,7 @@ def run_job(run_id: str) -> None:
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return
-    stop_heartbeat = _start_heartbeat(run_id, settings.heartbeat_seconds)
-    current_run["id"] = run_id
+    current_run["id"] = run_id  # the housekeeping loop beats its heartbeat from now on
     try:
         trainer = Trainer(
             JobSpec.model_validate(run.spec),
@@ -49,16 +46,4 @@ def run_job(run_id: str) -> None:
         events.add_log(run_id, "error", message)
         runs.finish_run(run_id, status="failed", error=message)
     finally:
-        stop_heartbeat()
         current_run["id"] = None
-
-
-def _start_heartbeat(run_id: str, every_seconds: float) -> Callable[[], None]:
-    stopped = threading.Event()
-
-    def beat() -> None:
-        while not stopped.wait(every_seconds):
-            runs.touch_heartbeat(run_id)
-
-    threading.Thread(target=beat, name=f"heartbeat-{run_id}", daemon=True).start()
-    return stopped.set

@@ -1,4 +1,5 @@
-"""A worker's life beside its jobs: it reports itself, and it requeues runs of dead workers.
+"""A worker's life beside its jobs: it beats its running job's heartbeat, reports itself,
+and requeues runs of dead workers.
 
 Every worker sweeps on start and then periodically; the sweep's conditional update lets
 only one worker requeue a given run. Runs the sweep found are sent to their queue again
@@ -69,6 +70,8 @@ def _report() -> None:
 def _loop(every_seconds: float) -> None:
     while not _stopped.wait(every_seconds):
         try:
+            if current_run["id"]:
+                runs.touch_heartbeat(current_run["id"])
             _report()
             sweep_stale_runs()
         except Exception:  # noqa: BLE001 - a failed sweep must not kill the worker

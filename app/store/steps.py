@@ -22,15 +22,6 @@ from grpo.report import GroupReport, StepReport
 SUMMARY_KEYS = ("reward", "reward_std", "kl", "loss")
 
 
-def group_outcome(rewards: list[float]) -> str:
-    """all_fail (every reward <= 0), all_pass (all equal and > 0) or mixed."""
-    if all(r <= 0 for r in rewards):
-        return "all_fail"
-    if max(rewards) == min(rewards):
-        return "all_pass"
-    return "mixed"
-
-
 def compact_scalars(scalars: dict[str, float]) -> dict[str, float]:
     """Seven significant digits: what the float32 they were computed in holds, in half the
     JSON text (the metrics of a long run are read whole by every chart)."""
@@ -80,13 +71,7 @@ def step_payload(report: StepReport) -> dict[str, Any]:
 
 
 def _metric_row(run_id: str, report: StepReport) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "step": report.step,
-        "metrics": report.scalars,
-        "advantage_histogram": report.advantage_histogram,
-        "reward_histogram": report.reward_histogram,
-    }
+    return {"run_id": run_id, **step_payload(report)}
 
 
 def _group_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
@@ -102,7 +87,7 @@ def _group_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
         "advantages": group.advantages,
         "reward_mean": group.reward_mean,
         "reward_std": group.reward_std,
-        "outcome": group_outcome(group.rewards),
+        "outcome": group.outcome,
         "has_truncated": any(c.is_truncated for c in completions),
         "has_completions": bool(completions),
     }
