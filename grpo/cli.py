@@ -30,9 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in SERVICE_COMMANDS:
         delegate(argv)
     args = build_parser().parse_args(argv)
-    if args.command == "train":
-        return train(args)
-    return evaluate(args)
+    from grpo.failures import StepFailure
+
+    try:
+        return train(args) if args.command == "train" else evaluate(args)
+    except (StepFailure, FloatingPointError, ValueError) as exc:
+        # worded for users already (a bad spec, an empty dataset, out of memory, divergence)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def delegate(argv: list[str]) -> None:

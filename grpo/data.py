@@ -90,7 +90,10 @@ def _record_example(record: Any, data: DataSpec, *, where: str, index: int) -> E
     if not isinstance(prompt, str):
         raise ValueError(f"{where}: field {data.prompt_field!r} must be a string")
     answer = record[data.answer_field]
-    answer_text = answer if isinstance(answer, str) else json.dumps(answer)
+    if answer is None:
+        answer_text = ""  # null is "no reference", not the text "null"
+    else:
+        answer_text = answer if isinstance(answer, str) else json.dumps(answer)
     return Example(id=str(record.get("id", index)), prompt=prompt, answer=answer_text)
 
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 import regex
 
 from grpo.answers import extract_answer, is_equal
+from grpo.failures import RewardFunctionError
 from grpo.spec import (
     AccuracyReward,
     ExactMatchReward,
@@ -35,16 +36,21 @@ def score_completions(
     num_tokens: Sequence[int],
     rewards: Sequence[RewardSpec],
 ) -> dict[str, list[float]]:
-    """Unweighted scores of every completion, keyed by reward function name."""
+    """Unweighted scores of every completion, keyed by reward function name.
+
+    A function that raises becomes a RewardFunctionError naming it and the completion.
+    """
     if not len(completions) == len(answers) == len(num_tokens):
         raise ValueError("completions, answers and num_tokens must have the same length")
-    return {
-        spec.name: [
-            score(spec, text, answer, n)
-            for text, answer, n in zip(completions, answers, num_tokens, strict=True)
-        ]
-        for spec in rewards
-    }
+    scores: dict[str, list[float]] = {}
+    for spec in rewards:
+        scores[spec.name] = []
+        for i, (text, answer, n) in enumerate(zip(completions, answers, num_tokens, strict=True)):
+            try:
+                scores[spec.name].append(score(spec, text, answer, n))
+            except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
+                raise RewardFunctionError(spec.name, i, exc) from exc
+    return scores
 
 
 def total_rewards(scores: dict[str, list[float]], rewards: Sequence[RewardSpec]) -> list[float]:
@@ -73,6 +79,9 @@ def score(spec: RewardSpec, completion: str, answer: str, num_tokens: int) -> fl
 
 def accuracy_reward(completion: str, answer: str, spec: AccuracyReward) -> float:
     """1 when the extracted final answer equals the reference, else 0."""
+    if not answer.strip():
+        # every completion would score 0 and the run would look like it cannot learn
+        raise ValueError("the reference answer is empty; accuracy needs one for every prompt")
     predicted = extract_answer(completion, spec.extract)
     return float(is_equal(predicted, answer, compare=spec.compare, tolerance=spec.tolerance))
 

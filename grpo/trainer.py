@@ -22,6 +22,7 @@ from grpo.checkpoint import (
     save_checkpoint,
 )
 from grpo.data import Example, PromptSampler, format_prompt, load_examples
+from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
 from grpo.metrics import group_scalars, length_scalars, masked_mean, reward_scalars
@@ -146,14 +147,13 @@ class Trainer:
     def _guarded_step(self, step: int) -> StepReport:
         try:
             return self.step(step)
-        except torch.cuda.OutOfMemoryError as exc:
-            spec = self.spec
-            raise RuntimeError(
-                f"out of GPU memory at step {step}: lower num_generations "
-                f"({spec.num_generations}), prompts_per_step ({spec.prompts_per_step}) or "
-                f"max_completion_length "
-                f"({spec.max_completion_length}), or enable gradient_checkpointing or lora"
-            ) from exc
+        except RewardFunctionError as exc:
+            example = self.sampler.batch(step)[exc.index // self.spec.num_generations]
+            raise exc.located(step=step, prompt_id=example.id) from exc
+        except (RuntimeError, MemoryError) as exc:
+            if not is_out_of_memory(exc):
+                raise
+            raise out_of_memory(exc, self.spec, step=step, device=str(self.device)) from exc
 
     def _generate(self, prompts: list[str], step: int) -> Rollout:
         spec = self.spec

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from grpo.failures import StepFailure, is_out_of_memory
+
 
 def describe_error(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
-    if "out of memory" in text.lower():
+    if isinstance(exc, StepFailure):
+        return text  # worded for users, with the step: out of memory, a reward that raised
+    if is_out_of_memory(exc):
+        # outside a step: loading the model or the reference already did not fit
         return (
-            "CUDA out of memory: lower num_generations, prompts_per_step or "
-            f"max_completion_length, or use a larger GPU ({text.splitlines()[0]})"
+            f"out of memory before training started: use a smaller model, lora, or a device "
+            f"with more free memory ({text.splitlines()[0]})"
         )
     if isinstance(exc, FloatingPointError):
         return f"training diverged: {text}"

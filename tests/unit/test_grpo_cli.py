@@ -1,6 +1,7 @@
 """The `grpo` command (grpo/cli.py): train and eval in the terminal; service commands are
 handed to app.cli / worker.cli in a new process image, never imported."""
 
+import re
 import sys
 
 import pytest
@@ -72,3 +73,18 @@ def test_eval_reports_greedy_accuracy_of_a_checkpoint(tmp_path, grpo_cache_dir, 
         == 0
     )
     assert "greedy accuracy 0.000 on 8 builtin:arith test examples" in capsys.readouterr().out
+
+
+def test_train_reports_a_failing_job_in_one_line_and_exits_1(tmp_path, grpo_cache_dir, capsys):
+    spec = tmp_path / "spec.yaml"
+    # lr 1 without clipping over 4 passes diverges at step 1 (as in test_trainer.py)
+    spec.write_text(
+        "model: builtin:tiny\nprompts_per_step: 2\nnum_generations: 4\nmax_completion_length: 6\n"
+        "rewards: [{name: regex, pattern: '\\d'}]\n"
+        "learning_rate: 1.0\nmax_grad_norm: null\nnum_iterations: 4\nbeta: 0.04\n"
+    )
+    common = ["--workdir", str(tmp_path / "run"), "--cache-dir", str(grpo_cache_dir)]
+    assert cli.main(["train", str(spec), *common]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"error: loss is (NaN|infinite) at step 1; lower learning_rate", err), err
+    assert "Traceback" not in err

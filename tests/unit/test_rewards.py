@@ -5,6 +5,7 @@ import time
 import pytest
 
 from grpo.answers import extract_answer
+from grpo.failures import RewardFunctionError
 from grpo.rewards import length_penalty, score, score_completions, total_rewards
 from grpo.spec import AccuracyReward, ExactMatchReward, FormatReward, LengthReward, RegexReward
 
@@ -148,3 +149,15 @@ def test_hostile_completions_score_zero_in_bounded_time(spec, completion):
 def test_invalid_user_pattern_raises_value_error():
     with pytest.raises(ValueError, match="not a valid regex"):
         score(RegexReward.model_construct(name="regex", weight=1.0, pattern="(?P<"), "x", "", 1)
+
+
+def test_a_raising_function_is_reported_with_its_name_and_completion_index():
+    with pytest.raises(RewardFunctionError) as failure:
+        score_completions(
+            ["1", "2", "3"],
+            answers=["1", "1", " "],
+            num_tokens=[1, 1, 1],
+            rewards=[FormatReward(pattern=r"\d"), AccuracyReward()],
+        )
+    assert (failure.value.name, failure.value.index) == ("accuracy", 2)
+    assert "reference answer is empty" in str(failure.value)

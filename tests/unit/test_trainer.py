@@ -1,12 +1,15 @@
 """The trainer end to end on the built-in tiny model (grpo/trainer.py): the smoke test,
 determinism, the step report, the knobs that change the step, and clear errors."""
 
+import json
 import math
 from contextlib import nullcontext
+from pathlib import Path
 
 import pytest
 import torch
 
+from grpo.failures import OutOfMemory, RewardFunctionError
 from grpo.rollout import completion_logps
 from grpo.spec import JobSpec, LoraSpec, RegexReward
 from grpo.trainer import FitResult, Trainer
@@ -178,17 +181,37 @@ def test_lora_trains_adapters_only_and_uses_the_base_as_reference(tmp_path, grpo
     assert (tmp_path / "checkpoints" / "step-000002" / "model" / "adapter_config.json").is_file()
 
 
-def test_nan_loss_raises_floating_point_error_naming_the_step(
-    tmp_path, grpo_cache_dir, monkeypatch
-):
-    import grpo.update
+def test_a_diverging_learning_rate_stops_with_the_step(tmp_path, grpo_cache_dir):
+    # lr 1 without clipping: the second pass over the batch puts ref - logp past exp's range
+    spec = tiny_spec(learning_rate=1.0, max_grad_norm=None, num_iterations=4, beta=0.04)
+    with pytest.raises(FloatingPointError, match=r"loss is (NaN|infinite) at step 1"):
+        run(spec, tmp_path, grpo_cache_dir)
 
-    def nan_loss(logps, *args, **kwargs):
-        return logps.sum() * float("nan"), {}
 
-    monkeypatch.setattr(grpo.update, "grpo_loss", nan_loss)
-    with pytest.raises(FloatingPointError, match="loss is NaN at step 1"):
-        run(tiny_spec(), tmp_path, grpo_cache_dir)
+def test_a_reward_that_raises_names_the_function_the_step_and_the_prompt(tmp_path, grpo_cache_dir):
+    data = tmp_path / "data.jsonl"
+    records = [{"id": "ok", "prompt": "1+1=", "answer": "2"}, {"id": "bad", "prompt": "2+2="}]
+    data.write_text("".join(json.dumps({"answer": None, **r}) + "\n" for r in records))
+    spec = tiny_spec(data={"source": str(data)}, rewards=({"name": "accuracy"},))
+    with pytest.raises(
+        RewardFunctionError,
+        match=r"reward function 'accuracy' failed at step 1 on prompt 'bad': ValueError: the "
+        "reference answer is empty",
+    ):
+        run(spec, tmp_path, grpo_cache_dir)
+
+
+def test_running_out_of_memory_names_the_step_and_the_knobs(tmp_path, grpo_cache_dir):
+    if Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1":
+        pytest.skip("this kernel grants any allocation (vm.overcommit_memory=1)")
+    # 32768 sequences x 131072 cached positions: a 1 TiB KV buffer, refused at once
+    spec = tiny_spec(prompts_per_step=64, num_generations=512, max_completion_length=131072)
+    with pytest.raises(
+        OutOfMemory,
+        match=r"out of memory on cpu at step 1 \(tried to allocate [\d.]+ GiB\): lower "
+        r"num_generations \(512\), prompts_per_step \(64\) or max_completion_length",
+    ):
+        run(spec, tmp_path, grpo_cache_dir)
 
 
 def test_empty_dataset_raises_value_error(tmp_path, grpo_cache_dir):

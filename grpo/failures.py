@@ -1,0 +1,62 @@
+"""Why a training step stopped, worded for the person who submitted the job.
+
+Each exception names the step and what to change. Knows nothing of HTTP, SQL or Celery.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grpo.spec import JobSpec
+
+_CPU_ALLOC_FAILED = "can't allocate memory"
+
+
+class StepFailure(RuntimeError):
+    """A step could not finish; the message is meant for the user as it is."""
+
+
+class RewardFunctionError(StepFailure):
+    """A reward function raised while scoring completion `index` of the batch."""
+
+    def __init__(self, name: str, index: int, cause: BaseException, *, where: str = "") -> None:
+        self.name, self.index, self.cause = name, index, cause
+        super().__init__(f"reward function {name!r} failed{where}: {type(cause).__name__}: {cause}")
+
+    def located(self, *, step: int, prompt_id: str) -> RewardFunctionError:
+        """The same failure, naming the step and the prompt whose group was being scored."""
+        return RewardFunctionError(
+            self.name, self.index, self.cause, where=f" at step {step} on prompt {prompt_id!r}"
+        )
+
+
+class OutOfMemory(StepFailure):
+    """The device ran out of memory during a step."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's refusal."""
+    import torch  # here, so reward code can import this module without torch
+
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and _CPU_ALLOC_FAILED in str(exc)
+
+
+def out_of_memory(exc: BaseException, spec: JobSpec, *, step: int, device: str) -> OutOfMemory:
+    """What ran out, where, and the knobs that shrink a step's memory."""
+    requested = re.search(r"[Tt]ried to allocate ([\d.]+) ?(\w+)", str(exc))
+    detail = f" (tried to allocate {_readable(*requested.groups())})" if requested else ""
+    return OutOfMemory(
+        f"out of memory on {device} at step {step}{detail}: lower num_generations "
+        f"({spec.num_generations}), prompts_per_step ({spec.prompts_per_step}) or "
+        f"max_completion_length ({spec.max_completion_length}), or enable "
+        "gradient_checkpointing or lora"
+    )
+
+
+def _readable(amount: str, unit: str) -> str:
+    """CPU errors count bytes ('1099570348032 bytes'); CUDA's read '2.00 GiB' already."""
+    if unit == "bytes" and amount.isdigit():
+        return f"{int(amount) / 2**30:.1f} GiB"
+    return f"{amount} {unit}"

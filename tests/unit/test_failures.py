@@ -1,0 +1,78 @@
+"""Step failures worded for users (grpo/failures.py) and the worker's wording of the rest."""
+
+import pytest
+import torch
+
+from grpo.failures import OutOfMemory, RewardFunctionError, is_out_of_memory, out_of_memory
+from grpo.spec import JobSpec
+from worker.errors import describe_error
+
+SPEC = JobSpec(num_generations=16, prompts_per_step=8, max_completion_length=1024)
+
+CUDA_TEXT = (
+    "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+    "of which 1.06 GiB is free."
+)
+CPU_TEXT = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+    "you tried to allocate 1099570348032 bytes. Error code 12 (Cannot allocate memory)"
+)
+
+
+@pytest.mark.parametrize(
+    ("exc", "device", "expected"),
+    [
+        (
+            torch.OutOfMemoryError(CUDA_TEXT),
+            "cuda:0",
+            "out of memory on cuda:0 at step 7 "
+            "(tried to allocate 2.00 GiB): lower num_generations (16), prompts_per_step (8) or "
+            "max_completion_length (1024)",
+        ),
+        (
+            RuntimeError(CPU_TEXT),
+            "cpu",
+            "out of memory on cpu at step 7 "
+            "(tried to allocate 1024.1 GiB): lower num_generations (16)",
+        ),
+        (MemoryError(), "cpu", "out of memory on cpu at step 7: lower num_generations"),
+    ],
+)
+def test_out_of_memory_names_device_step_size_and_the_knobs(exc, device, expected):
+    assert is_out_of_memory(exc)
+    message = str(out_of_memory(exc, SPEC, step=7, device=device))
+    assert message.startswith(expected)
+    assert message.endswith("or enable gradient_checkpointing or lora")
+
+
+def test_other_runtime_errors_are_not_out_of_memory():
+    assert not is_out_of_memory(RuntimeError("expected scalar type Float but found Half"))
+
+
+def test_a_located_reward_failure_names_step_and_prompt():
+    failure = RewardFunctionError("accuracy", 5, ValueError("boom")).located(step=3, prompt_id="q9")
+    assert (
+        str(failure)
+        == "reward function 'accuracy' failed at step 3 on prompt 'q9': ValueError: boom"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (
+            OutOfMemory("out of memory on cpu at step 2: lower"),
+            "out of memory on cpu at step 2: lower",
+        ),
+        (
+            torch.OutOfMemoryError(CUDA_TEXT),
+            "out of memory before training started: use a "
+            "smaller model, lora, or a device with more free memory (CUDA out of memory.",
+        ),
+        (FloatingPointError("loss is NaN at step 4"), "training diverged: loss is NaN at step 4"),
+        (ValueError("dataset is empty"), "dataset is empty"),
+        (KeyError("x"), "KeyError: 'x'"),
+    ],
+)
+def test_the_worker_words_each_failure_for_users(exc, expected):
+    assert describe_error(exc).startswith(expected)
