@@ -54,6 +54,8 @@ class Settings(BaseSettings):
     """A running run whose heartbeat is older than this has lost its worker."""
     max_retries: int = Field(3, ge=0)
     """Requeues of a run whose worker died before it is marked failed."""
+    decline_pause_seconds: float = Field(5.0, ge=0)
+    """How long a worker holds a run it cannot fit before sending it back to its queue."""
 
     @property
     def resolved_database_url(self) -> str:

@@ -141,6 +141,8 @@ class ResourcesSpec(BaseModel):
     model_config = _FROZEN
     queue: str = Field("default", pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
     """Celery queue; workers started for a GPU class listen on its queue."""
+    min_free_memory_gb: float | None = Field(None, gt=0, le=100_000)
+    """Free memory (GiB) the job needs on its device; a worker with less leaves it queued."""
 
 
 class LoggingSpec(BaseModel):

@@ -1,27 +1,37 @@
 """One training job: claim the run, train it with grpo.Trainer, sink every step to the store.
 
-A duplicate delivery of a run that is not queued does nothing. Errors become a failed run
-with a message a user understands; the worker process goes on to the next job.
+A duplicate delivery of a run that is not queued does nothing. A run this worker cannot
+fit (its device or free memory) goes back to its queue for another worker. Errors become a
+failed run with a message a user understands; the worker process goes on to the next job.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from functools import partial
 
 from app.settings import get_settings
 from app.store import events, runs, steps
 from grpo.spec import JobSpec
 from grpo.trainer import Trainer
-from worker.device import device_label
+from worker.celery_app import enqueue_run
+from worker.device import device_label, fit_problem
 from worker.errors import describe_error
 from worker.lifecycle import current_run, worker_name
 
 log = logging.getLogger(__name__)
+_declined: set[str] = set()
 
 
 def run_job(run_id: str) -> None:
     settings = get_settings()
+    queued = runs.get_run(run_id)
+    if queued is not None and queued.status == "queued":
+        problem = _fit_problem(queued.spec)
+        if problem:
+            _decline(run_id, problem, queue=queued.queue)
+            return
     run = runs.claim_run(run_id, worker=worker_name(), device=device_label())
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
@@ -47,3 +57,21 @@ def run_job(run_id: str) -> None:
         runs.finish_run(run_id, status="failed", error=message)
     finally:
         current_run["id"] = None
+
+
+def _fit_problem(spec: dict[str, object]) -> str | None:
+    try:
+        return fit_problem(JobSpec.model_validate(spec))
+    except ValueError:
+        return None  # an invalid spec is claimed and failed with its message below
+
+
+def _decline(run_id: str, problem: str, *, queue: str) -> None:
+    """Leave the run queued for a worker that fits it; say so once per worker and run."""
+    if run_id not in _declined:
+        _declined.add(run_id)
+        events.add_log(run_id, "warning", f"worker {worker_name()} left this run queued: {problem}")
+    log.info("run %s does not fit this worker: %s", run_id, problem)
+    # the pause keeps a lone unfit worker from spinning on the same message
+    time.sleep(get_settings().decline_pause_seconds)
+    enqueue_run(run_id, queue=queue)

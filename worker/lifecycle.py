@@ -12,7 +12,6 @@ import logging
 import socket
 import threading
 from datetime import timedelta
-from pathlib import Path
 
 from celery.signals import worker_ready, worker_shutdown
 
@@ -20,6 +19,7 @@ from app.settings import get_settings
 from app.store import events, runs, workers
 from app.store.models import utcnow
 from worker.celery_app import enqueue_run
+from worker.device import free_memory_mb
 
 log = logging.getLogger(__name__)
 current_run: dict[str, str | None] = {"id": None}
@@ -43,17 +43,6 @@ def sweep_stale_runs() -> None:
         log.warning("requeued run %s of lost worker %s", run.id, run.worker)
     for run in failed:
         events.add_log(run.id, "error", run.error or "failed")
-
-
-def free_memory_mb(device: str) -> int | None:
-    if device.startswith("cuda"):
-        import torch
-
-        return int(torch.cuda.mem_get_info()[0] // 2**20)
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) // 1024
-    return None
 
 
 def _report() -> None:

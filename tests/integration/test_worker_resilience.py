@@ -6,6 +6,7 @@ heartbeat is shortened so a lost worker is noticed in seconds.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -21,7 +22,12 @@ from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
 from worker.celery_app import TRAIN_TASK, make_celery
 
-FAST = {"GRPO_HEARTBEAT_SECONDS": "1", "GRPO_STALE_AFTER_SECONDS": "6"}
+FAST = {
+    "GRPO_HEARTBEAT_SECONDS": "1",
+    "GRPO_STALE_AFTER_SECONDS": "6",
+    "GRPO_DECLINE_PAUSE_SECONDS": "1",
+    "CUDA_VISIBLE_DEVICES": "",  # a worker started for no GPU, whatever this machine has
+}
 
 
 @pytest.fixture(scope="module", params=["postgres", "embedded"])
@@ -130,10 +136,10 @@ def test_duplicate_delivery_of_a_finished_run_changes_nothing(fast_stack: Stack)
         assert client.get(f"/api/runs/{run_id}/metrics").json() == events_before
 
 
-def _write_empty_dataset(stack: Stack) -> str:
-    path = stack.data_dir / "datasets" / "empty.jsonl"
+def _write_dataset(stack: Stack, name: str, records: list[dict[str, object]]) -> str:
+    path = stack.data_dir / "datasets" / f"{name}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("")
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return str(path)
 
 
@@ -153,34 +159,94 @@ def _write_model_without_eos(stack: Stack) -> str:
     return str(target)
 
 
+def _bad_job(stack: Stack, case: str) -> tuple[dict[str, object], str]:
+    """Spec overrides that make a real worker fail in `case`, and the words its error must hold."""
+    match case:
+        case "missing_model":
+            return {"model": str(stack.data_dir / "models" / "nope")}, "nope"
+        case "empty_dataset":
+            return {"data": {"source": _write_dataset(stack, "empty", [])}}, "empty"
+        case "tokenizer_without_eos":
+            return {"model": _write_model_without_eos(stack)}, "no EOS token"
+        case "reward_raises":
+            records = [
+                {"id": "q1", "prompt": "1+1=", "answer": "2"},
+                {"id": "q2", "prompt": "2+2="},
+            ]
+            source = _write_dataset(stack, "no-answer", [{"answer": None, **r} for r in records])
+            return (
+                {"data": {"source": source}, "rewards": [{"name": "accuracy"}]},
+                "reward function 'accuracy' failed at step 1 on prompt 'q2': ValueError: the "
+                "reference answer is empty",
+            )
+        case "diverging_loss":
+            # lr 1 without clipping, 4 passes per batch: the k3 KL overflows at step 1 ("has a
+            # digit" gives the random model mixed groups, so the update is not skipped)
+            knobs = {"learning_rate": 1.0, "max_grad_norm": None, "num_iterations": 4}
+            rewards = [{"name": "regex", "pattern": r"\d"}]
+            return {**knobs, "beta": 0.04, "rewards": rewards}, "training diverged: loss is"
+        case _:
+            # 32768 sequences x 131072 positions: a 1 TiB KV cache the allocator refuses
+            knobs = {"prompts_per_step": 64, "num_generations": 512}
+            return {**knobs, "max_completion_length": 131072}, (
+                "out of memory on cpu at step 1 (tried to allocate 1024.1 GiB): lower "
+                "num_generations (512), prompts_per_step (64) or max_completion_length (131072)"
+            )
+
+
 @pytest.mark.parametrize(
     "case",
-    ["missing_model", "empty_dataset", "tokenizer_without_eos"],
+    [
+        "missing_model",
+        "empty_dataset",
+        "tokenizer_without_eos",
+        "reward_raises",
+        "diverging_loss",
+        "out_of_memory",
+    ],
 )
-def test_bad_jobs_fail_with_a_clear_message_and_the_worker_goes_on(
+def test_bad_jobs_fail_with_a_clear_message_and_the_same_worker_goes_on(
     fast_stack: Stack, case: str
 ) -> None:
+    overrides, expected = _bad_job(fast_stack, case)
     with fast_stack.client() as client:
-        match case:
-            case "missing_model":
-                overrides, expected = (
-                    {"model": str(fast_stack.data_dir / "models" / "nope")},
-                    "nope",
-                )
-            case "empty_dataset":
-                overrides, expected = (
-                    {"data": {"source": _write_empty_dataset(fast_stack)}},
-                    "empty",
-                )
-            case _:
-                overrides, expected = (
-                    {"model": _write_model_without_eos(fast_stack)},
-                    "no EOS token",
-                )
         response = client.post("/api/runs", json=tiny_spec(fast_stack, **overrides))
         assert response.status_code == 201, response.text
         failed = wait_for_final(client, response.json()["id"])
         assert failed["status"] == "failed"
         assert expected in failed["error"], failed["error"]
+        logs = client.get(f"/api/runs/{failed['id']}/logs").json()["items"]
+        assert [line["message"] for line in logs if line["level"] == "error"] == [failed["error"]]
         healthy = client.post("/api/runs", json=tiny_spec(fast_stack, max_steps=1)).json()["id"]
-        assert wait_for_final(client, healthy)["status"] == "succeeded"
+        done = wait_for_final(client, healthy)
+        assert done["status"] == "succeeded", done["error"]
+        assert done["worker"] == failed["worker"]
+
+
+def test_runs_this_worker_cannot_fit_stay_queued_while_it_trains_the_next(
+    fast_stack: Stack,
+) -> None:
+    with fast_stack.client() as client:
+        gpu = client.post("/api/runs", json=tiny_spec(fast_stack, device="cuda:1")).json()["id"]
+        big = tiny_spec(
+            fast_stack, resources={"queue": fast_stack.queue, "min_free_memory_gb": 99999}
+        )
+        huge = client.post("/api/runs", json=big).json()["id"]
+        healthy = client.post("/api/runs", json=tiny_spec(fast_stack, max_steps=1)).json()["id"]
+        done = wait_for_final(client, healthy)
+        assert done["status"] == "succeeded", done["error"]
+        for run_id, reason in [
+            (gpu, "device cuda:1 is not on this worker, which sees no GPU"),
+            (huge, "needs 99999 GiB free on cpu; this worker has"),
+        ]:
+            assert client.get(f"/api/runs/{run_id}").json()["status"] == "queued"
+            messages = [
+                line["message"] for line in client.get(f"/api/runs/{run_id}/logs").json()["items"]
+            ]
+            assert len(messages) == 1 and reason in messages[0], messages
+            assert "left this run queued" in messages[0]
+        workers = client.get("/api/workers").json()["items"]
+        (worker,) = [w for w in workers if w["name"] == done["worker"]]
+        assert worker["device"] == "cpu" and worker["free_memory_mb"] > 0
+        for run_id in (gpu, huge):
+            assert client.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
