@@ -14,6 +14,10 @@ ADVANTAGE_BIN_EDGES: tuple[float, ...] = tuple(round(-3.0 + 0.25 * i, 2) for i i
 """Advantage histogram: 24 bins of width 0.25 on [-3, 3]; values outside go to the end bins."""
 REWARD_BIN_EDGES: tuple[float, ...] = tuple(round(-1.0 + 0.1 * i, 2) for i in range(31))
 """Reward histogram: 30 bins of width 0.1 on [-1, 2]; values outside go to the end bins."""
+GROUP_REWARD_STD_BIN_EDGES: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(31))
+"""Group reward spread: 30 bins of width 0.05 on [0, 1.5] over each group's population
+reward std (1.5 is the most rewards in [-1, 2] can spread); larger stds go to the last bin.
+The first bin, [0, 0.05), holds the all-equal groups that give no gradient."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,9 @@ class CompletionReport:
     """Sequence mean of the per-token k3 KL to the reference (0 when beta = 0)."""
     token_kls: list[float] | None = None
     """Per-token k3 KL, kept for completions whose text is kept."""
+    tokens: list[str] | None = None
+    """The text each token adds (same length as token_kls; "" for special tokens): they
+    join back to `text`, so a view can shade each token by its KL whatever the tokenizer."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,9 @@ class StepReport:
     """Counts over ADVANTAGE_BIN_EDGES."""
     reward_histogram: list[int] = field(default_factory=list)
     """Counts over REWARD_BIN_EDGES."""
+    group_reward_std_histogram: list[int] = field(default_factory=list)
+    """Every group of the step (kept texts or not) counted by its reward_std, over
+    GROUP_REWARD_STD_BIN_EDGES."""
 
 
 def histogram(values: list[float], edges: tuple[float, ...]) -> list[int]:

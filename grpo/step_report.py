@@ -1,7 +1,8 @@
 """Turn one step's tensors into the plain StepReport the outside world receives.
 
 Every group keeps its prompt, rewards and advantages; the first `keep` groups also keep
-their completions (text, per-function rewards, per-token KL). Knows nothing of HTTP or SQL.
+their completions (text, per-function rewards, per-token KL and each token's piece of
+text). Knows nothing of HTTP or SQL.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from collections.abc import Sequence
 from torch import Tensor
 
 from grpo.data import Example
+from grpo.detokenizer import CompletionTexts
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
+    GROUP_REWARD_STD_BIN_EDGES,
     REWARD_BIN_EDGES,
     CompletionReport,
     GroupReport,
@@ -79,6 +82,10 @@ def _completion(
 ) -> CompletionReport:
     length = int(rollout.lengths[i])
     kls = token_kls[i, :length].tolist() if token_kls is not None else None
+    pieces = None
+    # only where a view shades tokens by KL; texts from decode_completions can give them
+    if kls is not None and isinstance(texts, CompletionTexts):
+        pieces = texts.tokens(i)
     return CompletionReport(
         text=texts[i],
         num_tokens=length,
@@ -88,15 +95,17 @@ def _completion(
         advantage=advantage,
         kl=sum(kls) / max(1, len(kls)) if kls else 0.0,
         token_kls=kls,
+        tokens=pieces,
     )
 
 
 def build_step_report(
     step: int, total_steps: int, scalars: dict[str, float], groups: list[GroupReport]
 ) -> StepReport:
-    """The step's scalars and groups with both fixed-bin histograms."""
+    """The step's scalars and groups with its fixed-bin histograms."""
     advantages = [a for group in groups for a in group.advantages]
     rewards = [r for group in groups for r in group.rewards]
+    spreads = [group.reward_std for group in groups]
     return StepReport(
         step=step,
         total_steps=total_steps,
@@ -104,4 +113,5 @@ def build_step_report(
         groups=groups,
         advantage_histogram=histogram(advantages, ADVANTAGE_BIN_EDGES),
         reward_histogram=histogram(rewards, REWARD_BIN_EDGES),
+        group_reward_std_histogram=histogram(spreads, GROUP_REWARD_STD_BIN_EDGES),
     )
