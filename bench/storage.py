@@ -35,17 +35,21 @@ run, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=n_steps), packa
 for step in range(1, n_steps + 1):
     groups = []
     for g in range(16):
+        texts = ["".join(rng.choice("0123456789+= <>/abcdefghij") for _ in range(length))
+                 for _ in range(16)]
         comps = [CompletionReport(
-            text="".join(rng.choice("0123456789+= <>/abcdefghij") for _ in range(length)),
-            num_tokens=length, is_truncated=False, rewards={"accuracy": 1.0, "format": 0.0},
-            reward=float(rng.randint(0, 1)), advantage=rng.gauss(0, 1), kl=rng.random() / 100,
-            token_kls=[round(rng.random() / 100, 5) for _ in range(length)]) for _ in range(16)]
+            text=text, num_tokens=length, is_truncated=False,
+            rewards={"accuracy": 1.0, "format": 0.0}, reward=float(rng.randint(0, 1)),
+            advantage=rng.gauss(0, 1), kl=rng.random() / 100,
+            token_kls=[round(rng.random() / 100, 5) for _ in range(length)], tokens=list(text))
+            for text in texts]
         groups.append(GroupReport(index=g, prompt_id=f"p{rng.randint(0, 9999)}", prompt="x" * 60,
             answer="42", rewards=[c.reward for c in comps], advantages=[c.advantage for c in comps],
             completions=comps))
     steps.save_step(run.id, StepReport(step=step, total_steps=n_steps,
         scalars={f"m{i}": rng.random() for i in range(30)}, groups=groups,
-        advantage_histogram=[0] * 24, reward_histogram=[0] * 30))
+        advantage_histogram=[0] * 24, reward_histogram=[0] * 30,
+        group_reward_std_histogram=[0] * 30))
 """
 
 

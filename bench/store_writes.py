@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.store import runs, steps  # noqa: E402
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
+    GROUP_REWARD_STD_BIN_EDGES,
     REWARD_BIN_EDGES,
     CompletionReport,
     GroupReport,
@@ -31,12 +32,22 @@ def scalars(rng: random.Random) -> dict[str, float]:
     return {k: rng.random() for k in METRIC_KEYS}
 
 
+def pieces(text: str, num_tokens: int) -> list[str]:
+    """num_tokens pieces that join back to text, as a tokenizer's would."""
+    cut = [len(text) * i // num_tokens for i in range(num_tokens + 1)]
+    return [text[a:b] for a, b in zip(cut, cut[1:], strict=False)]
+
+
 def big_report(step: int, rng: random.Random) -> StepReport:
     groups = []
     for g in range(64):
+        texts = [
+            f"<think>{rng.randint(0, 10**9)}</think><answer>{rng.randint(0, 99)}</answer>"
+            for _ in range(16)
+        ]
         completions = [
             CompletionReport(
-                text=f"<think>{rng.randint(0, 10**9)}</think><answer>{rng.randint(0, 99)}</answer>",
+                text=text,
                 num_tokens=32,
                 is_truncated=rng.random() < 0.1,
                 rewards={"accuracy": 1.0},
@@ -44,8 +55,9 @@ def big_report(step: int, rng: random.Random) -> StepReport:
                 advantage=rng.gauss(0, 1),
                 kl=rng.random() / 100,
                 token_kls=[round(rng.random() / 100, 5) for _ in range(32)],
+                tokens=pieces(text, 32),
             )
-            for _ in range(16)
+            for text in texts
         ]
         groups.append(
             GroupReport(
@@ -65,6 +77,7 @@ def big_report(step: int, rng: random.Random) -> StepReport:
         groups=groups,
         advantage_histogram=[1] * (len(ADVANTAGE_BIN_EDGES) - 1),
         reward_histogram=[1] * (len(REWARD_BIN_EDGES) - 1),
+        group_reward_std_histogram=[1] * (len(GROUP_REWARD_STD_BIN_EDGES) - 1),
     )
 
 

@@ -1,23 +1,42 @@
-"""Seed a finished run with many steps straight into the store (for load and render tests).
+"""Seed runs straight into the store, with the rows a worker writes: for load, render and
+live-update tests and the benches. Run with the stack's GRPO_* environment:
 
-    python -m tests.seed STEPS      (with the stack's GRPO_* environment)
+    python -m tests.seed STEPS              a finished run of STEPS steps; prints its id
+    python -m tests.seed into RUN STEPS     STEPS steps and their events into an existing run
+    python -m tests.seed live RUN STEPS [EVERY_S]
+        claims the (queued) run as a worker would and prints "claimed"; on a line on stdin,
+        writes one step every EVERY_S seconds (default 0.05) through save_step, prints a JSON
+        summary of the writes; on another line, marks the run succeeded
 
-Prints the run id. Rows go in through app.store in big batches, scalars compacted as
-save_step stores them: a long run's rows as they look after the fact. Nothing is faked.
+Bulk seeding goes in big batches (save_step's one transaction per step would take minutes
+for 10,000 steps); live seeding is save_step itself, so the real stream carries each step.
+Steps are synthetic but consistent: real groups of rewards, their advantages, scalars and
+histograms computed from them, as the trainer would. Nothing is faked downstream.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sys
+import time
+from typing import Any
 
-from app.store import runs
+from sqlalchemy import insert
+
+from app.store import runs, steps
 from app.store.bulk import bulk_insert
 from app.store.db import session_scope
-from app.store.models import StepMetric
-from app.store.steps import compact_scalars
-from grpo.report import ADVANTAGE_BIN_EDGES, REWARD_BIN_EDGES
+from app.store.models import Event, Run, StepMetric
+from grpo.report import (
+    ADVANTAGE_BIN_EDGES,
+    GROUP_REWARD_STD_BIN_EDGES,
+    REWARD_BIN_EDGES,
+    GroupReport,
+    StepReport,
+    histogram,
+)
 from grpo.spec import JobSpec
 
 METRIC_KEYS = [
@@ -29,29 +48,69 @@ METRIC_KEYS = [
     "time/generate", "time/reward", "time/reference", "time/train", "time/step",
     "tokens_per_second",
 ]  # fmt: skip
+GROUPS, G = 8, 8
 
 
-def metrics_at(step: int, total: int, rng: random.Random) -> dict[str, float]:
-    """Plausible curves: reward rising, KL growing, noise on everything."""
-    progress = step / total
+def synthetic_groups(progress: float, rng: random.Random) -> list[GroupReport]:
+    """0/1 accuracy rewards, each prompt with its own difficulty, all easier as training goes."""
+    groups = []
+    for b in range(GROUPS):
+        p = min(1.0, max(0.0, 0.15 + 0.7 * progress + rng.uniform(-0.4, 0.4)))
+        rewards = [float(rng.random() < p) for _ in range(G)]
+        mean = sum(rewards) / G
+        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / G)
+        advantages = [(r - mean) / (std + 1e-4) for r in rewards]
+        prompt_id = f"arith-{rng.randint(0, 9999)}"
+        groups.append(GroupReport(b, prompt_id, f"{b}+{b}=", str(2 * b), rewards, advantages))
+    return groups
+
+
+def synthetic_scalars(
+    progress: float, groups: list[GroupReport], rng: random.Random
+) -> dict[str, float]:
     values = {key: rng.random() for key in METRIC_KEYS}
-    values["reward"] = 0.3 + 0.5 * (1 - math.exp(-4 * progress)) + rng.gauss(0, 0.03)
+    rewards = [r for g in groups for r in g.rewards]
+    outcomes = [g.outcome for g in groups]
+    mean = sum(rewards) / len(rewards)
+    values.update({"reward": mean, "rewards/accuracy/mean": mean, "beta": 0.04})
+    values["reward_std"] = sum(g.reward_std for g in groups) / len(groups)
     values["kl"] = 0.02 * progress + abs(rng.gauss(0, 0.002))
+    for outcome in ("all_fail", "all_pass", "mixed"):
+        values[f"groups/{outcome}"] = outcomes.count(outcome)
+    values["frac_reward_zero_std"] = sum(g.reward_std == 0 for g in groups) / len(groups)
     return values
 
 
+def synthetic_step(step: int, total: int, rng: random.Random) -> StepReport:
+    progress = step / total
+    groups = synthetic_groups(progress, rng)
+    return StepReport(
+        step=step,
+        total_steps=total,
+        scalars=steps.compact_scalars(synthetic_scalars(progress, groups, rng)),
+        groups=groups,
+        advantage_histogram=histogram(
+            [a for g in groups for a in g.advantages], ADVANTAGE_BIN_EDGES
+        ),
+        reward_histogram=histogram([r for g in groups for r in g.rewards], REWARD_BIN_EDGES),
+        group_reward_std_histogram=histogram(
+            [g.reward_std for g in groups], GROUP_REWARD_STD_BIN_EDGES
+        ),
+    )
+
+
+def metric_row(run_id: str, report: StepReport) -> dict[str, Any]:
+    return {"run_id": run_id, **steps.step_payload(report)}
+
+
 def seed_run(num_steps: int, *, seed: int = 0) -> str:
+    """A finished run of num_steps steps (step rows only: no groups, no events)."""
     rng = random.Random(seed)
     spec = JobSpec(name=f"seeded-{num_steps}", model="builtin:tiny", max_steps=num_steps)
     run, _ = runs.create_run(spec, package_version="seed")
     for first in range(1, num_steps + 1, 1000):
-        rows = [
-            {"run_id": run.id, "step": step,
-             "metrics": compact_scalars(metrics_at(step, num_steps, rng)),
-             "advantage_histogram": [rng.randint(0, 9) for _ in ADVANTAGE_BIN_EDGES[1:]],
-             "reward_histogram": [rng.randint(0, 9) for _ in REWARD_BIN_EDGES[1:]]}
-            for step in range(first, min(first + 1000, num_steps + 1))
-        ]  # fmt: skip
+        last = min(first + 1000, num_steps + 1)
+        rows = [metric_row(run.id, synthetic_step(s, num_steps, rng)) for s in range(first, last)]
         with session_scope() as session:
             bulk_insert(session, StepMetric, rows)
     runs.claim_run(run.id, worker="seed", device="cpu")
@@ -59,5 +118,59 @@ def seed_run(num_steps: int, *, seed: int = 0) -> str:
     return run.id
 
 
+def seed_steps(run_id: str, total: int, *, seed: int = 0) -> None:
+    """Steps 1..total and their events into an existing run, in one transaction."""
+    rng = random.Random(seed)
+    reports = [synthetic_step(step, total, rng) for step in range(1, total + 1)]
+    with session_scope() as session:
+        session.execute(insert(StepMetric), [metric_row(run_id, r) for r in reports])
+        events = [{"run_id": run_id, "kind": "step", "step": r.step,
+                   "payload": steps.step_payload(r)} for r in reports]  # fmt: skip
+        session.execute(insert(Event), events)
+        run = session.get(Run, run_id)
+        assert run is not None, run_id
+        run.step = total
+        run.last_metrics = {k: reports[-1].scalars[k] for k in steps.SUMMARY_KEYS}
+
+
+def write_live(run_id: str, total: int, every: float, *, seed: int = 0) -> dict[str, float]:
+    """One save_step every `every` seconds on a fixed schedule (a slow write does not shift
+    the ones after it); returns how the writes kept to it."""
+    rng = random.Random(seed)
+    durations, late = [], 0.0
+    start = time.perf_counter()
+    for step in range(1, total + 1):
+        due = start + (step - 1) * every
+        time.sleep(max(0.0, due - time.perf_counter()))
+        late = max(late, time.perf_counter() - due)
+        began = time.perf_counter()
+        steps.save_step(run_id, synthetic_step(step, total, rng))
+        durations.append(time.perf_counter() - began)
+    return {
+        "steps": total,
+        "seconds": time.perf_counter() - start,
+        "write_ms_median": 1000 * sorted(durations)[len(durations) // 2],
+        "write_ms_max": 1000 * max(durations),
+        "late_ms_max": 1000 * late,
+    }
+
+
+def live(run_id: str, total: int, every: float) -> None:
+    assert runs.claim_run(run_id, worker="seed-live", device="cpu") is not None, run_id
+    print("claimed", flush=True)
+    sys.stdin.readline()
+    print(json.dumps(write_live(run_id, total, every)), flush=True)
+    sys.stdin.readline()
+    runs.finish_run(run_id, status="succeeded")
+
+
 if __name__ == "__main__":
-    print(seed_run(int(sys.argv[1])))
+    match sys.argv[1:]:
+        case ["into", run_id, total]:
+            seed_steps(run_id, int(total))
+        case ["live", run_id, total, *every]:
+            live(run_id, int(total), float(every[0]) if every else 0.05)
+        case [total]:
+            print(seed_run(int(total)))
+        case _:
+            sys.exit(__doc__)

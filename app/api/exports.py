@@ -1,4 +1,5 @@
-"""Exports: a run's metrics as CSV or JSONL, its groups as JSONL, streamed."""
+"""Exports: a run's metrics as CSV or JSONL (with each step's histograms), its groups as
+JSONL, streamed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from fastapi.responses import StreamingResponse
 
 from app.api.deps import ReadAccess, RunDep
 from app.api.errors import ApiError
-from app.store import steps
+from app.store import histograms, steps
 
 router = APIRouter(prefix="/api/runs", tags=["export"], dependencies=[ReadAccess])
 
@@ -34,8 +35,10 @@ def metrics_csv(run_id: str) -> Iterator[str]:
 
 
 def metrics_jsonl(run_id: str) -> Iterator[str]:
+    """One line per step: its scalars and its fixed-bin histograms (bins as in /histograms)."""
+    by_step = {row.pop("step"): row for row in histograms.list_histograms(run_id)}
     for row in steps.list_metrics(run_id):
-        yield json.dumps(row) + "\n"
+        yield json.dumps({**row, **by_step.get(row["step"], {})}) + "\n"
 
 
 def groups_jsonl(run_id: str) -> Iterator[str]:

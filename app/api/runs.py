@@ -1,4 +1,4 @@
-"""Runs: submit, list, read, cancel, and the step metrics behind the curves."""
+"""Runs: submit, list, read, and the step metrics and histograms behind the charts."""
 
 from __future__ import annotations
 
@@ -11,9 +11,18 @@ from fastapi import APIRouter, Header, Query, Response
 
 from app.api.deps import ReadAccess, RunDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
-from app.api.schemas import LogList, LogRow, MetricList, MetricRow, RunList, RunOut, RunStatus
+from app.api.schemas import (
+    HistogramList,
+    LogList,
+    LogRow,
+    MetricList,
+    MetricRow,
+    RunList,
+    RunOut,
+    RunStatus,
+)
 from app.api.spec_checks import check_spec
-from app.store import events, runs, steps
+from app.store import events, histograms, runs, steps
 from app.store.models import Run
 from grpo.spec import JobSpec
 from worker.celery_app import enqueue_run
@@ -94,6 +103,17 @@ def get_metrics(
         body = MetricList(last_event_id=after_event, items=items).model_dump_json()
     else:
         body = steps.metrics_json(run.id, after_step=after_step, limit=limit)
+    return Response(content=body, media_type="application/json")
+
+
+@router.get("/{run_id}/histograms", dependencies=[ReadAccess], response_model=HistogramList)
+def get_histograms(
+    run: RunDep,
+    after_step: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
+) -> Response:
+    """Each step's advantage, reward and group reward spread histograms, with their bins."""
+    body = histograms.histograms_json(run.id, after_step=after_step, limit=limit)
     return Response(content=body, media_type="application/json")
 
 

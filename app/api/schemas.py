@@ -45,6 +45,21 @@ class MetricList(BaseModel):
     items: list[MetricRow]
 
 
+class HistogramRow(BaseModel):
+    step: int
+    advantage_histogram: list[int]
+    reward_histogram: list[int]
+    group_reward_std_histogram: list[int]
+    """Every group of the step counted by its reward std ([] for steps stored before it)."""
+
+
+class HistogramList(BaseModel):
+    last_event_id: int
+    bin_edges: dict[str, list[float]]
+    """Each histogram's fixed bin edges, by its name: counts[i] is [edges[i], edges[i+1])."""
+    items: list[HistogramRow]
+
+
 class LogRow(BaseModel):
     level: str
     message: str
@@ -101,6 +116,8 @@ class CompletionOut(BaseModel):
     advantage: float
     kl: float
     token_kls: list[float] | None
+    tokens: list[str] | None = None
+    """The text each token adds, aligned with token_kls; joined they are `text`."""
 
 
 class GroupDetail(GroupSummary):

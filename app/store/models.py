@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -96,6 +97,8 @@ class StepMetric(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
     advantage_histogram: Mapped[list[Any]] = mapped_column(JSON)
     reward_histogram: Mapped[list[Any]] = mapped_column(JSON)
+    group_reward_std_histogram: Mapped[list[Any]] = mapped_column(JSON, server_default=text("'[]'"))
+    """Groups counted by reward std; [] on steps written before it was recorded."""
     created_at: Mapped[datetime] = mapped_column(
         UtcDateTime(), default=utcnow, server_default=func.now()
     )
@@ -139,7 +142,8 @@ class Sample(Base):
     step: Mapped[int] = mapped_column(Integer)
     group_index: Mapped[int] = mapped_column(Integer)
     completions: Mapped[list[Any]] = mapped_column(JSON)
-    """[{text, num_tokens, is_truncated, rewards, reward, advantage, kl, token_kls}], in order."""
+    """[{text, num_tokens, is_truncated, rewards, reward, advantage, kl, token_kls, tokens}],
+    in order."""
 
     __table_args__ = (
         UniqueConstraint("run_id", "step", "group_index", name="uq_sample_run_step_group"),

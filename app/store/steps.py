@@ -67,6 +67,7 @@ def step_payload(report: StepReport) -> dict[str, Any]:
         "metrics": report.scalars,
         "advantage_histogram": report.advantage_histogram,
         "reward_histogram": report.reward_histogram,
+        "group_reward_std_histogram": report.group_reward_std_histogram,
     }
 
 
@@ -104,6 +105,7 @@ def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
             "advantage": c.advantage,
             "kl": c.kl,
             "token_kls": c.token_kls,
+            "tokens": c.tokens,
         }
         for c in group.completions or []
     ]

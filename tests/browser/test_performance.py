@@ -45,7 +45,7 @@ def seeded_run(api: httpx.Client, stack: Stack) -> dict[str, Any]:
     spec = small_spec(name="browser-10k", max_steps=STEPS, resources={"queue": "parked"})
     run = submit(api, spec)
     subprocess.run(
-        [sys.executable, "-m", "tests.browser.seed", run["id"], str(STEPS)],
+        [sys.executable, "-m", "tests.seed", "into", run["id"], str(STEPS)],
         cwd=ROOT,
         env=stack.env,
         check=True,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 
 import httpx
 
 from tests.integration.conftest import tiny_spec
-from tests.stack import Stack
+from tests.sse import read_events
+from tests.stack import ROOT, Stack
 
 PARKED = {"resources": {"queue": "parked-no-worker"}}  # no worker listens: runs stay queued
 
@@ -80,6 +84,33 @@ def test_cancel_resume_clone_and_delete_a_queued_run(stack: Stack) -> None:
         assert client.delete(f"/api/runs/{run_id}").status_code == 204
         assert client.get(f"/api/runs/{run_id}").status_code == 404
         assert client.get(f"/api/runs/{clone.json()['id']}").status_code == 200
+
+
+def test_step_histograms_are_served_with_their_bins_streamed_and_exported(stack: Stack) -> None:
+    with stack.client() as client:
+        run_id = client.post("/api/runs", json=parked_spec(stack)).json()["id"]
+        seed = [sys.executable, "-m", "tests.seed", "into", run_id, "3"]
+        subprocess.run(seed, cwd=ROOT, env=stack.env, check=True)  # 3 steps of 8 groups
+
+        body = client.get(f"/api/runs/{run_id}/histograms").json()
+        edges = body["bin_edges"]["group_reward_std_histogram"]
+        assert edges[:3] == [0.0, 0.05, 0.1] and edges[-1] == 1.5 and len(edges) == 31
+        assert [row["step"] for row in body["items"]] == [1, 2, 3]
+        for row in body["items"]:
+            assert sum(row["group_reward_std_histogram"]) == 8  # every group of the step
+            assert len(row["group_reward_std_histogram"]) == 30
+            assert len(row["reward_histogram"]) == len(body["bin_edges"]["reward_histogram"]) - 1
+        later = client.get(f"/api/runs/{run_id}/histograms", params={"after_step": 2}).json()
+        assert later["items"] == body["items"][2:]
+
+        events = read_events(client, f"/api/runs/{run_id}/events", max_events=4)
+        streamed = [e.data for e in events if e.kind == "step"]
+        assert [{k: e[k] for k in body["items"][0]} for e in streamed] == body["items"]
+
+        export = client.get(f"/api/runs/{run_id}/export", params={"format": "jsonl"}).text
+        lines = [json.loads(line) for line in export.splitlines()]
+        assert [{k: line[k] for k in body["items"][0]} for line in lines] == body["items"]
+        assert all("reward" in line["metrics"] for line in lines)
 
 
 def test_validation_errors_name_the_field_path_and_reason(stack: Stack) -> None:

@@ -10,10 +10,10 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, select, text
 
 from app.store.db import make_engine
-from app.store.models import Base
+from app.store.models import Base, StepMetric
 from tests.stack import ROOT, create_pg_database, drop_pg_database
 
 
@@ -44,4 +44,36 @@ def test_upgrade_matches_the_models_and_downgrade_removes_everything(database_ur
 
     command.downgrade(alembic_config(database_url), "base")
     assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
+    engine.dispose()
+
+
+def test_steps_stored_before_the_spread_histogram_read_back_an_empty_one(
+    database_url: str,
+) -> None:
+    command.upgrade(alembic_config(database_url), "0001")
+    engine = make_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO run (id, name, status, spec, package_version, queue, step,"
+                " total_steps, attempts, is_cancel_requested)"
+                " VALUES ('old', 'old', 'succeeded', '{}', '0', 'default', 1, 1, 1, false)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO step_metric (run_id, step, metrics, advantage_histogram,"
+                " reward_histogram) VALUES ('old', 1, '{\"reward\": 0.5}', '[1]', '[2]')"
+            )
+        )
+    command.upgrade(alembic_config(database_url), "head")
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(StepMetric.reward_histogram, StepMetric.group_reward_std_histogram)
+        ).one()
+    assert tuple(row) == ([2], [])
+    command.downgrade(alembic_config(database_url), "0001")
+    assert "group_reward_std_histogram" not in {
+        c["name"] for c in inspect(engine).get_columns("step_metric")
+    }
     engine.dispose()

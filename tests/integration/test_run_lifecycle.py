@@ -122,6 +122,11 @@ def test_groups_of_a_step_hold_every_completion_with_reward_and_advantage(stack:
         assert len(rewards) == 4 and rewards == sorted(rewards, reverse=True)
         assert sorted(rewards) == sorted(detail["rewards"])
         assert all("accuracy" in c["rewards"] for c in detail["completions"])
+        for c in detail["completions"]:  # each token's text, for the per-token KL view
+            assert len(c["tokens"]) == len(c["token_kls"]) == c["num_tokens"]
+            assert "".join(c["tokens"]) == c["text"]
+        spread = client.get(f"/api/runs/{run_id}/histograms").json()["items"]
+        assert [sum(row["group_reward_std_histogram"]) for row in spread] == [2, 2]
         history = client.get(f"/api/runs/{run_id}/prompts/{detail['prompt_id']}").json()["items"]
         assert history and all(h["prompt_id"] == detail["prompt_id"] for h in history)
         assert client.get(f"/api/runs/{run_id}/steps/2/groups/99").status_code == 404
