@@ -41,12 +41,12 @@ async def event_stream(run_id: str, after_id: int, poll_seconds: float) -> Async
             last_sent = time.monotonic()
         if batch:
             continue
-        run = await run_in_threadpool(runs.get_run, run_id)
-        if run is None or run.status in FINAL_STATUSES:
+        status = await run_in_threadpool(runs.get_status, run_id)
+        if status is None or status in FINAL_STATUSES:
             # The final status may have been committed after the empty read above.
             for event in await run_in_threadpool(events.events_after, run_id, after_id):
                 yield format_sse(event.id, event.kind, event.payload)
-            final = {"status": run.status if run else "deleted"}
+            final = {"status": status or "deleted"}
             yield f"event: end\ndata: {json.dumps(final)}\n\n"
             return
         if time.monotonic() - last_sent > KEEPALIVE_SECONDS:

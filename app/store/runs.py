@@ -112,6 +112,12 @@ def get_run(run_id: str) -> Run | None:
         return session.get(Run, run_id)
 
 
+def get_status(run_id: str) -> str | None:
+    """The run's status alone (None when there is no such run): what an idle stream polls."""
+    with session_scope() as session:
+        return session.scalar(select(Run.status).where(Run.id == run_id))
+
+
 def list_runs(
     *,
     status: str | None = None,
