@@ -1,16 +1,22 @@
-"""With API tokens configured, the token is asked once, kept in the browser and sent on writes."""
+"""With API tokens configured, the token is asked once, kept in the browser and sent on writes;
+where reads need it too, the export menu still downloads (with the token, not a bare link)."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import VIEWPORT, Console
-from tests.stack import Stack, running_stack
+from tests.stack import ROOT, Stack, running_stack
 
 TOKEN = "browser-test-token"
 
@@ -20,6 +26,15 @@ def token_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # no worker: submitted runs stay queued, which is all these tests need
     with running_stack(
         tmp_path_factory.mktemp("tokens"), extra_env={"GRPO_API_TOKENS": TOKEN}, with_worker=False
+    ) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def read_token_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    env = {"GRPO_API_TOKENS": TOKEN, "GRPO_READ_REQUIRES_TOKEN": "true"}
+    with running_stack(
+        tmp_path_factory.mktemp("read-tokens"), extra_env=env, with_worker=False
     ) as stack:
         yield stack
 
@@ -50,3 +65,42 @@ def test_token_is_asked_once_then_kept_for_every_write(
     finally:
         context.close()
     assert console.unexpected(allowed=("status of 401",)) == []
+
+
+def test_exports_download_with_the_stored_token_when_reads_require_one(
+    browser: Any, read_token_stack: Stack, console: Console
+) -> None:
+    stack = read_token_stack
+    seeded = subprocess.run(
+        [sys.executable, "-m", "tests.seed", "5"],
+        cwd=ROOT, env=stack.env, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    run_id = seeded.stdout.split()[-1]
+    export = f"{stack.url}/api/runs/{run_id}/export"
+    assert httpx.get(export).status_code == 401  # what a bare link would download
+
+    context = browser.new_context(viewport=VIEWPORT, base_url=stack.url, accept_downloads=True)
+    context.add_init_script(f"localStorage.setItem('grpo.apiToken', '{TOKEN}')")
+    page = context.new_page()
+    page.on("console", console.record)
+    try:
+        page.goto(f"/runs/{run_id}")
+        expect(page.locator("#run-name")).to_have_text("seeded-5")
+        files = {}
+        for label in ("Metrics · CSV", "Metrics · JSONL"):
+            page.locator("#run-head details.menu summary").click()
+            with page.expect_download() as info:
+                page.get_by_role("link", name=label).click()
+            download = info.value
+            files[download.suggested_filename] = Path(download.path()).read_text()
+    finally:
+        context.close()
+
+    assert set(files) == {f"{run_id}-metrics.csv", f"{run_id}-metrics.jsonl"}
+    csv_lines = files[f"{run_id}-metrics.csv"].splitlines()
+    assert csv_lines[0].startswith("step,") and "reward" in csv_lines[0].split(",")
+    assert [line.split(",")[0] for line in csv_lines[1:]] == ["1", "2", "3", "4", "5"]
+    rows = [json.loads(line) for line in files[f"{run_id}-metrics.jsonl"].splitlines()]
+    assert [row["step"] for row in rows] == [1, 2, 3, 4, 5]
+    assert all(sum(row["group_reward_std_histogram"]) == 8 for row in rows)
+    assert console.unexpected() == []

@@ -3,6 +3,7 @@ completions with the rewards and advantages the API holds; the keyboard walks gr
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -56,6 +57,12 @@ def test_box_click_opens_the_group_with_the_apis_completions(
         for i in range(rows.count())
     ]
     assert shown == [(c["reward"], c["advantage"]) for c in group["completions"]]
+    for i, completion in enumerate(group["completions"]):  # one shaded span per token
+        text = rows.nth(i).locator(".completion-text")
+        assert text.get_attribute("data-tokens") == "api", json.dumps(completion)
+        spans = text.locator(".tok").evaluate_all("(spans) => spans.map((s) => s.textContent)")
+        assert len(spans) == completion["num_tokens"] == len(completion["tokens"])
+        assert spans == completion["tokens"] and "".join(spans) == completion["text"]
     assert sorted(c["advantage"] for c in group["completions"]) == sorted(group["advantages"])
     assert page.locator("#prompt-text").inner_text() == group["prompt"]
     assert page.locator("#answer-text").inner_text() == group["answer"]

@@ -71,3 +71,34 @@ def test_stream_resumes_without_gaps_after_a_server_restart(
     assert steps_of(final) == list(range(1, spec["max_steps"] + 1))
     # the dropped connection is the only thing the console may mention
     assert console.unexpected(allowed=("net::ERR_",)) == []
+
+
+SPREAD_HEATMAP_JS = """() => {
+  const el = document.getElementById('chart-spread-heatmap');
+  el.scrollIntoView({ block: 'center' });
+  const option = window.echarts.getInstanceByDom(el)?.getOption();
+  const cells = option?.series?.[0]?.data || [];
+  if (!cells.length) return null;
+  return { steps: option.xAxis[0].data, bins: option.yAxis[0].data.length,
+           yName: option.yAxis[0].name, xName: option.xAxis[0].name, cells };
+}"""
+
+
+def test_finished_run_shows_each_steps_group_reward_spread_after_a_reload(
+    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+) -> None:
+    run_id, steps = finished_run["id"], finished_run["spec"]["max_steps"]
+    page.goto(f"/runs/{run_id}")
+    page.wait_for_function(f"({SPREAD_HEATMAP_JS})()?.steps.length === {steps}", timeout=30_000)
+    drawn = page.evaluate(SPREAD_HEATMAP_JS)
+    assert (drawn["xName"], drawn["yName"]) == ("step", "reward std in group")
+
+    served = api.get(f"/api/runs/{run_id}/histograms").json()["items"]
+    counts = [row["group_reward_std_histogram"] for row in served]
+    assert drawn["steps"] == [str(row["step"]) for row in served]
+    assert drawn["bins"] == len(counts[0]) == 30
+    # one column per step: the colour is the number of groups in each std bin
+    cells = {(x, y): groups for x, y, groups in drawn["cells"]}
+    assert cells == {(x, y): n for x, row in enumerate(counts) for y, n in enumerate(row) if n}
+    assert all(sum(row) == finished_run["spec"]["prompts_per_step"] for row in counts)
+    assert console.unexpected() == []

@@ -13,14 +13,19 @@ export class ApiError extends Error {
   }
 }
 
+function authHeaders(accept) {
+  const headers = { Accept: accept };
+  const token = getToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  return headers;
+}
+
 async function request(method, path, { params, body } = {}) {
   const url = new URL(path, window.location.origin);
   for (const [key, value] of Object.entries(params || {})) {
     if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, value);
   }
-  const headers = { Accept: 'application/json' };
-  const token = getToken();
-  if (token) headers.Authorization = `Bearer ${token}`;
+  const headers = authHeaders('application/json');
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   let response;
   try {
@@ -32,6 +37,23 @@ async function request(method, path, { params, body } = {}) {
   const data = await response.json().catch(() => null);
   if (!response.ok) throw new ApiError(response.status, data);
   return data;
+}
+
+/**
+ * A download read with the same token as every other request (a plain link would send none):
+ * resolves {blob, filename}, the name from Content-Disposition.
+ */
+export async function fetchFile(url) {
+  let response;
+  try {
+    response = await fetch(url, { headers: authHeaders('*/*') });
+  } catch {
+    throw new ApiError(0, null);
+  }
+  if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => null));
+  const disposition = response.headers.get('Content-Disposition') || '';
+  const filename = /filename="?([^";]+)"?/.exec(disposition)?.[1] || url.split('/').pop().split('?')[0];
+  return { blob: await response.blob(), filename };
 }
 
 const run = (id) => `/api/runs/${seg(id)}`;
@@ -50,6 +72,7 @@ export const getGroups = (id, step, filter) =>
 export const getGroup = (id, step, index) => request('GET', `${run(id)}/steps/${seg(step)}/groups/${seg(index)}`);
 export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/prompts/${seg(promptId)}`);
 export const eventsUrl = (id) => `${run(id)}/events`;
+export const exportUrl = (id, query) => `${run(id)}/export?${query}`;
 
 const METRICS_PAGE = 20000;
 
@@ -67,6 +90,17 @@ export async function getAllMetrics(id, { afterStep = 0, keys } = {}) {
     if (lastEventId === null && page.last_event_id != null) lastEventId = String(page.last_event_id);
     rows.push(...page.items);
     if (page.items.length < METRICS_PAGE) return Object.assign(rows, { lastEventId });
+    afterStep = page.items[page.items.length - 1].step;
+  }
+}
+
+/** Every step's histograms (advantage, reward, group reward spread), following pages. */
+export async function getAllHistograms(id, { afterStep = 0 } = {}) {
+  const rows = [];
+  for (;;) {
+    const page = await request('GET', `${run(id)}/histograms`, { params: { after_step: afterStep, limit: METRICS_PAGE } });
+    rows.push(...page.items);
+    if (page.items.length < METRICS_PAGE) return rows;
     afterStep = page.items[page.items.length - 1].step;
   }
 }

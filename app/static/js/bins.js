@@ -2,6 +2,8 @@
 
 export const ADVANTAGE_EDGES = Array.from({ length: 25 }, (_, i) => Math.round((-3 + 0.25 * i) * 100) / 100);
 export const REWARD_EDGES = Array.from({ length: 31 }, (_, i) => Math.round((-1 + 0.1 * i) * 100) / 100);
+/** Group reward spread: each group's population reward std, bins of 0.05 on [0, 1.5]. */
+export const GROUP_STD_EDGES = Array.from({ length: 31 }, (_, i) => Math.round(0.05 * i * 100) / 100);
 
 /** Counts of values in [edges[i], edges[i+1]); out-of-range values land in the end bins. */
 export function histogram(values, edges) {

@@ -43,21 +43,38 @@ function fnChip(name, value) {
   return h('span', { class: `fn${cls}`, title: `${name} reward (unweighted)` }, `${name} ${num(value, 2)}`);
 }
 
-/** Characters shaded by token KL when tokens are characters; otherwise a KL strip under the text. */
+/**
+ * The text with each token shaded by its KL: the API's `tokens` (each token's piece of text,
+ * exact for any tokenizer) when present; else characters when they line up with the tokens
+ * (a character tokenizer); else the text with a KL strip under it.
+ */
 function textWithKl(c, klMax) {
-  const chars = [...c.text];
   const kls = c.token_kls;
-  const text = c.text.length ? null : h('span', { class: 'faint' }, '(empty completion)');
-  if (!kls || !kls.length || !klMax) return h('pre', { class: 'completion-text' }, text || c.text);
-  // a character tokenizer gives one token per character (plus an end token the text omits)
-  if (chars.length === kls.length || chars.length === kls.length - 1) {
-    return h('pre', { class: 'completion-text' }, text || chars.map((ch, i) => h('span', {
-      class: 'tok', title: `KL ${num(kls[i])}`, style: { background: klColor(kls[i], klMax) },
-    }, ch)));
+  const empty = c.text.length ? null : h('span', { class: 'faint' }, '(empty completion)');
+  if (!kls || !kls.length || !klMax) return h('pre', { class: 'completion-text' }, empty || c.text);
+  const [source, pieces] = tokenPieces(c);
+  if (pieces) {
+    return h('pre', { class: 'completion-text', dataset: { tokens: source } }, pieces.map((piece, i) => tokenSpan(piece, kls[i], klMax)), empty);
   }
   return h('div', null,
-    h('pre', { class: 'completion-text' }, text || c.text),
+    h('pre', { class: 'completion-text' }, empty || c.text),
     h('div', { class: 'kl-strip', title: 'per-token KL, in order' }, kls.map((v) => h('span', { title: `KL ${num(v)}`, style: { background: klColor(v, klMax) } }))));
+}
+
+/** [source, pieces]: the API's tokens, else characters if they line up, else [null, null]. */
+function tokenPieces(c) {
+  if (c.tokens && c.tokens.length === c.token_kls.length) return ['api', c.tokens];
+  const chars = [...c.text];
+  // a character tokenizer gives one token per character (plus an end token the text omits)
+  if (chars.length === c.token_kls.length) return ['chars', chars];
+  if (chars.length === c.token_kls.length - 1) return ['chars', [...chars, '']];
+  return [null, null];
+}
+
+// a token that adds no text (an end token, part of a split character) still shows its KL
+function tokenSpan(piece, kl, klMax) {
+  const title = piece ? `KL ${num(kl)}` : `KL ${num(kl)} · token with no text of its own`;
+  return h('span', { class: piece ? 'tok' : 'tok tok-empty', title, style: { background: klColor(kl, klMax) } }, piece);
 }
 
 export function klColor(value, max) {

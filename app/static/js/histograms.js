@@ -1,16 +1,19 @@
-// Advantage and reward distributions: the selected step's histogram, and heatmaps of
-// every step's histogram over training (columns bucketed so 10,000 steps stay light).
+// Advantage, reward and group-spread distributions: the selected step's histogram, and
+// heatmaps of every step's histogram over training (columns bucketed so 10,000 steps stay light).
 
-import { ADVANTAGE_EDGES, binLabels, REWARD_EDGES } from './bins.js';
+import { ADVANTAGE_EDGES, binLabels, GROUP_STD_EDGES, REWARD_EDGES } from './bins.js';
 import { mountChart } from './charts.js';
 
 const AXIS = { color: '#98a2b3', fontSize: 10 };
 const MAX_COLUMNS = 160;
 const REDRAW_MS = 1000;
 
+// `shares`: each column normalised to shares of its completions; `groups`: colour is the
+// number of groups (per step, when a column sums several steps)
 export const KINDS = {
-  advantage: { edges: ADVANTAGE_EDGES, key: 'advantage', labelEvery: 4, color: ['#ffffff', '#c7d2fe', '#4f46e5', '#1e1b4b'] },
-  reward: { edges: REWARD_EDGES, key: 'reward', labelEvery: 5, color: ['#ffffff', '#d1fadf', '#12b76a', '#054f31'] },
+  advantage: { edges: ADVANTAGE_EDGES, key: 'advantage', axis: 'advantage', scale: 'shares', labelEvery: 4, color: ['#ffffff', '#c7d2fe', '#4f46e5', '#1e1b4b'] },
+  reward: { edges: REWARD_EDGES, key: 'reward', axis: 'reward', scale: 'shares', labelEvery: 5, color: ['#ffffff', '#d1fadf', '#12b76a', '#054f31'] },
+  spread: { edges: GROUP_STD_EDGES, key: 'spread', axis: 'reward std in group', scale: 'groups', labelEvery: 5, color: ['#ffffff', '#fde7c4', '#f79009', '#7a2e0e'] },
 };
 
 /** Bars of one step's advantage counts; negative bins red, positive green. */
@@ -89,27 +92,37 @@ export class HistogramHeatmapView {
     const steps = [...histograms.keys()].filter((s) => histograms.get(s)[this.kind.key]).sort((a, b) => a - b);
     this.columns = bucket(steps, histograms, this.kind.key);
     const labels = binLabels(this.kind.edges);
-    const data = [];
-    this.columns.forEach((column, x) => {
-      const total = column.counts.reduce((a, b) => a + b, 0) || 1;
-      column.counts.forEach((c, y) => { if (c) data.push([x, y, c / total]); });
-    });
+    const data = this.cells();
+    const max = this.kind.scale === 'groups' ? Math.max(1, ...data.map((d) => d[2])) : 0.5;
     this.chart.setOption({
       animation: false,
-      grid: { left: 8, right: 12, top: 8, bottom: 4, containLabel: true },
+      grid: { left: 8, right: 12, top: 8, bottom: 16, containLabel: true },
       tooltip: { confine: true, formatter: (p) => this.tooltip(p, labels) },
-      xAxis: { type: 'category', data: this.columns.map((c) => c.first === c.last ? `${c.first}` : `${c.first}–${c.last}`), axisLabel: { ...AXIS, hideOverlap: true, formatter: (l) => l.split('–')[0] }, axisTick: { show: false }, splitArea: { show: false } },
-      yAxis: { type: 'category', data: labels, axisLabel: { ...AXIS, interval: this.kind.labelEvery - 1, formatter: (l) => l.split('…')[0] }, axisTick: { show: false } },
-      visualMap: { show: false, min: 0, max: 0.5, inRange: { color: this.kind.color } },
+      xAxis: { type: 'category', name: 'step', nameLocation: 'middle', nameGap: 20, nameTextStyle: AXIS, data: this.columns.map((c) => c.first === c.last ? `${c.first}` : `${c.first}–${c.last}`), axisLabel: { ...AXIS, hideOverlap: true, formatter: (l) => l.split('–')[0] }, axisTick: { show: false }, splitArea: { show: false } },
+      yAxis: { type: 'category', name: this.kind.axis, nameLocation: 'middle', nameGap: 30, nameTextStyle: AXIS, data: labels, axisLabel: { ...AXIS, interval: this.kind.labelEvery - 1, formatter: (l) => l.split('…')[0] }, axisTick: { show: false } },
+      visualMap: { show: false, min: 0, max, inRange: { color: this.kind.color } },
       series: [{ id: 'heat', type: 'heatmap', data, progressive: 0, emphasis: { itemStyle: { borderColor: '#101828', borderWidth: 1 } } }],
     }, { replaceMerge: ['series'] });
     return this.columns.length > 0;
   }
 
+  /** [column, bin, value]: a share of the column's completions, or groups per step. */
+  cells() {
+    const data = [];
+    this.columns.forEach((column, x) => {
+      const total = this.kind.scale === 'groups' ? column.steps : column.counts.reduce((a, b) => a + b, 0) || 1;
+      column.counts.forEach((c, y) => { if (c) data.push([x, y, c / total]); });
+    });
+    return data;
+  }
+
   tooltip(p, labels) {
     const column = this.columns[p.value[0]];
     const span = column.first === column.last ? `step ${column.first}` : `steps ${column.first}–${column.last}`;
-    return `<div class="tt"><div class="tt-head">${span}</div><div class="tt-row"><span>${labels[p.value[1]]}</span><b>${(p.value[2] * 100).toFixed(1)}%</b></div><div class="tt-foot">click to select</div></div>`;
+    const value = this.kind.scale === 'groups'
+      ? `${Number(p.value[2].toFixed(2))} ${column.steps > 1 ? 'groups per step' : 'groups'}`
+      : `${(p.value[2] * 100).toFixed(1)}%`;
+    return `<div class="tt"><div class="tt-head">${span}</div><div class="tt-row"><span>${labels[p.value[1]]}</span><b>${value}</b></div><div class="tt-foot">click to select</div></div>`;
   }
 }
 
@@ -121,7 +134,7 @@ function bucket(steps, histograms, key) {
     const slice = steps.slice(i, i + per);
     const counts = histograms.get(slice[0])[key].slice();
     for (const step of slice.slice(1)) histograms.get(step)[key].forEach((c, j) => { counts[j] += c; });
-    columns.push({ first: slice[0], last: slice[slice.length - 1], counts });
+    columns.push({ first: slice[0], last: slice[slice.length - 1], steps: slice.length, counts });
   }
   return columns;
 }

@@ -1,7 +1,7 @@
 // Run page: loads the run's history over REST, follows the SSE stream, and redraws in
 // batches (at most a few frames a second, however fast steps arrive).
 
-import { eventsUrl, getAllMetrics, getRun } from './api.js';
+import { eventsUrl, getAllHistograms, getAllMetrics, getRun } from './api.js';
 import { FINAL, progressBar } from './badges.js';
 import { ADVANTAGE_EDGES, histogram } from './bins.js';
 import { CurvesView } from './curves.js';
@@ -61,8 +61,7 @@ function render() {
     updateProgress();
   }
   scrubber.setBounds(series.steps[0] || 0, series.last);
-  heatmaps.reward.update(series.histograms, series.histogramVersion);
-  heatmaps.advantage.update(series.histograms, series.histogramVersion);
+  for (const heatmap of Object.values(heatmaps)) heatmap.update(series.histograms, series.histogramVersion);
   if (!series.size) {
     const text = finished ? 'This run recorded no steps' : 'Waiting for the first step…';
     $('#groups-empty').textContent = text;
@@ -200,6 +199,16 @@ function summary(groups) {
   return `${groups.length} groups · ${mixed} with signal`;
 }
 
+/** The heatmaps' history, read after the curves are drawn (it is below the fold). */
+async function loadHistograms() {
+  try {
+    series.loadHistograms(await getAllHistograms(runId));
+    scheduleRender();
+  } catch {
+    // the heatmaps keep what the stream brings; a reload retries
+  }
+}
+
 function initSmoothing() {
   const input = $('#smoothing');
   input.value = localStorage.getItem(SMOOTHING_KEY) || '0';
@@ -218,6 +227,7 @@ function buildViews() {
   stepHistogram = new StepHistogramView($('#chart-advantages'));
   const pick = (step) => scrubber.select(step, { live: false });
   heatmaps = {
+    spread: new HistogramHeatmapView($('#chart-spread-heatmap'), 'spread', { onPickStep: pick, emptyEl: $('#spread-heatmap-empty') }),
     reward: new HistogramHeatmapView($('#chart-reward-heatmap'), 'reward', { onPickStep: pick, emptyEl: $('#reward-heatmap-empty') }),
     advantage: new HistogramHeatmapView($('#chart-advantage-heatmap'), 'advantage', { onPickStep: pick, emptyEl: $('#advantage-heatmap-empty') }),
   };
@@ -258,6 +268,7 @@ async function main() {
   performance.mark('grpo:history-drawn');
   if (page.dataset.step) scrubber.select(Number(page.dataset.step), { live: false });
   follow(rows.lastEventId);
+  loadHistograms();
   logs.add(await loaded.logLines);
   $('#log-count').textContent = logs.count ? `${logs.count} lines` : '';
   setInterval(() => { if (state.run.status === 'running') updateProgress(); }, 1000);

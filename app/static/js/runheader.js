@@ -2,13 +2,16 @@
 // latest numbers, plus the error banner of a failed run.
 
 import { runActions } from './actions.js';
+import { exportMenu } from './exports.js';
 import { progressBar, statusPill } from './badges.js';
 import { outcomeShares } from './bins.js';
-import { fill, h, seg } from './dom.js';
+import { fill, h } from './dom.js';
 import { dateTime, duration, num, pct, runSeconds, signed } from './format.js';
 
 export function renderHeader(el, run, { onAction }) {
   const spec = run.spec || {};
+  // the header is redrawn on every status read: an open export menu stays open
+  const isMenuOpen = Boolean(el.querySelector('details.menu')?.open);
   fill(el,
     h('div', { class: 'run-title' },
       h('h1', { id: 'run-name' }, run.name), statusPill(run.status, { cancelling: run.is_cancel_requested }), h('code', { title: 'run id' }, run.id)),
@@ -20,17 +23,7 @@ export function renderHeader(el, run, { onAction }) {
       run.worker ? h('span', null, 'worker ', h('b', null, run.worker)) : null),
     h('div', { class: 'spec-chips' }, specChips(spec).map(([k, v]) => h('span', { class: 'spec-chip' }, h('b', null, `${k} `), v))),
     h('div', { class: 'run-stats', id: 'run-stats' }));
-}
-
-function exportMenu(run) {
-  const base = `/api/runs/${seg(run.id)}/export`;
-  const link = (label, query) => h('a', { href: `${base}?${query}`, download: '' }, label);
-  return h('details', { class: 'menu' },
-    h('summary', { class: 'btn btn-ghost' }, 'Export'),
-    h('div', { class: 'menu-list' },
-      link('Metrics · CSV', 'what=metrics&format=csv'),
-      link('Metrics · JSONL', 'what=metrics&format=jsonl'),
-      link('Groups · JSONL', 'what=groups&format=jsonl')));
+  if (isMenuOpen) el.querySelector('details.menu').open = true;
 }
 
 function specChips(spec) {

@@ -48,9 +48,7 @@ export class RunSeries {
         const value = row.metrics[name];
         column[i] = typeof value === 'number' ? value : null;
       }
-      if (row.advantage_histogram || row.reward_histogram) {
-        this.histograms.set(row.step, { advantage: row.advantage_histogram || null, reward: row.reward_histogram || null });
-      }
+      if (hasHistograms(row)) this.histograms.set(row.step, histogramsOf(row));
     });
     this.version += 1;
     this.histogramVersion += 1;
@@ -65,13 +63,18 @@ export class RunSeries {
       }
       this.version += 1;
     }
-    if (row.advantage_histogram || row.reward_histogram) {
-      this.histograms.set(row.step, {
-        advantage: row.advantage_histogram || null,
-        reward: row.reward_histogram || null,
-      });
+    if (hasHistograms(row)) {
+      this.histograms.set(row.step, histogramsOf(row));
       this.histogramVersion += 1;
     }
+  }
+
+  /** Histogram rows read over REST (GET /histograms); a step the stream already gave is kept. */
+  loadHistograms(rows) {
+    for (const row of rows) {
+      if (!this.histograms.has(row.step)) this.histograms.set(row.step, histogramsOf(row));
+    }
+    this.histogramVersion += 1;
   }
 
   /** True when `row` repeats metrics already held (a replayed event): nothing to redraw. */
@@ -130,4 +133,18 @@ export class RunSeries {
   rewardFunctions() {
     return this.names().filter((n) => /^rewards\/.+\/mean$/.test(n)).map((n) => n.slice(8, -5));
   }
+}
+
+function hasHistograms(row) {
+  return Boolean(row.advantage_histogram || row.reward_histogram || row.group_reward_std_histogram);
+}
+
+/** A step's histograms by kind; missing or empty ones (steps stored before a kind existed) are null. */
+function histogramsOf(row) {
+  const counts = (list) => (list && list.length ? list : null);
+  return {
+    advantage: counts(row.advantage_histogram),
+    reward: counts(row.reward_histogram),
+    spread: counts(row.group_reward_std_histogram),
+  };
 }

@@ -49,14 +49,14 @@ export function askToken(reason = '') {
   });
 }
 
-/** Runs a write; on 401/403 asks for a token once and retries. */
-export async function withToken(action) {
+/** Runs a request; on 401/403 asks for a token once and retries. `purpose`: what needs it. */
+export async function withToken(action, { purpose = 'changes' } = {}) {
   try {
     return await action();
   } catch (error) {
     if (error.status !== 401 && error.status !== 403) throw error;
     const reason = error.status === 401
-      ? 'This server requires an API token for changes.'
+      ? `This server requires an API token for ${purpose}.`
       : 'The stored token was refused. Enter another one.';
     if (await askToken(reason)) return action();
     throw error;

@@ -1,0 +1,54 @@
+// The run page's Export menu. Each entry is a link (copyable, and all it takes on an open
+// server), but a click downloads through fetch with the stored API token, so exports work
+// where reads require one; the file keeps the name the server gives it.
+
+import { exportUrl, fetchFile } from './api.js';
+import { h } from './dom.js';
+import { errorText, toast } from './shell.js';
+import { withToken } from './token.js';
+
+const EXPORTS = [
+  ['Metrics · CSV', 'what=metrics&format=csv'],
+  ['Metrics · JSONL', 'what=metrics&format=jsonl'],
+  ['Groups · JSONL', 'what=groups&format=jsonl'],
+];
+
+export function exportMenu(run) {
+  return h('details', { class: 'menu' },
+    h('summary', { class: 'btn btn-ghost' }, 'Export'),
+    h('div', { class: 'menu-list' }, EXPORTS.map(([label, query]) => exportLink(run, label, query))));
+}
+
+function exportLink(run, label, query) {
+  const url = exportUrl(run.id, query);
+  return h('a', {
+    href: url,
+    download: '',
+    onclick: (event) => {
+      event.preventDefault();
+      download(url, event.currentTarget);
+    },
+  }, label);
+}
+
+async function download(url, link) {
+  link.setAttribute('aria-busy', 'true');
+  try {
+    const { blob, filename } = await withToken(() => fetchFile(url), { purpose: 'reads' });
+    save(blob, filename);
+    link.closest('details')?.removeAttribute('open');
+  } catch (error) {
+    toast(`Export failed: ${errorText(error)}`, 'error');
+  } finally {
+    link.removeAttribute('aria-busy');
+  }
+}
+
+function save(blob, filename) {
+  const href = URL.createObjectURL(blob);
+  const a = h('a', { href, download: filename, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(href), 10_000);
+}
