@@ -142,6 +142,8 @@ export class CurvesView {
     this.series = series;
     this.window = null;
     this.last = { weight: 0, finished: false };
+    this.pass = null;
+    this.lastPassMs = 0;
     this.cards = PANELS.map((panel) => {
       const chartEl = h('div', { class: 'chart', id: `chart-${panel.id}`, dataset: { chart: panel.id } });
       const valueEl = h('span', { class: 'value' });
@@ -149,7 +151,13 @@ export class CurvesView {
       container.append(h('div', { class: 'chart-card' },
         h('div', { class: 'chart-head' }, h('h3', null, panel.title), h('span', { class: 'hint' }, panel.hint), valueEl),
         chartEl, emptyEl));
-      return { panel, chart: mountChart(chartEl, { group: GROUP }), valueEl, emptyEl };
+      // visible until the observer says otherwise: the first pass draws every chart
+      const card = { panel, chart: mountChart(chartEl, { group: GROUP }), valueEl, emptyEl, isDirty: false, isVisible: true };
+      new IntersectionObserver(([entry]) => {
+        card.isVisible = entry.isIntersecting;
+        if (card.isVisible && card.isDirty) this.drain();
+      }, { rootMargin: '200px' }).observe(chartEl);
+      return card;
     });
     echarts.connect(GROUP);
     let timer = null;
@@ -169,24 +177,50 @@ export class CurvesView {
     this.render(this.last.weight, { finished: this.last.finished });
   }
 
+  /**
+   * Redraws the charts from the series, one chart per task so that input and frames get in
+   * between (nine charts at once blocked a loaded page for ~150 ms); charts off screen wait
+   * until they scroll into view. Resolves when the charts on screen are drawn.
+   */
   render(weight, { finished = false } = {}) {
     this.last = { weight, finished };
-    const s = this.series;
-    for (const card of this.cards) {
-      const built = card.panel.build(s, weight);
-      const source = { step: s.steps, ...Object.fromEntries(built.lines.map((l) => [l.key, s.column(l.key)]).filter(([, c]) => c)), ...(built.extra || {}) };
-      const primary = source[built.lines.find((l) => !l.invisible && !l.band && source[l.key])?.key];
-      const keep = keepIndices(s.steps, primary, this.window);
-      const option = lineChartOption({ source, lines: built.lines, weight, axes: built.axes, markArea: built.markArea, keep });
-      const hasData = option.series.length > 0 && s.size > 0;
-      card.emptyEl.hidden = hasData;
-      card.emptyEl.textContent = s.size ? 'Not reported by this run' : finished ? 'No steps recorded' : 'Waiting for the first step…';
-      performance.mark(`grpo:build-${card.panel.id}`);
-      if (hasData) card.chart.setOption(option, { replaceMerge: ['series', 'dataset', 'yAxis'] });
-      else card.chart.clear();
-      performance.mark(`grpo:draw-${card.panel.id}`);
-      card.valueEl.textContent = headValue(card.panel, s);
+    for (const card of this.cards) card.isDirty = true;
+    return this.drain();
+  }
+
+  drain() {
+    this.pass ||= this.drawDirty().finally(() => { this.pass = null; });
+    return this.pass;
+  }
+
+  async drawDirty() {
+    let busy = 0;
+    for (;;) {
+      const card = this.cards.find((c) => c.isDirty && c.isVisible);
+      if (!card) break;
+      const started = performance.now();
+      card.isDirty = false;
+      this.draw(card);
+      busy += performance.now() - started;
+      await new Promise((resolve) => setTimeout(resolve, 0));
     }
+    this.lastPassMs = busy;
+  }
+
+  draw(card) {
+    const { weight, finished } = this.last;
+    const s = this.series;
+    const built = card.panel.build(s, weight);
+    const source = { step: s.steps, ...Object.fromEntries(built.lines.map((l) => [l.key, s.column(l.key)]).filter(([, c]) => c)), ...(built.extra || {}) };
+    const primary = source[built.lines.find((l) => !l.invisible && !l.band && source[l.key])?.key];
+    const keep = keepIndices(s.steps, primary, this.window);
+    const option = lineChartOption({ source, lines: built.lines, weight, axes: built.axes, markArea: built.markArea, keep });
+    const hasData = option.series.length > 0 && s.size > 0;
+    card.emptyEl.hidden = hasData;
+    card.emptyEl.textContent = s.size ? 'Not reported by this run' : finished ? 'No steps recorded' : 'Waiting for the first step…';
+    if (hasData) card.chart.setOption(option, { replaceMerge: ['series', 'dataset', 'yAxis'] });
+    else card.chart.clear();
+    card.valueEl.textContent = headValue(card.panel, s);
   }
 
   resetZoom() {

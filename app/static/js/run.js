@@ -44,19 +44,21 @@ function defaultSmoothing() {
 function scheduleRender() {
   if (state.renderQueued) return;
   state.renderQueued = true;
-  const every = Math.max(RENDER_EVERY_MS, 4 * state.renderCost);
+  const every = Math.max(RENDER_EVERY_MS, 4 * (state.renderCost + curves.lastPassMs));
   const wait = Math.max(0, every - (performance.now() - state.lastRender));
   setTimeout(() => requestAnimationFrame(render), wait);
 }
 
+/** Redraws what changed; resolves when the curves on screen are drawn. */
 function render() {
   const started = performance.now();
   state.renderQueued = false;
   const finished = FINAL.has(state.run.status);
   const key = `${series.version}|${smoothing()}|${state.run.status}`;
+  let drawn = Promise.resolve();
   if (key !== state.curvesKey) {
     state.curvesKey = key;
-    curves.render(smoothing(), { finished });
+    drawn = curves.render(smoothing(), { finished });
     renderStats($('#run-stats'), state.run, series);
     updateProgress();
   }
@@ -67,9 +69,11 @@ function render() {
     $('#groups-empty').textContent = text;
     $('#advantages-empty').textContent = text;
   }
-  page.dataset.renderedSteps = String(series.size);
+  const size = series.size;
+  drawn.then(() => { page.dataset.renderedSteps = String(size); });
   state.lastRender = performance.now();
   state.renderCost = state.lastRender - started;
+  return drawn;
 }
 
 /** Progress and duration move with every step, between status events. */
@@ -264,7 +268,7 @@ async function main() {
   series.load(rows);
   performance.mark('grpo:history-merged');
   defaultSmoothing();
-  render();
+  await render();
   performance.mark('grpo:history-drawn');
   if (page.dataset.step) scrubber.select(Number(page.dataset.step), { live: false });
   follow(rows.lastEventId);
