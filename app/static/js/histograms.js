@@ -5,6 +5,7 @@ import { ADVANTAGE_EDGES, binLabels, GROUP_STD_EDGES, REWARD_EDGES } from './bin
 import { mountChart } from './charts.js';
 
 const AXIS = { color: '#98a2b3', fontSize: 10 };
+const AXIS_NAME = { color: '#667085', fontSize: 11 };
 const MAX_COLUMNS = 160;
 const REDRAW_MS = 1000;
 
@@ -98,8 +99,8 @@ export class HistogramHeatmapView {
       animation: false,
       grid: { left: 8, right: 12, top: 8, bottom: 16, containLabel: true },
       tooltip: { confine: true, formatter: (p) => this.tooltip(p, labels) },
-      xAxis: { type: 'category', name: 'step', nameLocation: 'middle', nameGap: 20, nameTextStyle: AXIS, data: this.columns.map((c) => c.first === c.last ? `${c.first}` : `${c.first}–${c.last}`), axisLabel: { ...AXIS, hideOverlap: true, formatter: (l) => l.split('–')[0] }, axisTick: { show: false }, splitArea: { show: false } },
-      yAxis: { type: 'category', name: this.kind.axis, nameLocation: 'middle', nameGap: 30, nameTextStyle: AXIS, data: labels, axisLabel: { ...AXIS, interval: this.kind.labelEvery - 1, formatter: (l) => l.split('…')[0] }, axisTick: { show: false } },
+      xAxis: { type: 'category', name: 'step', nameLocation: 'middle', nameGap: 20, nameTextStyle: AXIS_NAME, data: this.columns.map((c) => c.first === c.last ? `${c.first}` : `${c.first}–${c.last}`), axisLabel: { ...AXIS, hideOverlap: true, formatter: (l) => l.split('–')[0] }, axisTick: { show: false }, splitArea: { show: false } },
+      yAxis: { type: 'category', name: this.kind.axis, nameLocation: 'middle', nameGap: 30, nameTextStyle: AXIS_NAME, data: labels, axisLabel: { ...AXIS, interval: this.kind.labelEvery - 1, formatter: (l) => l.split('…')[0] }, axisTick: { show: false } },
       visualMap: { show: false, min: 0, max, inRange: { color: this.kind.color } },
       series: [{ id: 'heat', type: 'heatmap', data, progressive: 0, emphasis: { itemStyle: { borderColor: '#101828', borderWidth: 1 } } }],
     }, { replaceMerge: ['series'] });
