@@ -10,7 +10,7 @@ completion join back to its decoded text. Knows nothing of models, rewards or st
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 CONTEXT_TOKENS = 4
@@ -40,17 +40,3 @@ def token_pieces(tokenizer: Any, ids: Sequence[int]) -> list[str]:
 
 def _decode(tokenizer: Any, ids: Sequence[int]) -> str:
     return str(tokenizer.decode(list(ids), skip_special_tokens=True)) if len(ids) else ""
-
-
-class CompletionTexts(list[str]):
-    """Decoded completion texts (a plain list of str to the rewards) that can also give the
-    pieces of one completion's tokens: only for the completions a report keeps."""
-
-    def __init__(self, texts: Iterable[str], *, tokenizer: Any, ids: Sequence[Sequence[int]]):
-        super().__init__(texts)
-        self.tokenizer = tokenizer
-        self.ids = ids
-
-    def tokens(self, i: int) -> list[str]:
-        """The pieces of completion i's tokens (EOS included, as "")."""
-        return token_pieces(self.tokenizer, self.ids[i])

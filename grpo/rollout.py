@@ -18,7 +18,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo.detokenizer import CompletionTexts
 from grpo.kv_cache import preallocate
 from grpo.sampling import sample_next_tokens, token_entropy
 
@@ -190,14 +189,13 @@ def _decode(
     return tokens, lengths, entropy
 
 
-def decode_completions(tokenizer: Any, rollout: Rollout) -> CompletionTexts:
-    """Completion texts without padding or special tokens (each token's piece on demand)."""
+def decode_completions(tokenizer: Any, rollout: Rollout) -> list[str]:
+    """Completion texts without padding or special tokens."""
     rows = [
         ids[:n].tolist()
         for ids, n in zip(rollout.completion_ids, rollout.lengths.tolist(), strict=True)
     ]
-    texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
-    return CompletionTexts(texts, tokenizer=tokenizer, ids=rows)
+    return list(tokenizer.batch_decode(rows, skip_special_tokens=True))
 
 
 def completion_logps(

@@ -8,11 +8,12 @@ text). Knows nothing of HTTP or SQL.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from torch import Tensor
 
 from grpo.data import Example
-from grpo.detokenizer import CompletionTexts
+from grpo.detokenizer import token_pieces
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
     GROUP_REWARD_STD_BIN_EDGES,
@@ -30,6 +31,7 @@ def build_groups(
     prompts: Sequence[str],
     *,
     texts: Sequence[str],
+    tokenizer: Any,
     rollout: Rollout,
     scores: dict[str, list[float]],
     rewards: Tensor,
@@ -48,6 +50,7 @@ def build_groups(
                 _completion(
                     i,
                     texts=texts,
+                    tokenizer=tokenizer,
                     rollout=rollout,
                     scores=scores,
                     reward=reward_rows[b][i % g],
@@ -74,6 +77,7 @@ def _completion(
     i: int,
     *,
     texts: Sequence[str],
+    tokenizer: Any,
     rollout: Rollout,
     scores: dict[str, list[float]],
     reward: float,
@@ -82,10 +86,9 @@ def _completion(
 ) -> CompletionReport:
     length = int(rollout.lengths[i])
     kls = token_kls[i, :length].tolist() if token_kls is not None else None
-    pieces = None
-    # only where a view shades tokens by KL; texts from decode_completions can give them
-    if kls is not None and isinstance(texts, CompletionTexts):
-        pieces = texts.tokens(i)
+    # each token's piece of text, where a view shades tokens by their KL
+    ids = rollout.completion_ids[i, :length].tolist()
+    pieces = token_pieces(tokenizer, ids) if kls is not None else None
     return CompletionReport(
         text=texts[i],
         num_tokens=length,

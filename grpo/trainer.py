@@ -134,6 +134,7 @@ class Trainer:
             examples,
             prompts,
             texts=texts,
+            tokenizer=self.tokenizer,
             rollout=rollout,
             scores=scores,
             rewards=rewards,

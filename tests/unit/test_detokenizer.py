@@ -9,7 +9,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from grpo.detokenizer import CompletionTexts, token_pieces
+from grpo.detokenizer import token_pieces
 from grpo.rollout import Rollout, decode_completions
 from grpo.tokenizer import build_char_tokenizer
 
@@ -31,10 +31,11 @@ def char_rollout(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> Rollou
 
 def test_char_tokenizer_pieces_are_the_characters_and_join_back_to_the_text() -> None:
     tokenizer = build_char_tokenizer()
-    texts = decode_completions(tokenizer, char_rollout(tokenizer, ["12 + 3 = 15", " a\nb "]))
-    assert isinstance(texts, CompletionTexts) and texts == ["12 + 3 = 15", " a\nb "]
+    rollout = char_rollout(tokenizer, ["12 + 3 = 15", " a\nb "])
+    texts = decode_completions(tokenizer, rollout)
+    assert texts == ["12 + 3 = 15", " a\nb "]
     for i, text in enumerate(texts):
-        pieces = texts.tokens(i)
+        pieces = token_pieces(tokenizer, rollout.completion_ids[i, : rollout.lengths[i]].tolist())
         assert pieces == [*text, ""]  # one piece per token; EOS adds no text
         assert "".join(pieces) == text
 
