@@ -28,6 +28,16 @@ def small_spec(**overrides: Any) -> dict[str, Any]:
     return spec
 
 
+def long_spec(**overrides: Any) -> dict[str, Any]:
+    """Outlasts any test (tens of milliseconds a step, 2,000 steps): a live test observes it
+    while it trains, however fast the machine, and ends it with `stop`."""
+    return small_spec(**{"max_steps": 2000, "save_steps": 0, **overrides})
+
+
+def status_of(api: httpx.Client, run_id: str) -> str:
+    return str(api.get(f"/api/runs/{run_id}").json()["status"])
+
+
 def submit(api: httpx.Client, spec: dict[str, Any]) -> dict[str, Any]:
     response = api.post("/api/runs", json=spec)
     assert response.status_code == 201, response.text
