@@ -20,11 +20,11 @@ export function binLabels(edges) {
   return edges.slice(0, -1).map((lo, i) => `${lo}…${edges[i + 1]}`);
 }
 
-/** Group outcome: every completion failed, every one passed, or a mix (the only ones with signal). */
+/** Group outcome as GroupReport.outcome (grpo/report.py) words it: pass = reward > 0. */
 export function outcome(rewards) {
-  const min = Math.min(...rewards), max = Math.max(...rewards);
-  if (max - min > 1e-9) return 'mixed';
-  return max > 0 ? 'all_pass' : 'all_fail';
+  const passes = rewards.filter((r) => r > 0).length;
+  if (passes === rewards.length) return 'all_pass';
+  return passes === 0 ? 'all_fail' : 'mixed';
 }
 
 export const OUTCOME_LABEL = { all_fail: 'all fail', all_pass: 'all pass', mixed: 'mixed' };

@@ -14,7 +14,7 @@ const REDRAW_MS = 1000;
 export const KINDS = {
   advantage: { edges: ADVANTAGE_EDGES, key: 'advantage', axis: 'advantage', scale: 'shares', labelEvery: 4, color: ['#ffffff', '#c7d2fe', '#4f46e5', '#1e1b4b'] },
   reward: { edges: REWARD_EDGES, key: 'reward', axis: 'reward', scale: 'shares', labelEvery: 5, color: ['#ffffff', '#d1fadf', '#12b76a', '#054f31'] },
-  spread: { edges: GROUP_STD_EDGES, key: 'spread', axis: 'reward std in group', scale: 'groups', labelEvery: 5, color: ['#ffffff', '#fde7c4', '#f79009', '#7a2e0e'] },
+  spread: { edges: GROUP_STD_EDGES, key: 'spread', axis: 'reward std in group', scale: 'groups', labelEvery: 5, cropTop: true, color: ['#ffffff', '#fde7c4', '#f79009', '#7a2e0e'] },
 };
 
 /** Bars of one step's advantage counts; negative bins red, positive green. */
@@ -92,15 +92,19 @@ export class HistogramHeatmapView {
   draw(histograms) {
     const steps = [...histograms.keys()].filter((s) => histograms.get(s)[this.kind.key]).sort((a, b) => a - b);
     this.columns = bucket(steps, histograms, this.kind.key);
-    const labels = binLabels(this.kind.edges);
-    const data = this.cells();
+    // spreads of 0/1 rewards stop at 0.5: show the bins in use (and one above), not 0..1.5
+    const all = this.kind.edges.length - 1;
+    const rows = this.kind.cropTop ? Math.min(all, topBinInUse(this.columns) + 2) : all;
+    const labelEvery = Math.max(1, Math.min(this.kind.labelEvery, Math.ceil(rows / 6)));
+    const labels = binLabels(this.kind.edges).slice(0, rows);
+    const data = this.cells().filter((d) => d[1] < rows);
     const max = this.kind.scale === 'groups' ? Math.max(1, ...data.map((d) => d[2])) : 0.5;
     this.chart.setOption({
       animation: false,
-      grid: { left: 8, right: 12, top: 8, bottom: 16, containLabel: true },
+      grid: { left: 18, right: 12, top: 8, bottom: 16, containLabel: true },
       tooltip: { confine: true, formatter: (p) => this.tooltip(p, labels) },
       xAxis: { type: 'category', name: 'step', nameLocation: 'middle', nameGap: 20, nameTextStyle: AXIS_NAME, data: this.columns.map((c) => c.first === c.last ? `${c.first}` : `${c.first}–${c.last}`), axisLabel: { ...AXIS, hideOverlap: true, formatter: (l) => l.split('–')[0] }, axisTick: { show: false }, splitArea: { show: false } },
-      yAxis: { type: 'category', name: this.kind.axis, nameLocation: 'middle', nameGap: 30, nameTextStyle: AXIS_NAME, data: labels, axisLabel: { ...AXIS, interval: this.kind.labelEvery - 1, formatter: (l) => l.split('…')[0] }, axisTick: { show: false } },
+      yAxis: { type: 'category', name: this.kind.axis, nameLocation: 'middle', nameGap: 34, nameTextStyle: AXIS_NAME, data: labels, axisLabel: { ...AXIS, interval: labelEvery - 1, formatter: (l) => l.split('…')[0] }, axisTick: { show: false } },
       visualMap: { show: false, min: 0, max, inRange: { color: this.kind.color } },
       series: [{ id: 'heat', type: 'heatmap', data, progressive: 0, emphasis: { itemStyle: { borderColor: '#101828', borderWidth: 1 } } }],
     }, { replaceMerge: ['series'] });
@@ -125,6 +129,12 @@ export class HistogramHeatmapView {
       : `${(p.value[2] * 100).toFixed(1)}%`;
     return `<div class="tt"><div class="tt-head">${span}</div><div class="tt-row"><span>${labels[p.value[1]]}</span><b>${value}</b></div><div class="tt-foot">click to select</div></div>`;
   }
+}
+
+function topBinInUse(columns) {
+  let top = 0;
+  for (const column of columns) column.counts.forEach((c, i) => { if (c && i > top) top = i; });
+  return top;
 }
 
 /** Sums consecutive steps' counts into at most MAX_COLUMNS columns. */
