@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Text, cast, select
+from sqlalchemy import Select, Text, cast, select
 
 from app.store.db import session_scope
 from app.store.models import StepMetric
@@ -30,12 +30,7 @@ def list_histograms(
     run_id: str, *, after_step: int = 0, limit: int = 100_000
 ) -> list[dict[str, Any]]:
     """{step, advantage_histogram, reward_histogram, group_reward_std_histogram} in step order."""
-    stmt = (
-        select(StepMetric.step, *COLUMNS)
-        .where(StepMetric.run_id == run_id, StepMetric.step > after_step)
-        .order_by(StepMetric.step)
-        .limit(limit)
-    )
+    stmt = _select(run_id, COLUMNS, after_step=after_step, limit=limit)
     with session_scope() as session:
         rows = session.execute(stmt).all()
     return [{"step": row[0], **dict(zip(BIN_EDGES, row[1:], strict=True))} for row in rows]
@@ -44,11 +39,8 @@ def list_histograms(
 def histograms_json(run_id: str, *, after_step: int = 0, limit: int = 100_000) -> str:
     """The histograms list as a JSON document, spliced from the stored JSON text unparsed
     (as steps.metrics_json: a 10,000-step run is read whole by the heatmaps)."""
-    stmt = (
-        select(StepMetric.step, *(cast(column, Text) for column in COLUMNS))
-        .where(StepMetric.run_id == run_id, StepMetric.step > after_step)
-        .order_by(StepMetric.step)
-        .limit(limit)
+    stmt = _select(
+        run_id, [cast(column, Text) for column in COLUMNS], after_step=after_step, limit=limit
     )
     after_event = last_event_id(run_id)  # before the rows: a resumed stream repeats, never skips
     with session_scope() as session:
@@ -56,6 +48,15 @@ def histograms_json(run_id: str, *, after_step: int = 0, limit: int = 100_000) -
     items = ",".join(_row_json(row[0], row[1:]) for row in rows)
     edges = json.dumps({name: list(e) for name, e in BIN_EDGES.items()}, separators=(",", ":"))
     return f'{{"last_event_id":{after_event},"bin_edges":{edges},"items":[{items}]}}'
+
+
+def _select(run_id: str, columns: list[Any], *, after_step: int, limit: int) -> Select[Any]:
+    return (
+        select(StepMetric.step, *columns)
+        .where(StepMetric.run_id == run_id, StepMetric.step > after_step)
+        .order_by(StepMetric.step)
+        .limit(limit)
+    )
 
 
 def _row_json(step: int, texts: Sequence[str]) -> str:
