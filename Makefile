@@ -17,7 +17,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 up: install
 	$(BIN)/grpo up
 
-test: install-test
+test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 install: $(VENV)/.installed

@@ -168,7 +168,8 @@ def load_policy(
         # Many causal LMs ship without a pad token; masked positions never reach the loss.
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
-    return model.to(device), tokenizer
+    # transformers wraps .to() in a decorator typed as if unbound
+    return model.to(device), tokenizer  # type: ignore[arg-type]
 
 
 def pick_device(device: str) -> torch.device:
