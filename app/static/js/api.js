@@ -77,16 +77,15 @@ export const exportUrl = (id, query) => `${run(id)}/export?${query}`;
 const METRICS_PAGE = 20000;
 
 /**
- * Every metrics row after `afterStep`, following pages until a short one. `lastEventId` is
- * the stream position the server says the rows cover, when it says so (resume from there).
+ * Every row of a per-step resource (metrics, histograms) after `afterStep`, following pages
+ * until a short one. `lastEventId` is the stream position the server says the rows cover,
+ * when it says so (resume from there).
  */
-export async function getAllMetrics(id, { afterStep = 0, keys } = {}) {
+async function getAllSteps(path, { afterStep = 0, params = {} } = {}) {
   const rows = [];
   let lastEventId = null;
   for (;;) {
-    const page = await request('GET', `${run(id)}/metrics`, {
-      params: { after_step: afterStep, limit: METRICS_PAGE, keys: keys && keys.join(',') },
-    });
+    const page = await request('GET', path, { params: { ...params, after_step: afterStep, limit: METRICS_PAGE } });
     if (lastEventId === null && page.last_event_id != null) lastEventId = String(page.last_event_id);
     rows.push(...page.items);
     if (page.items.length < METRICS_PAGE) return Object.assign(rows, { lastEventId });
@@ -94,13 +93,9 @@ export async function getAllMetrics(id, { afterStep = 0, keys } = {}) {
   }
 }
 
-/** Every step's histograms (advantage, reward, group reward spread), following pages. */
-export async function getAllHistograms(id, { afterStep = 0 } = {}) {
-  const rows = [];
-  for (;;) {
-    const page = await request('GET', `${run(id)}/histograms`, { params: { after_step: afterStep, limit: METRICS_PAGE } });
-    rows.push(...page.items);
-    if (page.items.length < METRICS_PAGE) return rows;
-    afterStep = page.items[page.items.length - 1].step;
-  }
-}
+export const getAllMetrics = (id, { afterStep = 0, keys } = {}) =>
+  getAllSteps(`${run(id)}/metrics`, { afterStep, params: { keys: keys && keys.join(',') } });
+
+/** Every step's histograms (advantage, reward, group reward spread). */
+export const getAllHistograms = (id, { afterStep = 0 } = {}) =>
+  getAllSteps(`${run(id)}/histograms`, { afterStep });
