@@ -88,7 +88,7 @@ def _completion(
     kls = token_kls[i, :length].tolist() if token_kls is not None else None
     # each token's piece of text, where a view shades tokens by their KL
     ids = rollout.completion_ids[i, :length].tolist()
-    pieces = token_pieces(tokenizer, ids) if kls is not None else None
+    pieces = token_pieces(tokenizer, ids, text=texts[i]) if kls is not None else None
     return CompletionReport(
         text=texts[i],
         num_tokens=length,
