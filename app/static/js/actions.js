@@ -7,7 +7,13 @@ import { withToken } from './token.js';
 
 const ACTIONS = [
   { name: 'cancel', label: 'Cancel', when: ['queued', 'running'], call: cancelRun, done: 'Run cancelled' },
-  { name: 'resume', label: 'Resume', when: ['failed', 'cancelled'], call: resumeRun, done: 'Run resumed from its last checkpoint' },
+  {
+    name: 'resume',
+    label: 'Resume',
+    when: ['failed', 'cancelled'],
+    call: resumeRun,
+    done: 'Run resumed from its last checkpoint',
+  },
   { name: 'clone', label: 'Clone', when: null, call: cloneRun, done: 'Cloned' },
   { name: 'edit', label: 'Edit as new', when: null, call: null },
   { name: 'delete', label: 'Delete', when: ['succeeded', 'failed', 'cancelled'], call: deleteRun, done: 'Run deleted' },
@@ -15,17 +21,34 @@ const ACTIONS = [
 
 /** Buttons for `run`; `onDone(name, result)` is told after each action succeeds. */
 export function runActions(run, { onDone = () => {}, small = false, skip = [] } = {}) {
-  const available = ACTIONS.filter((a) => !skip.includes(a.name) && (!a.when || a.when.includes(run.status))
-    && !(a.name === 'cancel' && run.is_cancel_requested));
-  return h('div', { class: `actions${small ? ' actions-small' : ''}` }, available.map((action) =>
-    action.name === 'edit'
-      ? h('a', { class: 'btn btn-ghost', href: `/runs/new?from=${seg(run.id)}`, dataset: { action: 'edit' } }, action.label)
-      : h('button', {
-        type: 'button',
-        class: `btn ${action.name === 'delete' ? 'btn-danger-ghost' : 'btn-ghost'}`,
-        dataset: { action: action.name },
-        onclick: (event) => perform(action, run, event.currentTarget, onDone),
-      }, action.label)));
+  const available = ACTIONS.filter(
+    (a) =>
+      !skip.includes(a.name) &&
+      (!a.when || a.when.includes(run.status)) &&
+      !(a.name === 'cancel' && run.is_cancel_requested),
+  );
+  return h(
+    'div',
+    { class: `actions${small ? ' actions-small' : ''}` },
+    available.map((action) =>
+      action.name === 'edit'
+        ? h(
+            'a',
+            { class: 'btn btn-ghost', href: `/runs/new?from=${seg(run.id)}`, dataset: { action: 'edit' } },
+            action.label,
+          )
+        : h(
+            'button',
+            {
+              type: 'button',
+              class: `btn ${action.name === 'delete' ? 'btn-danger-ghost' : 'btn-ghost'}`,
+              dataset: { action: action.name },
+              onclick: (event) => perform(action, run, event.currentTarget, onDone),
+            },
+            action.label,
+          ),
+    ),
+  );
 }
 
 async function perform(action, run, button, onDone) {

@@ -5,7 +5,7 @@ import { getToken } from './token.js';
 
 export class ApiError extends Error {
   constructor(status, body) {
-    const error = body && body.error ? body.error : {};
+    const error = body?.error ? body.error : {};
     super(error.message || (status ? `HTTP ${status}` : 'The server cannot be reached.'));
     this.status = status;
     this.code = error.code || (status ? 'http_error' : 'network_error');
@@ -94,8 +94,7 @@ async function getAllSteps(path, { afterStep = 0, params = {} } = {}) {
 }
 
 export const getAllMetrics = (id, { afterStep = 0, keys } = {}) =>
-  getAllSteps(`${run(id)}/metrics`, { afterStep, params: { keys: keys && keys.join(',') } });
+  getAllSteps(`${run(id)}/metrics`, { afterStep, params: { keys: keys?.join(',') } });
 
 /** Every step's histograms (advantage, reward, group reward spread). */
-export const getAllHistograms = (id, { afterStep = 0 } = {}) =>
-  getAllSteps(`${run(id)}/histograms`, { afterStep });
+export const getAllHistograms = (id, { afterStep = 0 } = {}) => getAllSteps(`${run(id)}/histograms`, { afterStep });

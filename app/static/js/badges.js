@@ -8,14 +8,21 @@ export const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 /** `run.is_cancel_requested` shows an active run as "cancelling" until its worker stops it. */
 export function statusPill(status, { cancelling = false } = {}) {
   const label = cancelling && ACTIVE.has(status) ? 'cancelling' : status;
-  return h('span', { class: `pill pill-${label === 'cancelling' ? 'cancelled' : status}`, dataset: { status } },
-    h('span', { class: 'pill-dot', 'aria-hidden': 'true' }), label);
+  return h(
+    'span',
+    { class: `pill pill-${label === 'cancelling' ? 'cancelled' : status}`, dataset: { status } },
+    h('span', { class: 'pill-dot', 'aria-hidden': 'true' }),
+    label,
+  );
 }
 
 export function progressBar(run) {
   const total = run.total_steps || 0;
   const share = total ? Math.min(1, run.step / total) : 0;
-  return h('div', { class: `progress progress-${run.status}`, title: `step ${run.step} of ${total}` },
+  return h(
+    'div',
+    { class: `progress progress-${run.status}`, title: `step ${run.step} of ${total}` },
     h('div', { class: 'progress-track' }, h('div', { class: 'progress-fill', style: { width: `${share * 100}%` } })),
-    h('span', { class: 'progress-label' }, `${run.step}/${total}`));
+    h('span', { class: 'progress-label' }, `${run.step}/${total}`),
+  );
 }

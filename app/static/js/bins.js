@@ -34,7 +34,9 @@ export const OUTCOME_COLOR = { all_fail: '#f04438', all_pass: '#12b76a', mixed: 
 export function fiveNumbers(values) {
   const v = [...values].sort((a, b) => a - b);
   const q = (p) => {
-    const pos = (v.length - 1) * p, lo = Math.floor(pos), hi = Math.ceil(pos);
+    const pos = (v.length - 1) * p,
+      lo = Math.floor(pos),
+      hi = Math.ceil(pos);
     return v[lo] + (v[hi] - v[lo]) * (pos - lo);
   };
   return [v[0], q(0.25), q(0.5), q(0.75), v[v.length - 1]];
@@ -45,12 +47,15 @@ export function fiveNumbers(values) {
  * (`groups/all_fail` …); dividing by their sum gives shares whether counts or shares come in.
  */
 export function outcomeShares(series) {
-  const fail = series.column('groups/all_fail'), pass = series.column('groups/all_pass'), mixed = series.column('groups/mixed');
+  const fail = series.column('groups/all_fail'),
+    pass = series.column('groups/all_pass'),
+    mixed = series.column('groups/mixed');
   if (!fail || !pass || !mixed) return null;
-  const share = (column) => column.map((v, i) => {
-    const total = (fail[i] ?? 0) + (pass[i] ?? 0) + (mixed[i] ?? 0);
-    return v == null || !total ? null : v / total;
-  });
+  const share = (column) =>
+    column.map((v, i) => {
+      const total = (fail[i] ?? 0) + (pass[i] ?? 0) + (mixed[i] ?? 0);
+      return v == null || !total ? null : v / total;
+    });
   const out = { all_fail: share(fail), all_pass: share(pass), mixed: share(mixed) };
   out.no_signal = out.all_fail.map((f, i) => (f == null ? null : f + out.all_pass[i]));
   return out;

@@ -5,7 +5,18 @@ import { num, pct } from './format.js';
 import { pick } from './sampling.js';
 
 export const echarts = window.echarts;
-export const COLORS = ['#4f46e5', '#12b76a', '#f79009', '#2e90fa', '#ee46bc', '#7a5af8', '#f04438', '#15b79e', '#667085', '#875bf7'];
+export const COLORS = [
+  '#4f46e5',
+  '#12b76a',
+  '#f79009',
+  '#2e90fa',
+  '#ee46bc',
+  '#7a5af8',
+  '#f04438',
+  '#15b79e',
+  '#667085',
+  '#875bf7',
+];
 const AXIS = { color: '#98a2b3', fontSize: 10 };
 const GRID_LINE = { lineStyle: { color: '#f2f4f7' } };
 
@@ -21,10 +32,14 @@ export function mountChart(el, { group } = {}) {
 export function ema(values, weight) {
   if (!weight) return values;
   const out = new Array(values.length);
-  let last = 0, debias = 0;
+  let last = 0,
+    debias = 0;
   for (let i = 0; i < values.length; i += 1) {
     const v = values[i];
-    if (v == null || !Number.isFinite(v)) { out[i] = null; continue; }
+    if (v == null || !Number.isFinite(v)) {
+      out[i] = null;
+      continue;
+    }
     last = last * weight + (1 - weight) * v;
     debias = debias * weight + (1 - weight);
     out[i] = last / debias;
@@ -58,7 +73,8 @@ function escapeHtml(text) {
 }
 
 function axisFormatter(unit, hideAbove = Infinity) {
-  return (value) => value > hideAbove ? '' : (unit === '%' ? `${Number((value * 100).toPrecision(3))}%` : num(value, 4));
+  return (value) =>
+    value > hideAbove ? '' : unit === '%' ? `${Number((value * 100).toPrecision(3))}%` : num(value, 4);
 }
 
 /**
@@ -90,12 +106,40 @@ export function lineChartOption({ source, lines, weight = 0, axes = [{}], markAr
     color: COLORS,
     dataset: { source: Object.fromEntries(Object.entries(columns).map(([k, c]) => [k, pick(c, keep)])) },
     grid: { left: 8, right: 10, top: 24, bottom: 4, containLabel: true },
-    legend: { top: 0, left: 4, type: 'scroll', itemWidth: 12, itemHeight: 3, icon: 'rect', textStyle: { fontSize: 10, color: '#667085' }, data: lines.filter((l) => !l.invisible && !l.band && source[l.key]).map((l) => l.name) },
-    tooltip: { trigger: 'axis', confine: true, formatter: tooltipFormatter(units), axisPointer: { type: 'line', lineStyle: { color: '#d0d5dd' } } },
-    xAxis: { type: 'value', min: 'dataMin', max: 'dataMax', axisLabel: { ...AXIS, hideOverlap: true }, axisLine: { lineStyle: { color: '#e4e7ec' } }, splitLine: { show: false }, minInterval: 1 },
+    legend: {
+      top: 0,
+      left: 4,
+      type: 'scroll',
+      itemWidth: 12,
+      itemHeight: 3,
+      icon: 'rect',
+      textStyle: { fontSize: 10, color: '#667085' },
+      data: lines.filter((l) => !l.invisible && !l.band && source[l.key]).map((l) => l.name),
+    },
+    tooltip: {
+      trigger: 'axis',
+      confine: true,
+      formatter: tooltipFormatter(units),
+      axisPointer: { type: 'line', lineStyle: { color: '#d0d5dd' } },
+    },
+    xAxis: {
+      type: 'value',
+      min: 'dataMin',
+      max: 'dataMax',
+      axisLabel: { ...AXIS, hideOverlap: true },
+      axisLine: { lineStyle: { color: '#e4e7ec' } },
+      splitLine: { show: false },
+      minInterval: 1,
+    },
     yAxis: axes.map((axis, i) => ({
-      type: 'value', scale: axis.scale !== false, min: axis.min, max: axis.max, interval: axis.interval, splitNumber: 3,
-      position: i ? 'right' : 'left', axisLabel: { ...AXIS, formatter: axisFormatter(axis.unit, axis.hideAbove) },
+      type: 'value',
+      scale: axis.scale !== false,
+      min: axis.min,
+      max: axis.max,
+      interval: axis.interval,
+      splitNumber: 3,
+      position: i ? 'right' : 'left',
+      axisLabel: { ...AXIS, formatter: axisFormatter(axis.unit, axis.hideAbove) },
       splitLine: i ? { show: false } : GRID_LINE,
     })),
     dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none', zoomOnMouseWheel: 'shift', moveOnMouseMove: true }],
@@ -105,10 +149,22 @@ export function lineChartOption({ source, lines, weight = 0, axes = [{}], markAr
 
 function lineSeries(line) {
   const base = {
-    id: line.id, name: line.name, type: 'line', yAxisIndex: line.axis || 0,
-    encode: { x: 'step', y: line.key }, showSymbol: false, symbolSize: 4, sampling: 'lttb',
-    connectNulls: false, step: line.stepped ? 'end' : false,
-    lineStyle: { width: line.faint ? 1 : 1.6, color: line.color, opacity: line.faint ? 0.22 : 1, type: line.dashed ? 'dashed' : 'solid' },
+    id: line.id,
+    name: line.name,
+    type: 'line',
+    yAxisIndex: line.axis || 0,
+    encode: { x: 'step', y: line.key },
+    showSymbol: false,
+    symbolSize: 4,
+    sampling: 'lttb',
+    connectNulls: false,
+    step: line.stepped ? 'end' : false,
+    lineStyle: {
+      width: line.faint ? 1 : 1.6,
+      color: line.color,
+      opacity: line.faint ? 0.22 : 1,
+      type: line.dashed ? 'dashed' : 'solid',
+    },
     itemStyle: { color: line.color },
     emphasis: { disabled: true },
     z: line.faint ? 1 : 2,

@@ -37,13 +37,24 @@ function renderPicker() {
     fill($('#run-picker'), stateBox('empty', 'No runs', state.filter ? 'No run matches.' : 'Submit a run first.'));
     return;
   }
-  fill($('#run-picker'), runs.map((run) => {
-    const on = state.picked.includes(run.id);
-    return h('label', { class: 'run-pick', dataset: { runId: run.id } },
-      h('input', { type: 'checkbox', checked: on, onchange: (event) => toggle(run.id, event.target.checked) }),
-      h('span', { class: 'swatch', style: { background: on ? colorOf(run.id) : 'transparent' } }),
-      h('span', null, h('div', { class: 'name' }, run.name), h('div', { class: 'sub' }, statusPill(run.status), ` ${run.step}/${run.total_steps}`)));
-  }));
+  fill(
+    $('#run-picker'),
+    runs.map((run) => {
+      const on = state.picked.includes(run.id);
+      return h(
+        'label',
+        { class: 'run-pick', dataset: { runId: run.id } },
+        h('input', { type: 'checkbox', checked: on, onchange: (event) => toggle(run.id, event.target.checked) }),
+        h('span', { class: 'swatch', style: { background: on ? colorOf(run.id) : 'transparent' } }),
+        h(
+          'span',
+          null,
+          h('div', { class: 'name' }, run.name),
+          h('div', { class: 'sub' }, statusPill(run.status), ` ${run.step}/${run.total_steps}`),
+        ),
+      );
+    }),
+  );
 }
 
 async function toggle(id, on) {
@@ -77,7 +88,11 @@ function fillMetricChoices() {
   const current = [...select.options].slice(1).map((o) => o.value);
   const wanted = [...names].filter((n) => !state.metrics.includes(n)).sort();
   if (current.join() === wanted.join()) return;
-  fill(select, h('option', { value: '' }, 'metric…'), wanted.map((n) => h('option', { value: n }, n)));
+  fill(
+    select,
+    h('option', { value: '' }, 'metric…'),
+    wanted.map((n) => h('option', { value: n }, n)),
+  );
 }
 
 function drawAll() {
@@ -85,7 +100,18 @@ function drawAll() {
   if (state.picked.length < 1) {
     for (const chart of state.charts.values()) chart.dispose();
     state.charts.clear();
-    fill(box, h('div', { class: 'panel', style: { gridColumn: '1 / -1' } }, stateBox('empty', 'Pick runs to compare', 'Tick two or more runs on the left; their curves overlay here, one colour per run.')));
+    fill(
+      box,
+      h(
+        'div',
+        { class: 'panel', style: { gridColumn: '1 / -1' } },
+        stateBox(
+          'empty',
+          'Pick runs to compare',
+          'Tick two or more runs on the left; their curves overlay here, one colour per run.',
+        ),
+      ),
+    );
     return;
   }
   if (!box.querySelector('.chart-card')) box.replaceChildren();
@@ -104,37 +130,99 @@ function drawMetric(box, metric) {
   let chart = state.charts.get(metric);
   if (!chart) {
     const el = h('div', { class: 'chart', id: `compare-${metric.replace(/[^a-z0-9]+/gi, '-')}` });
-    box.append(h('div', { class: 'chart-card', dataset: { metric } },
-      h('div', { class: 'chart-head' }, h('h3', null, metric), h('span', { class: 'value' },
-        h('button', { type: 'button', class: 'btn btn-ghost', style: { height: '20px', padding: '0 6px' }, title: 'Remove chart', onclick: () => { state.metrics = state.metrics.filter((m) => m !== metric); writeQuery(); drawAll(); fillMetricChoices(); } }, '×'))),
-      el));
+    box.append(
+      h(
+        'div',
+        { class: 'chart-card', dataset: { metric } },
+        h(
+          'div',
+          { class: 'chart-head' },
+          h('h3', null, metric),
+          h(
+            'span',
+            { class: 'value' },
+            h(
+              'button',
+              {
+                type: 'button',
+                class: 'btn btn-ghost',
+                style: { height: '20px', padding: '0 6px' },
+                title: 'Remove chart',
+                onclick: () => {
+                  state.metrics = state.metrics.filter((m) => m !== metric);
+                  writeQuery();
+                  drawAll();
+                  fillMetricChoices();
+                },
+              },
+              '×',
+            ),
+          ),
+        ),
+        el,
+      ),
+    );
     chart = mountChart(el, { group: 'compare' });
     state.charts.set(metric, chart);
   }
   const weight = Number($('#smoothing').value);
-  const series = state.picked.filter((id) => state.data.has(id)).map((id) => {
-    const data = state.data.get(id);
-    const values = ema(data.values.get(metric) || [], weight);
-    const run = state.runs.find((r) => r.id === id);
-    return {
-      id, name: run ? run.name : id, type: 'line', showSymbol: false, sampling: 'lttb', color: colorOf(id),
-      lineStyle: { width: 1.6 }, emphasis: { focus: 'series' }, data: data.steps.map((s, i) => [s, values[i] ?? null]),
-    };
-  });
-  chart.setOption({
-    animation: false,
-    grid: { left: 8, right: 12, top: 26, bottom: 4, containLabel: true },
-    legend: { top: 0, left: 4, type: 'scroll', itemWidth: 12, itemHeight: 3, textStyle: { fontSize: 10, color: '#667085' } },
-    tooltip: { trigger: 'axis', confine: true, valueFormatter: (v) => num(v) },
-    xAxis: { type: 'value', min: 'dataMin', max: 'dataMax', minInterval: 1, axisLabel: AXIS, splitLine: { show: false } },
-    yAxis: { type: 'value', scale: true, splitNumber: 3, axisLabel: { ...AXIS, formatter: (v) => num(v, 4) }, splitLine: { lineStyle: { color: '#f2f4f7' } } },
-    dataZoom: [{ type: 'inside', filterMode: 'none', zoomOnMouseWheel: 'shift' }],
-    series,
-  }, { replaceMerge: ['series'] });
+  const series = state.picked
+    .filter((id) => state.data.has(id))
+    .map((id) => {
+      const data = state.data.get(id);
+      const values = ema(data.values.get(metric) || [], weight);
+      const run = state.runs.find((r) => r.id === id);
+      return {
+        id,
+        name: run ? run.name : id,
+        type: 'line',
+        showSymbol: false,
+        sampling: 'lttb',
+        color: colorOf(id),
+        lineStyle: { width: 1.6 },
+        emphasis: { focus: 'series' },
+        data: data.steps.map((s, i) => [s, values[i] ?? null]),
+      };
+    });
+  chart.setOption(
+    {
+      animation: false,
+      grid: { left: 8, right: 12, top: 26, bottom: 4, containLabel: true },
+      legend: {
+        top: 0,
+        left: 4,
+        type: 'scroll',
+        itemWidth: 12,
+        itemHeight: 3,
+        textStyle: { fontSize: 10, color: '#667085' },
+      },
+      tooltip: { trigger: 'axis', confine: true, valueFormatter: (v) => num(v) },
+      xAxis: {
+        type: 'value',
+        min: 'dataMin',
+        max: 'dataMax',
+        minInterval: 1,
+        axisLabel: AXIS,
+        splitLine: { show: false },
+      },
+      yAxis: {
+        type: 'value',
+        scale: true,
+        splitNumber: 3,
+        axisLabel: { ...AXIS, formatter: (v) => num(v, 4) },
+        splitLine: { lineStyle: { color: '#f2f4f7' } },
+      },
+      dataZoom: [{ type: 'inside', filterMode: 'none', zoomOnMouseWheel: 'shift' }],
+      series,
+    },
+    { replaceMerge: ['series'] },
+  );
 }
 
 async function poll() {
-  const active = state.picked.filter((id) => ['queued', 'running'].includes(state.runs.find((r) => r.id === id)?.status));
+  const active = state.picked.filter((id) =>
+    ['queued', 'running'].includes(state.runs.find((r) => r.id === id)?.status),
+  );
   if (!active.length || document.visibilityState !== 'visible') return;
   state.runs = (await listRuns({ limit: 200 })).items;
   await Promise.all(active.map(loadRun));
@@ -155,8 +243,14 @@ async function main() {
   renderPicker();
   await Promise.all(state.picked.map((id) => loadRun(id).catch(() => {})));
   drawAll();
-  $('#compare-search').addEventListener('input', (event) => { state.filter = event.target.value.trim().toLowerCase(); renderPicker(); });
-  $('#smoothing').addEventListener('input', (event) => { $('#smoothing-value').textContent = event.target.value; drawAll(); });
+  $('#compare-search').addEventListener('input', (event) => {
+    state.filter = event.target.value.trim().toLowerCase();
+    renderPicker();
+  });
+  $('#smoothing').addEventListener('input', (event) => {
+    $('#smoothing-value').textContent = event.target.value;
+    drawAll();
+  });
   $('#metric-add').addEventListener('change', (event) => {
     if (!event.target.value) return;
     state.metrics.push(event.target.value);

@@ -6,36 +6,72 @@ import { num, signed } from './format.js';
 
 /** A KL scale for a group: the 95th percentile of its token KLs, so one outlier does not wash out the rest. */
 export function klScale(completions) {
-  const all = completions.flatMap((c) => c.token_kls || []).filter((v) => v > 0).sort((a, b) => a - b);
+  const all = completions
+    .flatMap((c) => c.token_kls || [])
+    .filter((v) => v > 0)
+    .sort((a, b) => a - b);
   if (!all.length) return 0;
   return all[Math.min(all.length - 1, Math.floor(all.length * 0.95))];
 }
 
 /** `bare` rows carry only reward and advantage (groups whose texts were not kept). */
 export function completionRow(c, rank, { maxAdvantage, klMax = 0, functions = [], bare = false }) {
-  return h('article', { class: 'completion', dataset: { rank, reward: c.reward, advantage: c.advantage } },
+  return h(
+    'article',
+    { class: 'completion', dataset: { rank, reward: c.reward, advantage: c.advantage } },
     h('div', { class: 'completion-rank' }, `#${rank}`),
-    h('div', null,
+    h(
+      'div',
+      null,
       h('div', { class: 'completion-reward', title: 'total reward (weighted sum)' }, num(c.reward)),
-      h('div', { class: 'faint', style: { fontSize: '11px' } }, 'reward')),
-    h('div', null,
+      h('div', { class: 'faint', style: { fontSize: '11px' } }, 'reward'),
+    ),
+    h(
+      'div',
+      null,
       advantageBar(c.advantage, maxAdvantage),
-      bare ? null : h('div', { class: 'completion-fns' }, functions.map((fn) => fnChip(fn, c.rewards?.[fn]))),
-      bare ? null : h('div', { class: 'completion-meta' },
-        h('span', null, `${c.num_tokens} tokens`),
-        c.is_truncated ? h('span', { class: 'flag-truncated', title: 'hit max_completion_length' }, 'truncated') : null,
-        h('span', { title: 'sequence mean of the per-token k3 KL' }, `KL ${num(c.kl)}`))),
-    bare ? h('div', { class: 'faint' }, 'text not kept') : textWithKl(c, klMax));
+      bare
+        ? null
+        : h(
+            'div',
+            { class: 'completion-fns' },
+            functions.map((fn) => fnChip(fn, c.rewards?.[fn])),
+          ),
+      bare
+        ? null
+        : h(
+            'div',
+            { class: 'completion-meta' },
+            h('span', null, `${c.num_tokens} tokens`),
+            c.is_truncated
+              ? h('span', { class: 'flag-truncated', title: 'hit max_completion_length' }, 'truncated')
+              : null,
+            h('span', { title: 'sequence mean of the per-token k3 KL' }, `KL ${num(c.kl)}`),
+          ),
+    ),
+    bare ? h('div', { class: 'faint' }, 'text not kept') : textWithKl(c, klMax),
+  );
 }
 
 export function advantageBar(advantage, maxAdvantage) {
   const share = maxAdvantage > 0 ? Math.min(1, Math.abs(advantage) / maxAdvantage) : 0;
   const bar = h('div', { class: 'adv-bar', style: { width: `${share * 100}%` } });
-  return h('div', { class: 'adv-wrap', title: `advantage ${advantage}` },
-    h('div', { class: 'adv' },
+  return h(
+    'div',
+    { class: 'adv-wrap', title: `advantage ${advantage}` },
+    h(
+      'div',
+      { class: 'adv' },
       h('div', { class: 'adv-neg' }, advantage < 0 ? bar : null),
-      h('div', { class: 'adv-pos' }, advantage > 0 ? bar : null)),
-    h('div', { class: 'adv-label' }, h('span', null, 'advantage'), h('b', { class: advantage < 0 ? 'error-text' : '' }, signed(advantage))));
+      h('div', { class: 'adv-pos' }, advantage > 0 ? bar : null),
+    ),
+    h(
+      'div',
+      { class: 'adv-label' },
+      h('span', null, 'advantage'),
+      h('b', { class: advantage < 0 ? 'error-text' : '' }, signed(advantage)),
+    ),
+  );
 }
 
 function fnChip(name, value) {
@@ -51,14 +87,26 @@ function fnChip(name, value) {
 function textWithKl(c, klMax) {
   const kls = c.token_kls;
   const empty = c.text.length ? null : h('span', { class: 'faint' }, '(empty completion)');
-  if (!kls || !kls.length || !klMax) return h('pre', { class: 'completion-text' }, empty || c.text);
+  if (!kls?.length || !klMax) return h('pre', { class: 'completion-text' }, empty || c.text);
   const [source, pieces] = tokenPieces(c);
   if (pieces) {
-    return h('pre', { class: 'completion-text', dataset: { tokens: source } }, pieces.map((piece, i) => tokenSpan(piece, kls[i], klMax)), empty);
+    return h(
+      'pre',
+      { class: 'completion-text', dataset: { tokens: source } },
+      pieces.map((piece, i) => tokenSpan(piece, kls[i], klMax)),
+      empty,
+    );
   }
-  return h('div', null,
+  return h(
+    'div',
+    null,
     h('pre', { class: 'completion-text' }, empty || c.text),
-    h('div', { class: 'kl-strip', title: 'per-token KL, in order' }, kls.map((v) => h('span', { title: `KL ${num(v)}`, style: { background: klColor(v, klMax) } }))));
+    h(
+      'div',
+      { class: 'kl-strip', title: 'per-token KL, in order' },
+      kls.map((v) => h('span', { title: `KL ${num(v)}`, style: { background: klColor(v, klMax) } })),
+    ),
+  );
 }
 
 /** [source, pieces]: the API's tokens, else characters if they line up, else [null, null]. */

@@ -1,25 +1,56 @@
 // The run page's curves: which GRPO metrics share a chart, on one zoomable step axis.
 
+import { outcomeShares } from './bins.js';
 import { echarts, ema, formatValue, lineChartOption, mountChart } from './charts.js';
 import { h } from './dom.js';
-import { keepIndices, MAX_POINTS } from './sampling.js';
 import { pct } from './format.js';
-import { outcomeShares } from './bins.js';
+import { keepIndices, MAX_POINTS } from './sampling.js';
 
 const GROUP = 'curves';
-const RED = '#f04438', GREEN = '#12b76a', BLUE = '#2e90fa', GREY = '#98a2b3', INDIGO = '#4f46e5';
+const RED = '#f04438',
+  GREEN = '#12b76a',
+  BLUE = '#2e90fa',
+  GREY = '#98a2b3',
+  INDIGO = '#4f46e5';
 const NO_SIGNAL = 0.5;
 
 const PANELS = [
   { id: 'reward', title: 'Reward', hint: 'mean ± std · per function', value: 'reward', build: rewardPanel },
   { id: 'kl', title: 'KL to reference', hint: 'k3 · β in force (right)', value: 'kl', build: klPanel },
-  { id: 'outcomes', title: 'Group outcomes', hint: 'orange strip: most groups give no signal', value: 'no_signal', unit: '%', build: outcomesPanel },
+  {
+    id: 'outcomes',
+    title: 'Group outcomes',
+    hint: 'orange strip: most groups give no signal',
+    value: 'no_signal',
+    unit: '%',
+    build: outcomesPanel,
+  },
   { id: 'loss', title: 'Loss', hint: 'clipped surrogate + β·KL', value: 'loss', build: simple(['loss']) },
   { id: 'entropy', title: 'Entropy', hint: 'mean token entropy', value: 'entropy', build: simple(['entropy']) },
-  { id: 'length', title: 'Completion length', hint: 'tokens · truncated share (right)', value: 'completions/mean_length', build: lengthPanel },
-  { id: 'clip', title: 'Clip ratios', hint: 'share of tokens clipped', value: 'clip_ratio/region', unit: '%', build: clipPanel },
+  {
+    id: 'length',
+    title: 'Completion length',
+    hint: 'tokens · truncated share (right)',
+    value: 'completions/mean_length',
+    build: lengthPanel,
+  },
+  {
+    id: 'clip',
+    title: 'Clip ratios',
+    hint: 'share of tokens clipped',
+    value: 'clip_ratio/region',
+    unit: '%',
+    build: clipPanel,
+  },
   { id: 'optim', title: 'Grad norm · learning rate', hint: 'lr on the right', value: 'grad_norm', build: optimPanel },
-  { id: 'time', title: 'Step time', hint: 'generate · reward · reference · train', value: 'time/step', unit: 's', build: timePanel },
+  {
+    id: 'time',
+    title: 'Step time',
+    hint: 'generate · reward · reference · train',
+    value: 'time/step',
+    unit: 's',
+    build: timePanel,
+  },
 ];
 
 function simple(keys) {
@@ -37,14 +68,22 @@ function rewardPanel(s, weight) {
     { key: 'reward:lower', name: 'lower', invisible: true, stack: 'band', smooth: false },
     { key: 'reward:band', name: '± std', band: true, stack: 'band', smooth: false, color: INDIGO },
     { key: 'reward', name: 'reward', color: INDIGO },
-    ...functions.map((fn, i) => ({ key: `rewards/${fn}/mean`, name: fn, dashed: true, color: [GREEN, '#f79009', '#ee46bc', '#15b79e', '#7a5af8'][i % 5] })),
+    ...functions.map((fn, i) => ({
+      key: `rewards/${fn}/mean`,
+      name: fn,
+      dashed: true,
+      color: [GREEN, '#f79009', '#ee46bc', '#15b79e', '#7a5af8'][i % 5],
+    })),
   ];
   return { lines, extra: s.has('reward_std') ? { 'reward:lower': lower, 'reward:band': width } : {} };
 }
 
 function klPanel() {
   return {
-    lines: [{ key: 'kl', name: 'kl', color: RED }, { key: 'beta', name: 'β', axis: 1, color: GREY, dashed: true, stepped: true, smooth: false }],
+    lines: [
+      { key: 'kl', name: 'kl', color: RED },
+      { key: 'beta', name: 'β', axis: 1, color: GREY, dashed: true, stepped: true, smooth: false },
+    ],
     axes: [{}, { min: 0, scale: false }],
   };
 }
@@ -79,7 +118,10 @@ function noSignalBands(steps, noSignal) {
   return {
     silent: true,
     itemStyle: { color: '#f79009' },
-    data: ranges.map(([a, b]) => [{ xAxis: a - 0.5, yAxis: 1.04 }, { xAxis: b + 0.5, yAxis: 1.1 }]),
+    data: ranges.map(([a, b]) => [
+      { xAxis: a - 0.5, yAxis: 1.04 },
+      { xAxis: b + 0.5, yAxis: 1.1 },
+    ]),
   };
 }
 
@@ -148,15 +190,37 @@ export class CurvesView {
       const chartEl = h('div', { class: 'chart', id: `chart-${panel.id}`, dataset: { chart: panel.id } });
       const valueEl = h('span', { class: 'value' });
       const emptyEl = h('div', { class: 'chart-empty' }, 'Waiting for the first step…');
-      container.append(h('div', { class: 'chart-card' },
-        h('div', { class: 'chart-head' }, h('h3', null, panel.title), h('span', { class: 'hint' }, panel.hint), valueEl),
-        chartEl, emptyEl));
+      container.append(
+        h(
+          'div',
+          { class: 'chart-card' },
+          h(
+            'div',
+            { class: 'chart-head' },
+            h('h3', null, panel.title),
+            h('span', { class: 'hint' }, panel.hint),
+            valueEl,
+          ),
+          chartEl,
+          emptyEl,
+        ),
+      );
       // visible until the observer says otherwise: the first pass draws every chart
-      const card = { panel, chart: mountChart(chartEl, { group: GROUP }), valueEl, emptyEl, isDirty: false, isVisible: true };
-      new IntersectionObserver(([entry]) => {
-        card.isVisible = entry.isIntersecting;
-        if (card.isVisible && card.isDirty) this.drain();
-      }, { rootMargin: '200px' }).observe(chartEl);
+      const card = {
+        panel,
+        chart: mountChart(chartEl, { group: GROUP }),
+        valueEl,
+        emptyEl,
+        isDirty: false,
+        isVisible: true,
+      };
+      new IntersectionObserver(
+        ([entry]) => {
+          card.isVisible = entry.isIntersecting;
+          if (card.isVisible && card.isDirty) this.drain();
+        },
+        { rootMargin: '200px' },
+      ).observe(chartEl);
       return card;
     });
     echarts.connect(GROUP);
@@ -189,7 +253,9 @@ export class CurvesView {
   }
 
   drain() {
-    this.pass ||= this.drawDirty().finally(() => { this.pass = null; });
+    this.pass ||= this.drawDirty().finally(() => {
+      this.pass = null;
+    });
     return this.pass;
   }
 
@@ -211,13 +277,28 @@ export class CurvesView {
     const { weight, finished } = this.last;
     const s = this.series;
     const built = card.panel.build(s, weight);
-    const source = { step: s.steps, ...Object.fromEntries(built.lines.map((l) => [l.key, s.column(l.key)]).filter(([, c]) => c)), ...(built.extra || {}) };
+    const source = {
+      step: s.steps,
+      ...Object.fromEntries(built.lines.map((l) => [l.key, s.column(l.key)]).filter(([, c]) => c)),
+      ...(built.extra || {}),
+    };
     const primary = source[built.lines.find((l) => !l.invisible && !l.band && source[l.key])?.key];
     const keep = keepIndices(s.steps, primary, this.window);
-    const option = lineChartOption({ source, lines: built.lines, weight, axes: built.axes, markArea: built.markArea, keep });
+    const option = lineChartOption({
+      source,
+      lines: built.lines,
+      weight,
+      axes: built.axes,
+      markArea: built.markArea,
+      keep,
+    });
     const hasData = option.series.length > 0 && s.size > 0;
     card.emptyEl.hidden = hasData;
-    card.emptyEl.textContent = s.size ? 'Not reported by this run' : finished ? 'No steps recorded' : 'Waiting for the first step…';
+    card.emptyEl.textContent = s.size
+      ? 'Not reported by this run'
+      : finished
+        ? 'No steps recorded'
+        : 'Waiting for the first step…';
     if (hasData) card.chart.setOption(option, { replaceMerge: ['series', 'dataset', 'yAxis'] });
     else card.chart.clear();
     card.valueEl.textContent = headValue(card.panel, s);

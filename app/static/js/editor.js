@@ -9,9 +9,19 @@ export class SpecEditor {
     this.errorLines = new Map();
     this.gutter = h('div', { class: 'editor-gutter', 'aria-hidden': 'true' });
     this.backdrop = h('div', { class: 'editor-backdrop', 'aria-hidden': 'true' });
-    this.textarea = h('textarea', { id: 'spec-text', spellcheck: 'false', wrap: 'off', autocapitalize: 'off', autocomplete: 'off', 'aria-label': 'Job spec' });
+    this.textarea = h('textarea', {
+      id: 'spec-text',
+      spellcheck: 'false',
+      wrap: 'off',
+      autocapitalize: 'off',
+      autocomplete: 'off',
+      'aria-label': 'Job spec',
+    });
     root.append(this.gutter, h('div', { class: 'editor-body' }, this.backdrop, this.textarea));
-    this.textarea.addEventListener('input', () => { this.paint(); onInput(this.value); });
+    this.textarea.addEventListener('input', () => {
+      this.paint();
+      onInput(this.value);
+    });
     this.textarea.addEventListener('scroll', () => this.sync());
     this.textarea.addEventListener('keydown', (event) => this.onKey(event));
   }
@@ -33,13 +43,31 @@ export class SpecEditor {
 
   paint() {
     const lines = this.value.split('\n');
-    this.gutter.replaceChildren(...lines.map((_, i) => h('div', {
-      class: `ln${this.errorLines.has(i + 1) ? ' is-error' : ''}`, title: this.errorLines.get(i + 1) || null,
-    }, String(i + 1))));
+    this.gutter.replaceChildren(
+      ...lines.map((_, i) =>
+        h(
+          'div',
+          {
+            class: `ln${this.errorLines.has(i + 1) ? ' is-error' : ''}`,
+            title: this.errorLines.get(i + 1) || null,
+          },
+          String(i + 1),
+        ),
+      ),
+    );
     // the message sits after the line's own (transparent) text, like an inline lint
-    this.backdrop.replaceChildren(...lines.map((line, i) => h('div', {
-      class: this.errorLines.has(i + 1) ? 'hl' : null,
-    }, line || ' ', this.errorLines.has(i + 1) ? h('span', { class: 'inline-error' }, `   ${this.errorLines.get(i + 1)}`) : null)));
+    this.backdrop.replaceChildren(
+      ...lines.map((line, i) =>
+        h(
+          'div',
+          {
+            class: this.errorLines.has(i + 1) ? 'hl' : null,
+          },
+          line || ' ',
+          this.errorLines.has(i + 1) ? h('span', { class: 'inline-error' }, `   ${this.errorLines.get(i + 1)}`) : null,
+        ),
+      ),
+    );
     this.sync();
   }
 

@@ -14,21 +14,32 @@ const EXPORTS = [
 ];
 
 export function exportMenu(run) {
-  return h('details', { class: 'menu' },
+  return h(
+    'details',
+    { class: 'menu' },
     h('summary', { class: 'btn btn-ghost' }, 'Export'),
-    h('div', { class: 'menu-list' }, EXPORTS.map(([label, query]) => exportLink(run, label, query))));
+    h(
+      'div',
+      { class: 'menu-list' },
+      EXPORTS.map(([label, query]) => exportLink(run, label, query)),
+    ),
+  );
 }
 
 function exportLink(run, label, query) {
   const url = exportUrl(run.id, query);
-  return h('a', {
-    href: url,
-    download: '',
-    onclick: (event) => {
-      event.preventDefault();
-      download(url, event.currentTarget);
+  return h(
+    'a',
+    {
+      href: url,
+      download: '',
+      onclick: (event) => {
+        event.preventDefault();
+        download(url, event.currentTarget);
+      },
     },
-  }, label);
+    label,
+  );
 }
 
 async function download(url, link) {

@@ -27,7 +27,9 @@ export function duration(seconds) {
   if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
   if (seconds < 60) return `${seconds < 10 ? seconds.toFixed(1) : Math.round(seconds)} s`;
   const s = Math.round(seconds);
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  const h = Math.floor(s / 3600),
+    m = Math.floor((s % 3600) / 60),
+    r = s % 60;
   if (h) return `${h}h ${String(m).padStart(2, '0')}m`;
   return `${m}m ${String(r).padStart(2, '0')}s`;
 }
@@ -44,7 +46,12 @@ export function since(iso, now = Date.now()) {
 export function dateTime(iso) {
   if (!iso) return DASH;
   return new Date(iso).toLocaleString('en-US', {
-    month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false,
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    hour12: false,
   });
 }
 

@@ -10,7 +10,15 @@ import { errorText, initShell, stateBox } from './shell.js';
 
 const page = $('#page');
 const runId = page.dataset.runId;
-const state = { run: null, step: Number(page.dataset.step), index: Number(page.dataset.index), filter: '', groups: [], listStep: null, range: [0, 1] };
+const state = {
+  run: null,
+  step: Number(page.dataset.step),
+  index: Number(page.dataset.index),
+  filter: '',
+  groups: [],
+  listStep: null,
+  range: [0, 1],
+};
 
 function groupPath(step, index) {
   const query = state.filter ? `?filter=${encodeURIComponent(state.filter)}` : '';
@@ -47,16 +55,42 @@ async function loadList(step) {
   const all = state.groups.flatMap((g) => g.rewards);
   state.range = all.length ? [Math.min(...all), Math.max(...all)] : [0, 1];
   if (!state.groups.length) {
-    fill(box, stateBox('empty', 'No groups here', state.filter ? `No ${$('#group-filter').selectedOptions[0].text.toLowerCase()} groups at step ${step}.` : `Step ${step} stored no groups.`));
+    fill(
+      box,
+      stateBox(
+        'empty',
+        'No groups here',
+        state.filter
+          ? `No ${$('#group-filter').selectedOptions[0].text.toLowerCase()} groups at step ${step}.`
+          : `Step ${step} stored no groups.`,
+      ),
+    );
     return;
   }
-  fill(box, state.groups.map((g) => h('a', {
-    class: 'group-item', href: groupPath(step, g.index), dataset: { index: g.index },
-    onclick: (event) => { event.preventDefault(); go(step, g.index); },
-  },
-  h('span', { class: 'gi' }, `#${g.index}`),
-  h('span', { class: 'gp', title: g.prompt }, g.prompt),
-  h('span', { class: 'dots', title: g.rewards.map((r) => num(r, 2)).join(' ') }, g.rewards.map((r) => h('span', { class: 'dot', style: { background: rewardColor(r) } }))))));
+  fill(
+    box,
+    state.groups.map((g) =>
+      h(
+        'a',
+        {
+          class: 'group-item',
+          href: groupPath(step, g.index),
+          dataset: { index: g.index },
+          onclick: (event) => {
+            event.preventDefault();
+            go(step, g.index);
+          },
+        },
+        h('span', { class: 'gi' }, `#${g.index}`),
+        h('span', { class: 'gp', title: g.prompt }, g.prompt),
+        h(
+          'span',
+          { class: 'dots', title: g.rewards.map((r) => num(r, 2)).join(' ') },
+          g.rewards.map((r) => h('span', { class: 'dot', style: { background: rewardColor(r) } })),
+        ),
+      ),
+    ),
+  );
 }
 
 function rewardColor(reward) {
@@ -82,41 +116,76 @@ async function loadGroup(step, index) {
   } catch (error) {
     if (state.step !== step || state.index !== index) return;
     const title = error.status === 404 ? `No group ${index} at step ${step}` : 'Could not load the group';
-    fill($('#prompt-card'), stateBox('error', title, error.status === 404 ? 'The run may not have reached this step yet.' : errorText(error)));
+    fill(
+      $('#prompt-card'),
+      stateBox('error', title, error.status === 404 ? 'The run may not have reached this step yet.' : errorText(error)),
+    );
     fill($('#completions'));
   }
 }
 
 function renderPrompt(g) {
   const outcome = g.outcome || 'mixed';
-  fill($('#prompt-card'),
-    h('div', null,
-      h('h3', null, 'Prompt'), h('pre', { class: 'prompt-text', id: 'prompt-text' }, g.prompt),
-      h('h3', { style: { marginTop: '10px' } }, 'Reference answer'), h('pre', { class: 'prompt-text', id: 'answer-text' }, g.answer)),
-    h('div', { class: 'prompt-side' },
-      h('dl', { class: 'kv' },
-        h('dt', null, 'outcome'), h('dd', null, h('span', { class: `outcome outcome-${outcome}` }, OUTCOME_LABEL[outcome] || outcome)),
-        h('dt', null, 'reward mean'), h('dd', { id: 'group-mean' }, num(g.reward_mean)),
-        h('dt', null, 'reward std'), h('dd', null, num(g.reward_std)),
-        h('dt', null, 'completions (G)'), h('dd', null, g.rewards.length),
-        h('dt', null, 'prompt id'), h('dd', null, h('code', null, g.prompt_id))),
-      h('div', { class: 'prompt-links' },
+  fill(
+    $('#prompt-card'),
+    h(
+      'div',
+      null,
+      h('h3', null, 'Prompt'),
+      h('pre', { class: 'prompt-text', id: 'prompt-text' }, g.prompt),
+      h('h3', { style: { marginTop: '10px' } }, 'Reference answer'),
+      h('pre', { class: 'prompt-text', id: 'answer-text' }, g.answer),
+    ),
+    h(
+      'div',
+      { class: 'prompt-side' },
+      h(
+        'dl',
+        { class: 'kv' },
+        h('dt', null, 'outcome'),
+        h('dd', null, h('span', { class: `outcome outcome-${outcome}` }, OUTCOME_LABEL[outcome] || outcome)),
+        h('dt', null, 'reward mean'),
+        h('dd', { id: 'group-mean' }, num(g.reward_mean)),
+        h('dt', null, 'reward std'),
+        h('dd', null, num(g.reward_std)),
+        h('dt', null, 'completions (G)'),
+        h('dd', null, g.rewards.length),
+        h('dt', null, 'prompt id'),
+        h('dd', null, h('code', null, g.prompt_id)),
+      ),
+      h(
+        'div',
+        { class: 'prompt-links' },
         h('a', { class: 'btn btn-ghost', href: `/runs/${seg(runId)}/prompts/${seg(g.prompt_id)}` }, 'Prompt history'),
-        h('a', { class: 'btn btn-ghost', href: `/runs/${seg(runId)}/steps/${seg(g.step ?? state.step)}` }, 'Step charts'))));
+        h(
+          'a',
+          { class: 'btn btn-ghost', href: `/runs/${seg(runId)}/steps/${seg(g.step ?? state.step)}` },
+          'Step charts',
+        ),
+      ),
+    ),
+  );
 }
 
 function renderCompletions(g) {
   const functions = (state.run?.spec?.rewards || []).map((r) => r.name);
   const box = $('#completions');
-  if (!g.completions || !g.completions.length) {
+  if (!g.completions?.length) {
     $('#kl-legend').hidden = true;
     $('#completions-hint').textContent = 'texts were not kept for this group';
-    const rows = g.rewards.map((reward, i) => ({ reward, advantage: g.advantages[i] })).sort((a, b) => b.reward - a.reward);
+    const rows = g.rewards
+      .map((reward, i) => ({ reward, advantage: g.advantages[i] }))
+      .sort((a, b) => b.reward - a.reward);
     const max = Math.max(1e-9, ...rows.map((r) => Math.abs(r.advantage)));
-    fill(box,
-      h('div', { class: 'banner banner-info', style: { margin: '10px 14px' } },
-        `The logging policy keeps the texts of the first ${state.run?.spec?.logging?.max_groups_per_step ?? 'few'} groups of each step (logging.max_groups_per_step); this group's rewards and advantages are all kept.`),
-      rows.map((r, i) => completionRow(r, i + 1, { maxAdvantage: max, bare: true })));
+    fill(
+      box,
+      h(
+        'div',
+        { class: 'banner banner-info', style: { margin: '10px 14px' } },
+        `The logging policy keeps the texts of the first ${state.run?.spec?.logging?.max_groups_per_step ?? 'few'} groups of each step (logging.max_groups_per_step); this group's rewards and advantages are all kept.`,
+      ),
+      rows.map((r, i) => completionRow(r, i + 1, { maxAdvantage: max, bare: true })),
+    );
     box.classList.add('is-summary');
     return;
   }
@@ -128,7 +197,10 @@ function renderCompletions(g) {
   $('#kl-max').textContent = klMax ? `0 … ${num(klMax)}` : '';
   $('#completions-hint').textContent = `${completions.length} completions, sorted by reward, best first`;
   const names = functions.length ? functions : Object.keys(completions[0].rewards || {});
-  fill(box, completions.map((c, i) => completionRow(c, i + 1, { maxAdvantage, klMax, functions: names })));
+  fill(
+    box,
+    completions.map((c, i) => completionRow(c, i + 1, { maxAdvantage, klMax, functions: names })),
+  );
 }
 
 function neighbour(delta) {
@@ -149,7 +221,12 @@ async function stepBy(delta) {
 function wire() {
   document.addEventListener('keydown', (event) => {
     if (event.target.closest('input, textarea, select') || event.metaKey || event.ctrlKey || event.altKey) return;
-    const actions = { ArrowLeft: () => neighbour(-1), ArrowRight: () => neighbour(1), '[': () => stepBy(-1), ']': () => stepBy(1) };
+    const actions = {
+      ArrowLeft: () => neighbour(-1),
+      ArrowRight: () => neighbour(1),
+      '[': () => stepBy(-1),
+      ']': () => stepBy(1),
+    };
     if (actions[event.key]) {
       event.preventDefault();
       actions[event.key]();
@@ -180,7 +257,10 @@ async function main() {
     state.run = await getRun(runId);
     $('#crumb-run').textContent = state.run.name;
   } catch (error) {
-    fill($('#prompt-card'), stateBox('error', error.status === 404 ? 'Run not found' : 'Could not load the run', errorText(error)));
+    fill(
+      $('#prompt-card'),
+      stateBox('error', error.status === 404 ? 'Run not found' : 'Could not load the run', errorText(error)),
+    );
     return;
   }
   await go(state.step, state.index, { push: false });

@@ -12,9 +12,31 @@ const REDRAW_MS = 1000;
 // `shares`: each column normalised to shares of its completions; `groups`: colour is the
 // number of groups (per step, when a column sums several steps)
 export const KINDS = {
-  advantage: { edges: ADVANTAGE_EDGES, key: 'advantage', axis: 'advantage', scale: 'shares', labelEvery: 4, color: ['#ffffff', '#c7d2fe', '#4f46e5', '#1e1b4b'] },
-  reward: { edges: REWARD_EDGES, key: 'reward', axis: 'reward', scale: 'shares', labelEvery: 5, color: ['#ffffff', '#d1fadf', '#12b76a', '#054f31'] },
-  spread: { edges: GROUP_STD_EDGES, key: 'spread', axis: 'reward std in group', scale: 'groups', labelEvery: 5, cropTop: true, color: ['#ffffff', '#fde7c4', '#f79009', '#7a2e0e'] },
+  advantage: {
+    edges: ADVANTAGE_EDGES,
+    key: 'advantage',
+    axis: 'advantage',
+    scale: 'shares',
+    labelEvery: 4,
+    color: ['#ffffff', '#c7d2fe', '#4f46e5', '#1e1b4b'],
+  },
+  reward: {
+    edges: REWARD_EDGES,
+    key: 'reward',
+    axis: 'reward',
+    scale: 'shares',
+    labelEvery: 5,
+    color: ['#ffffff', '#d1fadf', '#12b76a', '#054f31'],
+  },
+  spread: {
+    edges: GROUP_STD_EDGES,
+    key: 'spread',
+    axis: 'reward std in group',
+    scale: 'groups',
+    labelEvery: 5,
+    cropTop: true,
+    color: ['#ffffff', '#fde7c4', '#f79009', '#7a2e0e'],
+  },
 };
 
 /** Bars of one step's advantage counts; negative bins red, positive green. */
@@ -26,17 +48,37 @@ export class StepHistogramView {
   draw(counts) {
     const edges = ADVANTAGE_EDGES;
     const labels = binLabels(edges);
-    this.chart.setOption({
-      animation: false,
-      grid: { left: 8, right: 12, top: 12, bottom: 4, containLabel: true },
-      tooltip: { trigger: 'axis', confine: true, axisPointer: { type: 'shadow' } },
-      xAxis: { type: 'category', data: labels, axisLabel: { ...AXIS, formatter: (l) => l.split('…')[0], interval: 3 }, axisTick: { alignWithLabel: false }, axisLine: { lineStyle: { color: '#e4e7ec' } } },
-      yAxis: { type: 'value', minInterval: 1, splitNumber: 3, axisLabel: AXIS, splitLine: { lineStyle: { color: '#f2f4f7' } } },
-      series: [{
-        id: 'advantage', name: 'completions', type: 'bar', barCategoryGap: '8%',
-        data: (counts || []).map((c, i) => ({ value: c, itemStyle: { color: binColor(edges[i]) } })),
-      }],
-    }, { replaceMerge: ['series'] });
+    this.chart.setOption(
+      {
+        animation: false,
+        grid: { left: 8, right: 12, top: 12, bottom: 4, containLabel: true },
+        tooltip: { trigger: 'axis', confine: true, axisPointer: { type: 'shadow' } },
+        xAxis: {
+          type: 'category',
+          data: labels,
+          axisLabel: { ...AXIS, formatter: (l) => l.split('…')[0], interval: 3 },
+          axisTick: { alignWithLabel: false },
+          axisLine: { lineStyle: { color: '#e4e7ec' } },
+        },
+        yAxis: {
+          type: 'value',
+          minInterval: 1,
+          splitNumber: 3,
+          axisLabel: AXIS,
+          splitLine: { lineStyle: { color: '#f2f4f7' } },
+        },
+        series: [
+          {
+            id: 'advantage',
+            name: 'completions',
+            type: 'bar',
+            barCategoryGap: '8%',
+            data: (counts || []).map((c, i) => ({ value: c, itemStyle: { color: binColor(edges[i]) } })),
+          },
+        ],
+      },
+      { replaceMerge: ['series'] },
+    );
   }
 }
 
@@ -99,15 +141,45 @@ export class HistogramHeatmapView {
     const labels = binLabels(this.kind.edges).slice(0, rows);
     const data = this.cells().filter((d) => d[1] < rows);
     const max = this.kind.scale === 'groups' ? Math.max(1, ...data.map((d) => d[2])) : 0.5;
-    this.chart.setOption({
-      animation: false,
-      grid: { left: 18, right: 12, top: 8, bottom: 16, containLabel: true },
-      tooltip: { confine: true, formatter: (p) => this.tooltip(p, labels) },
-      xAxis: { type: 'category', name: 'step', nameLocation: 'middle', nameGap: 20, nameTextStyle: AXIS_NAME, data: this.columns.map((c) => c.first === c.last ? `${c.first}` : `${c.first}–${c.last}`), axisLabel: { ...AXIS, hideOverlap: true, formatter: (l) => l.split('–')[0] }, axisTick: { show: false }, splitArea: { show: false } },
-      yAxis: { type: 'category', name: this.kind.axis, nameLocation: 'middle', nameGap: 34, nameTextStyle: AXIS_NAME, data: labels, axisLabel: { ...AXIS, interval: labelEvery - 1, formatter: (l) => l.split('…')[0] }, axisTick: { show: false } },
-      visualMap: { show: false, min: 0, max, inRange: { color: this.kind.color } },
-      series: [{ id: 'heat', type: 'heatmap', data, progressive: 0, emphasis: { itemStyle: { borderColor: '#101828', borderWidth: 1 } } }],
-    }, { replaceMerge: ['series'] });
+    this.chart.setOption(
+      {
+        animation: false,
+        grid: { left: 18, right: 12, top: 8, bottom: 16, containLabel: true },
+        tooltip: { confine: true, formatter: (p) => this.tooltip(p, labels) },
+        xAxis: {
+          type: 'category',
+          name: 'step',
+          nameLocation: 'middle',
+          nameGap: 20,
+          nameTextStyle: AXIS_NAME,
+          data: this.columns.map((c) => (c.first === c.last ? `${c.first}` : `${c.first}–${c.last}`)),
+          axisLabel: { ...AXIS, hideOverlap: true, formatter: (l) => l.split('–')[0] },
+          axisTick: { show: false },
+          splitArea: { show: false },
+        },
+        yAxis: {
+          type: 'category',
+          name: this.kind.axis,
+          nameLocation: 'middle',
+          nameGap: 34,
+          nameTextStyle: AXIS_NAME,
+          data: labels,
+          axisLabel: { ...AXIS, interval: labelEvery - 1, formatter: (l) => l.split('…')[0] },
+          axisTick: { show: false },
+        },
+        visualMap: { show: false, min: 0, max, inRange: { color: this.kind.color } },
+        series: [
+          {
+            id: 'heat',
+            type: 'heatmap',
+            data,
+            progressive: 0,
+            emphasis: { itemStyle: { borderColor: '#101828', borderWidth: 1 } },
+          },
+        ],
+      },
+      { replaceMerge: ['series'] },
+    );
     return this.columns.length > 0;
   }
 
@@ -116,7 +188,9 @@ export class HistogramHeatmapView {
     const data = [];
     this.columns.forEach((column, x) => {
       const total = this.kind.scale === 'groups' ? column.steps : column.counts.reduce((a, b) => a + b, 0) || 1;
-      column.counts.forEach((c, y) => { if (c) data.push([x, y, c / total]); });
+      column.counts.forEach((c, y) => {
+        if (c) data.push([x, y, c / total]);
+      });
     });
     return data;
   }
@@ -124,16 +198,20 @@ export class HistogramHeatmapView {
   tooltip(p, labels) {
     const column = this.columns[p.value[0]];
     const span = column.first === column.last ? `step ${column.first}` : `steps ${column.first}–${column.last}`;
-    const value = this.kind.scale === 'groups'
-      ? `${Number(p.value[2].toFixed(2))} ${column.steps > 1 ? 'groups per step' : 'groups'}`
-      : `${(p.value[2] * 100).toFixed(1)}%`;
+    const value =
+      this.kind.scale === 'groups'
+        ? `${Number(p.value[2].toFixed(2))} ${column.steps > 1 ? 'groups per step' : 'groups'}`
+        : `${(p.value[2] * 100).toFixed(1)}%`;
     return `<div class="tt"><div class="tt-head">${span}</div><div class="tt-row"><span>${labels[p.value[1]]}</span><b>${value}</b></div><div class="tt-foot">click to select</div></div>`;
   }
 }
 
 function topBinInUse(columns) {
   let top = 0;
-  for (const column of columns) column.counts.forEach((c, i) => { if (c && i > top) top = i; });
+  for (const column of columns)
+    column.counts.forEach((c, i) => {
+      if (c && i > top) top = i;
+    });
   return top;
 }
 
@@ -144,7 +222,10 @@ function bucket(steps, histograms, key) {
   for (let i = 0; i < steps.length; i += per) {
     const slice = steps.slice(i, i + per);
     const counts = histograms.get(slice[0])[key].slice();
-    for (const step of slice.slice(1)) histograms.get(step)[key].forEach((c, j) => { counts[j] += c; });
+    for (const step of slice.slice(1))
+      histograms.get(step)[key].forEach((c, j) => {
+        counts[j] += c;
+      });
     columns.push({ first: slice[0], last: slice[slice.length - 1], steps: slice.length, counts });
   }
   return columns;

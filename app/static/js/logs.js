@@ -23,10 +23,15 @@ export class LogView {
       if (!this.count) this.el.replaceChildren();
       this.count += 1;
       const level = String(line.level || 'info').toLowerCase();
-      this.el.append(h('div', { class: `log-line log-${level}` },
-        h('span', { class: 'log-time', title: line.created_at }, clock(line.created_at)),
-        h('span', { class: 'log-level' }, level),
-        h('span', { class: 'log-message' }, line.message)));
+      this.el.append(
+        h(
+          'div',
+          { class: `log-line log-${level}` },
+          h('span', { class: 'log-time', title: line.created_at }, clock(line.created_at)),
+          h('span', { class: 'log-level' }, level),
+          h('span', { class: 'log-message' }, line.message),
+        ),
+      );
     }
     if (atBottom) this.el.scrollTop = this.el.scrollHeight;
   }

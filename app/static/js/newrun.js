@@ -1,14 +1,14 @@
 // New run page: presets (the demo first), a YAML/JSON spec editor, and validation errors
 // shown beside the lines they are about.
 
+import { dump, load } from '../vendor/js-yaml.mjs';
 import { createRun, getRun, listPresets } from './api.js';
 import { $, $$, fill, h, seg } from './dom.js';
 import { SpecEditor } from './editor.js';
-import { errorText, initShell, stateBox } from './shell.js';
 import { describeType, loadSchema } from './schema.js';
+import { errorText, initShell, stateBox } from './shell.js';
 import { lineOf, locateLine, pathAtLine } from './speclocate.js';
 import { withToken } from './token.js';
-import { dump, load } from '../vendor/js-yaml.mjs';
 
 const state = { format: 'yaml', presets: [], active: null, problems: [], schema: null, helpLine: null };
 let editor;
@@ -22,12 +22,24 @@ function parse(text) {
   try {
     const spec = load(text);
     if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) {
-      return { problem: { loc: '(spec)', message: 'The spec must be a mapping of fields (e.g. model: builtin:tiny-arith).', line: null } };
+      return {
+        problem: {
+          loc: '(spec)',
+          message: 'The spec must be a mapping of fields (e.g. model: builtin:tiny-arith).',
+          line: null,
+        },
+      };
     }
     return { spec };
   } catch (error) {
     const line = error.mark && Number.isInteger(error.mark.line) ? error.mark.line + 1 : null;
-    return { problem: { loc: state.format === 'json' ? 'JSON syntax' : 'YAML syntax', message: error.reason || error.message, line } };
+    return {
+      problem: {
+        loc: state.format === 'json' ? 'JSON syntax' : 'YAML syntax',
+        message: error.reason || error.message,
+        line,
+      },
+    };
   }
 }
 
@@ -37,15 +49,25 @@ function showProblems(found) {
   const list = $('#errors');
   $('#no-errors').hidden = problems.length > 0;
   $('#problem-count').textContent = problems.length ? `${problems.length}` : '';
-  fill(list, problems.map((p) => h('li', {
-    tabindex: p.line ? '0' : null,
-    dataset: { loc: p.loc, line: p.line ?? '' },
-    onclick: () => p.line && editor.revealLine(p.line),
-    onkeydown: (event) => { if (event.key === 'Enter' && p.line) editor.revealLine(p.line); },
-  },
-  p.line ? h('span', { class: 'line-ref' }, `line ${p.line}`) : null,
-  h('div', { class: 'loc' }, p.loc),
-  h('div', { class: 'msg' }, p.message))));
+  fill(
+    list,
+    problems.map((p) =>
+      h(
+        'li',
+        {
+          tabindex: p.line ? '0' : null,
+          dataset: { loc: p.loc, line: p.line ?? '' },
+          onclick: () => p.line && editor.revealLine(p.line),
+          onkeydown: (event) => {
+            if (event.key === 'Enter' && p.line) editor.revealLine(p.line);
+          },
+        },
+        p.line ? h('span', { class: 'line-ref' }, `line ${p.line}`) : null,
+        h('div', { class: 'loc' }, p.loc),
+        h('div', { class: 'msg' }, p.message),
+      ),
+    ),
+  );
   editor.setErrors(new Map(problems.filter((p) => p.line).map((p) => [p.line, p.message])));
 }
 
@@ -58,11 +80,17 @@ function summarize(spec) {
     if (value === undefined) return h('span', { class: 'faint' }, 'default');
     return h('span', { class: isDefault ? 'faint' : null, title: isDefault ? 'default' : null }, format(value));
   };
-  const b = pick('prompts_per_step'), g = pick('num_generations');
+  const b = pick('prompts_per_step'),
+    g = pick('num_generations');
   const rows = [
     ['model', show(pick('model'))],
     ['data', show(pick('data'), (d) => d.source)],
-    ['rewards', show(pick('rewards'), (r) => r.map((x) => (x.weight !== undefined && x.weight !== 1 ? `${x.name}×${x.weight}` : x.name)).join(' + '))],
+    [
+      'rewards',
+      show(pick('rewards'), (r) =>
+        r.map((x) => (x.weight !== undefined && x.weight !== 1 ? `${x.name}×${x.weight}` : x.name)).join(' + '),
+      ),
+    ],
     ['steps', show(pick('max_steps'))],
     ['prompts × G', h('span', null, show(b), ' × ', show(g), b.value && g.value ? ` = ${b.value * g.value}/step` : '')],
     ['max_completion_length', show(pick('max_completion_length'))],
@@ -71,7 +99,10 @@ function summarize(spec) {
     ['epsilon', show(pick('epsilon'))],
     ['learning_rate', show(pick('learning_rate'))],
   ];
-  fill($('#summary'), rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)]));
+  fill(
+    $('#summary'),
+    rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)]),
+  );
 }
 
 /** Shows the schema's documentation of the field under the caret. */
@@ -85,14 +116,24 @@ function showFieldHelp() {
   const prop = path ? state.schema.field(path.split('.'), spec) : null;
   $('#field-path').textContent = path || '';
   if (!prop) {
-    fill($('#field-help'), h('p', { class: 'muted' }, 'Put the caret on a field to see what it does, its bounds and its default.'));
+    fill(
+      $('#field-help'),
+      h('p', { class: 'muted' }, 'Put the caret on a field to see what it does, its bounds and its default.'),
+    );
     return;
   }
-  fill($('#field-help'),
+  fill(
+    $('#field-help'),
     prop.description ? h('p', null, prop.description) : null,
-    h('dl', { class: 'summary-list' },
-      prop.type || prop.anyOf || prop.enum ? [h('dt', null, 'type'), h('dd', { title: describeType(prop) }, describeType(prop))] : null,
-      prop.default !== undefined ? [h('dt', null, 'default'), h('dd', null, JSON.stringify(prop.default))] : null));
+    h(
+      'dl',
+      { class: 'summary-list' },
+      prop.type || prop.anyOf || prop.enum
+        ? [h('dt', null, 'type'), h('dd', { title: describeType(prop) }, describeType(prop))]
+        : null,
+      prop.default !== undefined ? [h('dt', null, 'default'), h('dd', null, JSON.stringify(prop.default))] : null,
+    ),
+  );
 }
 
 function setSpec(spec, source) {
@@ -145,7 +186,7 @@ async function submit() {
   } catch (error) {
     $('#submit-status').textContent = '';
     const text = editor.value;
-    const problems = error.fields && error.fields.length
+    const problems = error.fields?.length
       ? error.fields.map((f) => ({ loc: f.loc, message: f.message, line: locateLine(text, f.loc) }))
       : [{ loc: error.code || 'error', message: errorText(error), line: null }];
     showProblems(problems);
@@ -155,21 +196,35 @@ async function submit() {
 }
 
 function renderPresets(extra) {
-  const items = [...(extra ? [extra] : []), ...state.presets.map((p, i) => ({ ...p, key: `preset:${p.name}`, isDemo: i === 0 }))];
+  const items = [
+    ...(extra ? [extra] : []),
+    ...state.presets.map((p, i) => ({ ...p, key: `preset:${p.name}`, isDemo: i === 0 })),
+  ];
   if (!items.length) {
     fill($('#presets'), stateBox('empty', 'No presets', 'Write a spec by hand.'));
     return;
   }
-  fill($('#presets'), items.map((p) => h('button', {
-    type: 'button', class: 'preset', 'aria-pressed': String(state.active === p.key), dataset: { preset: p.name || p.key },
-    onclick: () => {
-      state.active = p.key;
-      setSpec(p.spec, p.source || `preset ${p.name}`);
-      renderPresets(extra);
-    },
-  },
-  h('div', { class: 'preset-title' }, p.title, p.isDemo ? h('span', { class: 'badge' }, 'demo') : null),
-  p.description ? h('div', { class: 'preset-desc' }, p.description) : null)));
+  fill(
+    $('#presets'),
+    items.map((p) =>
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'preset',
+          'aria-pressed': String(state.active === p.key),
+          dataset: { preset: p.name || p.key },
+          onclick: () => {
+            state.active = p.key;
+            setSpec(p.spec, p.source || `preset ${p.name}`);
+            renderPresets(extra);
+          },
+        },
+        h('div', { class: 'preset-title' }, p.title, p.isDemo ? h('span', { class: 'badge' }, 'demo') : null),
+        p.description ? h('div', { class: 'preset-desc' }, p.description) : null,
+      ),
+    ),
+  );
 }
 
 async function main() {
@@ -193,9 +248,17 @@ async function main() {
     try {
       const run = await getRun(params.get('from'));
       const spec = { ...run.spec, name: `${run.name} (copy)` };
-      extra = { key: `run:${run.id}`, title: `Copy of ${run.name}`, description: `The spec of run ${run.id}, to edit and submit as a new run.`, spec, source: `from run ${run.id}` };
+      extra = {
+        key: `run:${run.id}`,
+        title: `Copy of ${run.name}`,
+        description: `The spec of run ${run.id}, to edit and submit as a new run.`,
+        spec,
+        source: `from run ${run.id}`,
+      };
     } catch (error) {
-      showProblems([{ loc: 'from', message: `Could not load run ${params.get('from')}: ${errorText(error)}`, line: null }]);
+      showProblems([
+        { loc: 'from', message: `Could not load run ${params.get('from')}: ${errorText(error)}`, line: null },
+      ]);
     }
   }
   const wanted = extra || state.presets.find((p) => p.name === params.get('preset')) || state.presets[0];

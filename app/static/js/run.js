@@ -1,6 +1,7 @@
 // Run page: loads the run's history over REST, follows the SSE stream, and redraws in
 // batches (at most a few frames a second, however fast steps arrive).
 
+import { dump } from '../vendor/js-yaml.mjs';
 import { eventsUrl, getAllHistograms, getAllMetrics, getRun } from './api.js';
 import { FINAL, progressBar } from './badges.js';
 import { ADVANTAGE_EDGES, histogram } from './bins.js';
@@ -10,13 +11,12 @@ import { duration, runSeconds } from './format.js';
 import { HistogramHeatmapView, StepHistogramView } from './histograms.js';
 import { LogView } from './logs.js';
 import { renderBanner, renderHeader, renderStats } from './runheader.js';
-import { Scrubber } from './scrubber.js';
 import * as loaded from './runload.js';
+import { Scrubber } from './scrubber.js';
 import { RunSeries } from './series.js';
 import { errorText, initShell, stateBox } from './shell.js';
 import { StepGroupsView } from './stepgroups.js';
 import { openStream } from './stream.js';
-import { dump } from '../vendor/js-yaml.mjs';
 
 const RENDER_EVERY_MS = 250;
 const SMOOTHING_KEY = 'grpo.smoothing';
@@ -24,7 +24,15 @@ const SMOOTHING_KEY = 'grpo.smoothing';
 const page = $('#page');
 const { runId } = loaded;
 const series = new RunSeries();
-const state = { run: null, shownStep: null, renderQueued: false, lastRender: 0, renderCost: 0, curvesKey: '', stepTimer: null };
+const state = {
+  run: null,
+  shownStep: null,
+  renderQueued: false,
+  lastRender: 0,
+  renderCost: 0,
+  curvesKey: '',
+  stepTimer: null,
+};
 let curves, scrubber, stepGroups, stepHistogram, heatmaps, logs;
 
 function smoothing() {
@@ -70,7 +78,9 @@ function render() {
     $('#advantages-empty').textContent = text;
   }
   const size = series.size;
-  drawn.then(() => { page.dataset.renderedSteps = String(size); });
+  drawn.then(() => {
+    page.dataset.renderedSteps = String(size);
+  });
   state.lastRender = performance.now();
   state.renderCost = state.lastRender - started;
   return drawn;
@@ -139,7 +149,7 @@ function refreshRun() {
 async function refreshAfterEnd() {
   try {
     const [run, rows] = await Promise.all([getRun(runId), getAllMetrics(runId, { afterStep: series.last })]);
-    rows.forEach((row) => series.add(row));
+    for (const row of rows) series.add(row);
     setRun(run);
     scheduleRender();
   } catch {
@@ -149,7 +159,13 @@ async function refreshAfterEnd() {
 
 function onStreamState(streamState) {
   const el = $('#stream-state');
-  const labels = { connecting: 'connecting…', open: 'live', reconnecting: 'reconnecting…', ended: 'finished', error: 'stream unavailable' };
+  const labels = {
+    connecting: 'connecting…',
+    open: 'live',
+    reconnecting: 'reconnecting…',
+    ended: 'finished',
+    error: 'stream unavailable',
+  };
   el.dataset.state = streamState;
   el.textContent = labels[streamState] || streamState;
 }
@@ -178,7 +194,13 @@ async function showStep(step) {
     $('#groups-empty').hidden = groups.length > 0;
     $('#groups-empty').textContent = 'No groups stored for this step';
     $('#groups-summary').textContent = summary(groups);
-    if (!known && groups.length) drawAdvantages(histogram(groups.flatMap((g) => g.advantages), ADVANTAGE_EDGES));
+    if (!known && groups.length)
+      drawAdvantages(
+        histogram(
+          groups.flatMap((g) => g.advantages),
+          ADVANTAGE_EDGES,
+        ),
+      );
     if (!known && !groups.length) showAdvantagesEmpty(`No completions stored for step ${step}`);
   } catch (error) {
     $('#groups-empty').hidden = false;
@@ -231,9 +253,18 @@ function buildViews() {
   stepHistogram = new StepHistogramView($('#chart-advantages'));
   const pick = (step) => scrubber.select(step, { live: false });
   heatmaps = {
-    spread: new HistogramHeatmapView($('#chart-spread-heatmap'), 'spread', { onPickStep: pick, emptyEl: $('#spread-heatmap-empty') }),
-    reward: new HistogramHeatmapView($('#chart-reward-heatmap'), 'reward', { onPickStep: pick, emptyEl: $('#reward-heatmap-empty') }),
-    advantage: new HistogramHeatmapView($('#chart-advantage-heatmap'), 'advantage', { onPickStep: pick, emptyEl: $('#advantage-heatmap-empty') }),
+    spread: new HistogramHeatmapView($('#chart-spread-heatmap'), 'spread', {
+      onPickStep: pick,
+      emptyEl: $('#spread-heatmap-empty'),
+    }),
+    reward: new HistogramHeatmapView($('#chart-reward-heatmap'), 'reward', {
+      onPickStep: pick,
+      emptyEl: $('#reward-heatmap-empty'),
+    }),
+    advantage: new HistogramHeatmapView($('#chart-advantage-heatmap'), 'advantage', {
+      onPickStep: pick,
+      emptyEl: $('#advantage-heatmap-empty'),
+    }),
   };
   scrubber = new Scrubber($('#scrubber'), { onChange: onStepChange });
   logs = new LogView($('#logs'));
@@ -253,9 +284,19 @@ async function main() {
     run = await loaded.run;
   } catch (error) {
     const title = error.status === 404 ? 'Run not found' : 'Could not load the run';
-    fill($('#run-root'), h('section', { class: 'panel' }, stateBox('error', title,
-      error.status === 404 ? `No run has the id “${runId}”. It may have been deleted.` : errorText(error),
-      h('a', { class: 'btn btn-ghost', href: '/' }, 'All runs'))));
+    fill(
+      $('#run-root'),
+      h(
+        'section',
+        { class: 'panel' },
+        stateBox(
+          'error',
+          title,
+          error.status === 404 ? `No run has the id “${runId}”. It may have been deleted.` : errorText(error),
+          h('a', { class: 'btn btn-ghost', href: '/' }, 'All runs'),
+        ),
+      ),
+    );
     return;
   }
   buildViews();
@@ -275,7 +316,9 @@ async function main() {
   loadHistograms();
   logs.add(await loaded.logLines);
   $('#log-count').textContent = logs.count ? `${logs.count} lines` : '';
-  setInterval(() => { if (state.run.status === 'running') updateProgress(); }, 1000);
+  setInterval(() => {
+    if (state.run.status === 'running') updateProgress();
+  }, 1000);
 }
 
 main();

@@ -2,27 +2,41 @@
 // latest numbers, plus the error banner of a failed run.
 
 import { runActions } from './actions.js';
-import { exportMenu } from './exports.js';
 import { progressBar, statusPill } from './badges.js';
 import { outcomeShares } from './bins.js';
 import { fill, h } from './dom.js';
+import { exportMenu } from './exports.js';
 import { dateTime, duration, num, pct, runSeconds, signed } from './format.js';
 
 export function renderHeader(el, run, { onAction }) {
   const spec = run.spec || {};
   // the header is redrawn on every status read: an open export menu stays open
   const isMenuOpen = Boolean(el.querySelector('details.menu')?.open);
-  fill(el,
-    h('div', { class: 'run-title' },
-      h('h1', { id: 'run-name' }, run.name), statusPill(run.status, { cancelling: run.is_cancel_requested }), h('code', { title: 'run id' }, run.id)),
+  fill(
+    el,
+    h(
+      'div',
+      { class: 'run-title' },
+      h('h1', { id: 'run-name' }, run.name),
+      statusPill(run.status, { cancelling: run.is_cancel_requested }),
+      h('code', { title: 'run id' }, run.id),
+    ),
     h('div', { class: 'head-actions' }, exportMenu(run), runActions(run, { onDone: onAction })),
-    h('div', { class: 'run-meta' },
+    h(
+      'div',
+      { class: 'run-meta' },
       progressBar(run),
       h('span', null, 'created ', h('b', null, dateTime(run.created_at))),
       run.started_at ? h('span', null, 'ran ', h('b', { class: 'run-duration' }, duration(runSeconds(run)))) : null,
-      run.worker ? h('span', null, 'worker ', h('b', null, run.worker)) : null),
-    h('div', { class: 'spec-chips' }, specChips(spec).map(([k, v]) => h('span', { class: 'spec-chip' }, h('b', null, `${k} `), v))),
-    h('div', { class: 'run-stats', id: 'run-stats' }));
+      run.worker ? h('span', null, 'worker ', h('b', null, run.worker)) : null,
+    ),
+    h(
+      'div',
+      { class: 'spec-chips' },
+      specChips(spec).map(([k, v]) => h('span', { class: 'spec-chip' }, h('b', null, `${k} `), v)),
+    ),
+    h('div', { class: 'run-stats', id: 'run-stats' }),
+  );
   if (isMenuOpen) el.querySelector('details.menu').open = true;
 }
 
@@ -30,7 +44,12 @@ function specChips(spec) {
   const chips = [
     ['model', spec.model],
     ['data', spec.data?.source],
-    ['rewards', (spec.rewards || []).map((r) => (r.weight !== undefined && r.weight !== 1 ? `${r.name}×${r.weight}` : r.name)).join(' + ')],
+    [
+      'rewards',
+      (spec.rewards || [])
+        .map((r) => (r.weight !== undefined && r.weight !== 1 ? `${r.name}×${r.weight}` : r.name))
+        .join(' + '),
+    ],
     ['B×G', spec.prompts_per_step && spec.num_generations ? `${spec.prompts_per_step}×${spec.num_generations}` : null],
     ['β', spec.beta],
     ['ε', spec.epsilon_high != null ? `${spec.epsilon}/${spec.epsilon_high}` : spec.epsilon],
@@ -57,22 +76,59 @@ export function renderStats(el, run, series) {
   const noSignal = shares ? shares.no_signal[shares.no_signal.length - 1] : null;
   const stats = [
     ['Step', series.size ? `${series.last}` : '0', `of ${run.total_steps}`],
-    ['Reward', num(reward), reward != null && start != null ? `${signed(reward - start)} since step ${series.steps[0]}` : 'mean over completions'],
+    [
+      'Reward',
+      num(reward),
+      reward != null && start != null
+        ? `${signed(reward - start)} since step ${series.steps[0]}`
+        : 'mean over completions',
+    ],
     ['KL', num(series.latest('kl')), series.has('beta') ? `β ${num(series.latest('beta'))}` : 'to the reference'],
     ['No-signal groups', pct(noSignal, 0), 'all fail or all pass'],
-    ['Completion length', num(series.latest('completions/mean_length')), `truncated ${pct(series.latest('completions/clipped_ratio'), 0)}`],
-    ['Step time', duration(series.latest('time/step')), series.has('tokens_per_second') ? `${num(series.latest('tokens_per_second'))} tok/s` : ''],
+    [
+      'Completion length',
+      num(series.latest('completions/mean_length')),
+      `truncated ${pct(series.latest('completions/clipped_ratio'), 0)}`,
+    ],
+    [
+      'Step time',
+      duration(series.latest('time/step')),
+      series.has('tokens_per_second') ? `${num(series.latest('tokens_per_second'))} tok/s` : '',
+    ],
   ];
-  fill(el, stats.map(([label, value, sub]) => h('div', { class: 'stat' },
-    h('div', { class: 'stat-label' }, label), h('div', { class: 'stat-value' }, value), h('div', { class: 'stat-sub' }, sub))));
+  fill(
+    el,
+    stats.map(([label, value, sub]) =>
+      h(
+        'div',
+        { class: 'stat' },
+        h('div', { class: 'stat-label' }, label),
+        h('div', { class: 'stat-value' }, value),
+        h('div', { class: 'stat-sub' }, sub),
+      ),
+    ),
+  );
 }
 
 export function renderBanner(el, run) {
   if (run.error) {
-    fill(el, h('div', { class: 'banner banner-error', role: 'alert' },
-      h('div', null, h('b', null, run.status === 'failed' ? 'The run failed' : 'Error'), h('pre', null, run.error))));
+    fill(
+      el,
+      h(
+        'div',
+        { class: 'banner banner-error', role: 'alert' },
+        h('div', null, h('b', null, run.status === 'failed' ? 'The run failed' : 'Error'), h('pre', null, run.error)),
+      ),
+    );
   } else if (run.status === 'queued') {
-    fill(el, h('div', { class: 'banner banner-info' }, 'Queued: waiting for a worker to pick the run up. Curves appear with the first step.'));
+    fill(
+      el,
+      h(
+        'div',
+        { class: 'banner banner-info' },
+        'Queued: waiting for a worker to pick the run up. Curves appear with the first step.',
+      ),
+    );
   } else {
     fill(el);
   }

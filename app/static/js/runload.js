@@ -7,6 +7,8 @@ import { getAllMetrics, getLogs, getRun } from './api.js';
 export const runId = document.querySelector('meta[name="grpo-run-id"]').content;
 export const run = getRun(runId);
 export const history = getAllMetrics(runId).catch(() => Object.assign([], { lastEventId: null }));
-export const logLines = getLogs(runId).then((r) => r.items).catch(() => []);
+export const logLines = getLogs(runId)
+  .then((r) => r.items)
+  .catch(() => []);
 // a 404 is shown by run.js; an unawaited rejection here would only add console noise
 run.catch(() => {});

@@ -17,7 +17,8 @@ function readQuery() {
   state.status = params.get('status') || '';
   state.q = params.get('q') || '';
   $('#run-search').value = state.q;
-  for (const chip of $$('#status-filter .chip')) chip.setAttribute('aria-pressed', String(chip.dataset.status === state.status));
+  for (const chip of $$('#status-filter .chip'))
+    chip.setAttribute('aria-pressed', String(chip.dataset.status === state.status));
 }
 
 function writeQuery() {
@@ -39,10 +40,27 @@ async function load({ quiet = false } = {}) {
   } catch (error) {
     if (quiet && state.loaded) return;
     const needsToken = error.status === 401 || error.status === 403;
-    fill($('#runs-table'), stateBox('error', needsToken ? 'This server needs an API token to show runs' : 'Could not load runs', errorText(error),
-      needsToken
-        ? h('button', { class: 'btn btn-primary', type: 'button', onclick: async () => { if (await askToken()) load(); } }, 'Enter token')
-        : h('button', { class: 'btn btn-ghost', type: 'button', onclick: () => load() }, 'Retry')));
+    fill(
+      $('#runs-table'),
+      stateBox(
+        'error',
+        needsToken ? 'This server needs an API token to show runs' : 'Could not load runs',
+        errorText(error),
+        needsToken
+          ? h(
+              'button',
+              {
+                class: 'btn btn-primary',
+                type: 'button',
+                onclick: async () => {
+                  if (await askToken()) load();
+                },
+              },
+              'Enter token',
+            )
+          : h('button', { class: 'btn btn-ghost', type: 'button', onclick: () => load() }, 'Retry'),
+      ),
+    );
   }
 }
 
@@ -58,42 +76,94 @@ function render() {
   const table = $('#runs-table');
   $('#more-button').hidden = !state.cursor;
   $('#runs-count').textContent = state.items.length
-    ? `${state.items.length}${state.cursor ? '+' : ''} run${state.items.length === 1 ? '' : 's'}` : '';
+    ? `${state.items.length}${state.cursor ? '+' : ''} run${state.items.length === 1 ? '' : 's'}`
+    : '';
   $('#demo').classList.toggle('is-compact', state.items.length > 0 || Boolean(state.status || state.q));
   if (!state.items.length) {
-    fill(table, state.status || state.q
-      ? stateBox('empty', 'No runs match', 'Try another status or search term.')
-      : stateBox('empty', 'No runs yet', 'Start the demo above, or write a spec on the New run page.'));
+    fill(
+      table,
+      state.status || state.q
+        ? stateBox('empty', 'No runs match', 'Try another status or search term.')
+        : stateBox('empty', 'No runs yet', 'Start the demo above, or write a spec on the New run page.'),
+    );
     return;
   }
-  fill(table, h('table', { class: 'table runs-table' },
-    h('thead', null, h('tr', null,
-      h('th', { class: 'col-check' }, ''), h('th', null, 'Run'), h('th', null, 'Status'), h('th', null, 'Progress'),
-      h('th', { class: 'num' }, 'Reward'), h('th', { class: 'num' }, 'KL'), h('th', null, 'Started'),
-      h('th', { class: 'num' }, 'Duration'), h('th', { class: 'col-actions' }, ''))),
-    h('tbody', null, state.items.map(row))));
+  fill(
+    table,
+    h(
+      'table',
+      { class: 'table runs-table' },
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          h('th', { class: 'col-check' }, ''),
+          h('th', null, 'Run'),
+          h('th', null, 'Status'),
+          h('th', null, 'Progress'),
+          h('th', { class: 'num' }, 'Reward'),
+          h('th', { class: 'num' }, 'KL'),
+          h('th', null, 'Started'),
+          h('th', { class: 'num' }, 'Duration'),
+          h('th', { class: 'col-actions' }, ''),
+        ),
+      ),
+      h('tbody', null, state.items.map(row)),
+    ),
+  );
   updateCompareButton();
 }
 
 function row(run) {
   const metrics = run.last_metrics || {};
   const spec = run.spec || {};
-  return h('tr', { dataset: { runId: run.id, status: run.status } },
-    h('td', { class: 'col-check' }, h('input', {
-      type: 'checkbox', 'aria-label': `Select ${run.name} for comparison`, checked: state.selected.has(run.id),
-      onchange: (event) => { toggleSelected(run.id, event.target.checked); },
-    })),
-    h('td', { class: 'col-name' },
+  return h(
+    'tr',
+    { dataset: { runId: run.id, status: run.status } },
+    h(
+      'td',
+      { class: 'col-check' },
+      h('input', {
+        type: 'checkbox',
+        'aria-label': `Select ${run.name} for comparison`,
+        checked: state.selected.has(run.id),
+        onchange: (event) => {
+          toggleSelected(run.id, event.target.checked);
+        },
+      }),
+    ),
+    h(
+      'td',
+      { class: 'col-name' },
       h('a', { class: 'run-link', href: `/runs/${seg(run.id)}` }, run.name),
-      h('div', { class: 'sub' }, h('code', null, run.id.slice(0, 8)), ' · ', spec.model || '',
-        spec.num_generations ? ` · G=${spec.num_generations}` : '')),
-    h('td', { class: 'col-status' }, statusPill(run.status, { cancelling: run.is_cancel_requested }), run.error ? h('div', { class: 'sub error-text', title: run.error }, run.error) : null),
+      h(
+        'div',
+        { class: 'sub' },
+        h('code', null, run.id.slice(0, 8)),
+        ' · ',
+        spec.model || '',
+        spec.num_generations ? ` · G=${spec.num_generations}` : '',
+      ),
+    ),
+    h(
+      'td',
+      { class: 'col-status' },
+      statusPill(run.status, { cancelling: run.is_cancel_requested }),
+      run.error ? h('div', { class: 'sub error-text', title: run.error }, run.error) : null,
+    ),
     h('td', null, progressBar(run)),
     h('td', { class: 'num' }, num(metrics.reward)),
     h('td', { class: 'num' }, num(metrics.kl)),
     h('td', { title: run.started_at || run.created_at }, since(run.started_at || run.created_at)),
     h('td', { class: 'num' }, duration(runSeconds(run))),
-    h('td', { class: 'col-actions' }, runActions(run, { small: true, skip: ['edit'], onDone: () => load({ quiet: true }) })));
+    h(
+      'td',
+      { class: 'col-actions' },
+      runActions(run, { small: true, skip: ['edit'], onDone: () => load({ quiet: true }) }),
+    ),
+  );
 }
 
 function toggleSelected(id, on) {
@@ -129,7 +199,7 @@ async function startDemo(button) {
 async function describeDemo() {
   try {
     const demo = (await listPresets()).items[0];
-    if (demo && demo.description) $('#demo-description').textContent = demo.description;
+    if (demo?.description) $('#demo-description').textContent = demo.description;
   } catch {
     // the static description stays
   }
@@ -149,13 +219,20 @@ function wire() {
   let timer = null;
   $('#run-search').addEventListener('input', (event) => {
     clearTimeout(timer);
-    timer = setTimeout(() => { state.q = event.target.value.trim(); state.limit = PAGE; writeQuery(); load(); }, 250);
+    timer = setTimeout(() => {
+      state.q = event.target.value.trim();
+      state.limit = PAGE;
+      writeQuery();
+      load();
+    }, 250);
   });
   $('#more-button').addEventListener('click', () => loadMore().catch((e) => toast(errorText(e), 'error')));
   $('#compare-button').addEventListener('click', () => {
     window.location.assign(`/compare?runs=${[...state.selected].map(seg).join(',')}`);
   });
-  setInterval(() => { if (document.visibilityState === 'visible') load({ quiet: true }); }, POLL_MS);
+  setInterval(() => {
+    if (document.visibilityState === 'visible') load({ quiet: true });
+  }, POLL_MS);
 }
 
 initShell();

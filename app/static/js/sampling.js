@@ -9,7 +9,8 @@ export const MAX_POINTS = 1000;
 export function keepIndices(steps, values, window = null, max = MAX_POINTS) {
   const n = steps.length;
   if (n <= max) return null;
-  let a = 0, b = 0;
+  let a = 0,
+    b = 0;
   if (window) {
     a = lowerBound(steps, window[0]);
     b = lowerBound(steps, window[1] + 1);
@@ -33,7 +34,8 @@ function extremes(values, from, to, buckets, keep) {
   const size = Math.max(1, Math.ceil((to - from) / buckets));
   for (let start = from; start < to; start += size) {
     const end = Math.min(to, start + size);
-    let lo = -1, hi = -1;
+    let lo = -1,
+      hi = -1;
     for (let i = start; i < end; i += 1) {
       const v = values ? values[i] : null;
       if (v == null) continue;
@@ -46,10 +48,12 @@ function extremes(values, from, to, buckets, keep) {
 }
 
 function lowerBound(steps, step) {
-  let lo = 0, hi = steps.length;
+  let lo = 0,
+    hi = steps.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (steps[mid] < step) lo = mid + 1; else hi = mid;
+    if (steps[mid] < step) lo = mid + 1;
+    else hi = mid;
   }
   return lo;
 }

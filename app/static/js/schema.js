@@ -5,10 +5,12 @@ let cached = null;
 
 export async function loadSchema() {
   if (!cached) {
-    cached = fetch('/openapi.json').then((r) => (r.ok ? r.json() : null)).catch(() => null);
+    cached = fetch('/openapi.json')
+      .then((r) => (r.ok ? r.json() : null))
+      .catch(() => null);
   }
   const doc = await cached;
-  return doc && doc.components && doc.components.schemas.JobSpec ? new SpecSchema(doc.components.schemas) : null;
+  return doc?.components?.schemas.JobSpec ? new SpecSchema(doc.components.schemas) : null;
 }
 
 export class SpecSchema {
@@ -30,13 +32,13 @@ export class SpecSchema {
     let prop = null;
     for (const part of path) {
       const model = this.deref(node);
-      if (model && model.properties && part in model.properties) {
+      if (model?.properties && part in model.properties) {
         prop = model.properties[part];
         node = prop;
       } else if (/^\d+$/.test(part) && (node.items || this.deref(node)?.items)) {
         const items = node.items || this.deref(node).items;
-        const tag = value && value[Number(part)] && value[Number(part)].name;
-        const mapped = items.discriminator && items.discriminator.mapping[tag];
+        const tag = value?.[Number(part)] && value[Number(part)].name;
+        const mapped = items.discriminator?.mapping[tag];
         node = mapped ? { $ref: mapped } : items;
         prop = { description: mapped ? this.schemas[mapped.split('/').pop()].description : prop?.description };
       } else {
@@ -55,14 +57,20 @@ export class SpecSchema {
 /** Bounds and choices of a property, for a one-line hint: "integer ≥ 1, ≤ 4096". */
 export function describeType(prop) {
   const alternatives = prop.anyOf || [prop];
-  return alternatives.map((t) => {
-    if (t.type === 'null') return 'null';
-    if (t.enum) return t.enum.map((e) => JSON.stringify(e)).join(' | ');
-    if (t.$ref) return t.$ref.split('/').pop();
-    const bounds = [
-      t.minimum !== undefined ? `≥ ${t.minimum}` : null, t.exclusiveMinimum !== undefined ? `> ${t.exclusiveMinimum}` : null,
-      t.maximum !== undefined ? `≤ ${t.maximum}` : null, t.exclusiveMaximum !== undefined ? `< ${t.exclusiveMaximum}` : null,
-    ].filter(Boolean).join(', ');
-    return `${t.type || 'object'}${bounds ? ` ${bounds}` : ''}`;
-  }).join(' or ');
+  return alternatives
+    .map((t) => {
+      if (t.type === 'null') return 'null';
+      if (t.enum) return t.enum.map((e) => JSON.stringify(e)).join(' | ');
+      if (t.$ref) return t.$ref.split('/').pop();
+      const bounds = [
+        t.minimum !== undefined ? `≥ ${t.minimum}` : null,
+        t.exclusiveMinimum !== undefined ? `> ${t.exclusiveMinimum}` : null,
+        t.maximum !== undefined ? `≤ ${t.maximum}` : null,
+        t.exclusiveMaximum !== undefined ? `< ${t.exclusiveMaximum}` : null,
+      ]
+        .filter(Boolean)
+        .join(', ');
+      return `${t.type || 'object'}${bounds ? ` ${bounds}` : ''}`;
+    })
+    .join(' or ');
 }

@@ -11,8 +11,16 @@ export class Scrubber {
     this.live = true;
     this.range = h('input', { type: 'range', min: 0, max: 0, value: 0, 'aria-label': 'Selected step', disabled: true });
     this.label = h('span', { class: 'step-label' }, 'No steps yet');
-    this.liveButton = h('button', { type: 'button', class: 'btn live-toggle', 'aria-pressed': 'true', title: 'Follow the latest step' }, 'Live');
-    const prev = h('button', { type: 'button', class: 'btn', title: 'Previous step ([)', 'aria-label': 'Previous step' }, '‹');
+    this.liveButton = h(
+      'button',
+      { type: 'button', class: 'btn live-toggle', 'aria-pressed': 'true', title: 'Follow the latest step' },
+      'Live',
+    );
+    const prev = h(
+      'button',
+      { type: 'button', class: 'btn', title: 'Previous step ([)', 'aria-label': 'Previous step' },
+      '‹',
+    );
     const next = h('button', { type: 'button', class: 'btn', title: 'Next step (])', 'aria-label': 'Next step' }, '›');
     el.append(this.label, prev, this.range, next, this.liveButton);
     this.range.addEventListener('input', () => this.select(Number(this.range.value), { live: false }));

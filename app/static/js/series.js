@@ -33,7 +33,7 @@ export class RunSeries {
   /** Loads a run's history (REST rows in step order); falls back to add() when not empty. */
   load(rows) {
     if (this.steps.length || rows.some((r, i) => i && r.step <= rows[i - 1].step)) {
-      rows.forEach((row) => this.add(row));
+      for (const row of rows) this.add(row);
       return;
     }
     const n = rows.length;
@@ -104,10 +104,12 @@ export class RunSeries {
 
   /** First index whose step is >= `step`. */
   bisect(step) {
-    let lo = 0, hi = this.steps.length;
+    let lo = 0,
+      hi = this.steps.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (this.steps[mid] < step) lo = mid + 1; else hi = mid;
+      if (this.steps[mid] < step) lo = mid + 1;
+      else hi = mid;
     }
     return lo;
   }
@@ -131,7 +133,9 @@ export class RunSeries {
 
   /** Names of the reward functions, from `rewards/<fn>/mean`. */
   rewardFunctions() {
-    return this.names().filter((n) => /^rewards\/.+\/mean$/.test(n)).map((n) => n.slice(8, -5));
+    return this.names()
+      .filter((n) => /^rewards\/.+\/mean$/.test(n))
+      .map((n) => n.slice(8, -5));
   }
 }
 
@@ -141,7 +145,7 @@ function hasHistograms(row) {
 
 /** A step's histograms by kind; missing or empty ones (steps stored before a kind existed) are null. */
 function histogramsOf(row) {
-  const counts = (list) => (list && list.length ? list : null);
+  const counts = (list) => (list?.length ? list : null);
   return {
     advantage: counts(row.advantage_histogram),
     reward: counts(row.reward_histogram),

@@ -20,11 +20,14 @@ export function toast(message, kind = 'info', ms = 4000) {
 
 /** A designed empty, loading or error state in place of content. */
 export function stateBox(kind, title, detail = '', action = null) {
-  return h('div', { class: `state state-${kind}` },
+  return h(
+    'div',
+    { class: `state state-${kind}` },
     h('div', { class: 'state-icon', 'aria-hidden': 'true' }),
     h('div', { class: 'state-title' }, title),
     detail ? h('div', { class: 'state-detail' }, detail) : null,
-    action);
+    action,
+  );
 }
 
 export function errorText(error) {

@@ -14,7 +14,10 @@ export function pathOffsets(text) {
       continue;
     }
     const top = stack[stack.length - 1];
-    const start = event.type === EVENT_ID.SCALAR || event.type === EVENT_ID.ALIAS ? event.valueStart ?? event.anchorStart : event.start;
+    const start =
+      event.type === EVENT_ID.SCALAR || event.type === EVENT_ID.ALIAS
+        ? (event.valueStart ?? event.anchorStart)
+        : event.start;
     let path = '';
     if (top && top.kind === 'map' && top.expectKey) {
       top.key = event.type === EVENT_ID.SCALAR ? text.slice(event.valueStart, event.valueEnd) : '?';

@@ -43,19 +43,47 @@ export class StepGroupsView {
     const groups = this.groups;
     const boxes = groups.map((g) => {
       const kind = g.outcome || outcome(g.rewards);
-      return { value: fiveNumbers(g.rewards), itemStyle: { color: `${OUTCOME_COLOR[kind]}22`, borderColor: OUTCOME_COLOR[kind] }, group: g, kind };
+      return {
+        value: fiveNumbers(g.rewards),
+        itemStyle: { color: `${OUTCOME_COLOR[kind]}22`, borderColor: OUTCOME_COLOR[kind] },
+        group: g,
+        kind,
+      };
     });
-    this.chart.setOption({
-      animation: false,
-      grid: { left: 8, right: 12, top: 12, bottom: 4, containLabel: true },
-      tooltip: { trigger: 'item', confine: true, formatter: (p) => tooltip(this.groupAt(p)) },
-      xAxis: { type: 'category', data: groups.map((g) => `#${g.index}`), axisLabel: { ...AXIS, interval: 'auto', hideOverlap: true }, axisTick: { show: false }, axisLine: { lineStyle: { color: '#e4e7ec' } } },
-      yAxis: { type: 'value', scale: true, splitNumber: 4, axisLabel: AXIS, splitLine: { lineStyle: { color: '#f2f4f7' } } },
-      series: [
-        { id: 'boxes', type: 'boxplot', data: boxes, boxWidth: [4, 22], cursor: 'pointer' },
-        { id: 'points', type: 'scatter', data: points(groups), symbolSize: (v) => 4 + 2.2 * Math.sqrt(v[2]), itemStyle: { color: '#344054', opacity: 0.55 }, cursor: 'pointer', z: 3 },
-      ],
-    }, { replaceMerge: ['series'] });
+    this.chart.setOption(
+      {
+        animation: false,
+        grid: { left: 8, right: 12, top: 12, bottom: 4, containLabel: true },
+        tooltip: { trigger: 'item', confine: true, formatter: (p) => tooltip(this.groupAt(p)) },
+        xAxis: {
+          type: 'category',
+          data: groups.map((g) => `#${g.index}`),
+          axisLabel: { ...AXIS, interval: 'auto', hideOverlap: true },
+          axisTick: { show: false },
+          axisLine: { lineStyle: { color: '#e4e7ec' } },
+        },
+        yAxis: {
+          type: 'value',
+          scale: true,
+          splitNumber: 4,
+          axisLabel: AXIS,
+          splitLine: { lineStyle: { color: '#f2f4f7' } },
+        },
+        series: [
+          { id: 'boxes', type: 'boxplot', data: boxes, boxWidth: [4, 22], cursor: 'pointer' },
+          {
+            id: 'points',
+            type: 'scatter',
+            data: points(groups),
+            symbolSize: (v) => 4 + 2.2 * Math.sqrt(v[2]),
+            itemStyle: { color: '#344054', opacity: 0.55 },
+            cursor: 'pointer',
+            z: 3,
+          },
+        ],
+      },
+      { replaceMerge: ['series'] },
+    );
   }
 }
 
@@ -74,12 +102,14 @@ function tooltip(g) {
   if (!g) return '';
   const kind = g.outcome || outcome(g.rewards);
   const prompt = g.prompt.length > 80 ? `${g.prompt.slice(0, 80)}…` : g.prompt;
-  return `<div class="tt"><div class="tt-head">group #${g.index} · ${OUTCOME_LABEL[kind]}</div>`
-    + `<div class="tt-text">${escapeHtml(prompt)}</div>`
-    + `<div class="tt-row"><span>mean</span><b>${num(g.reward_mean)}</b></div>`
-    + `<div class="tt-row"><span>std</span><b>${num(g.reward_std)}</b></div>`
-    + `<div class="tt-row"><span>rewards</span><b>${g.rewards.map((r) => num(r, 2)).join(' ')}</b></div>`
-    + '<div class="tt-foot">click to inspect</div></div>';
+  return (
+    `<div class="tt"><div class="tt-head">group #${g.index} · ${OUTCOME_LABEL[kind]}</div>` +
+    `<div class="tt-text">${escapeHtml(prompt)}</div>` +
+    `<div class="tt-row"><span>mean</span><b>${num(g.reward_mean)}</b></div>` +
+    `<div class="tt-row"><span>std</span><b>${num(g.reward_std)}</b></div>` +
+    `<div class="tt-row"><span>rewards</span><b>${g.rewards.map((r) => num(r, 2)).join(' ')}</b></div>` +
+    '<div class="tt-foot">click to inspect</div></div>'
+  );
 }
 
 function escapeHtml(text) {

@@ -39,11 +39,15 @@ export function askToken(reason = '') {
   $('#token-reason', dialog).hidden = !reason;
   input.value = getToken();
   return new Promise((resolve) => {
-    dialog.addEventListener('close', () => {
-      if (dialog.returnValue === 'save') setToken(input.value.trim());
-      if (dialog.returnValue === 'clear') setToken('');
-      resolve(dialog.returnValue === 'save' && Boolean(input.value.trim()));
-    }, { once: true });
+    dialog.addEventListener(
+      'close',
+      () => {
+        if (dialog.returnValue === 'save') setToken(input.value.trim());
+        if (dialog.returnValue === 'clear') setToken('');
+        resolve(dialog.returnValue === 'save' && Boolean(input.value.trim()));
+      },
+      { once: true },
+    );
     dialog.showModal();
     input.focus();
   });
@@ -55,9 +59,10 @@ export async function withToken(action, { purpose = 'changes' } = {}) {
     return await action();
   } catch (error) {
     if (error.status !== 401 && error.status !== 403) throw error;
-    const reason = error.status === 401
-      ? `This server requires an API token for ${purpose}.`
-      : 'The stored token was refused. Enter another one.';
+    const reason =
+      error.status === 401
+        ? `This server requires an API token for ${purpose}.`
+        : 'The stored token was refused. Enter another one.';
     if (await askToken(reason)) return action();
     throw error;
   }
