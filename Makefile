@@ -10,6 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
+NODE_BIN := node_modules/.bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
 .PHONY: up test install install-test lint bench clean
@@ -21,7 +22,7 @@ test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 install: $(VENV)/.installed
-install-test: $(VENV)/.installed-test
+install-test: $(VENV)/.installed-test node_modules/.installed
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,9 +39,15 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(PIP) install -q -e ".[test]"
 	touch $@
 
+# The dashboard's JavaScript is served as written; these tools only check it (package.json).
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy app worker grpo
+	$(NODE_BIN)/biome check .
 
 bench: install-test
 	$(PIP) install -q -e ".[bench]"
@@ -48,4 +55,4 @@ bench: install-test
 	$(BIN)/python bench/api.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache node_modules
