@@ -39,7 +39,8 @@ class Settings(BaseSettings):
     default_queue: str = "default"
     """Queue a worker listens on when none is given."""
     model_roots: str = ""
-    """Comma-separated directories that local model paths in a spec may point into."""
+    """Comma-separated directories that local model paths (and local JSONL files) in a
+    spec may point into; relative paths in a spec resolve against the data directory."""
     max_body_bytes: int = 1_000_000
     """Largest request body accepted (datasets have their own limit)."""
     max_dataset_bytes: int = 64_000_000
@@ -96,6 +97,16 @@ class Settings(BaseSettings):
     @property
     def model_root_list(self) -> list[Path]:
         return [Path(p.strip()).resolve() for p in self.model_roots.split(",") if p.strip()]
+
+    @property
+    def data_root_list(self) -> list[Path]:
+        """Where a local JSONL `data.source` may be: uploaded datasets and the model roots."""
+        return [self.datasets_dir, *self.model_root_list]
+
+    @property
+    def local_path_base(self) -> Path:
+        """What a relative local path in a spec is relative to: the data directory."""
+        return self.data_dir.resolve()
 
 
 @lru_cache

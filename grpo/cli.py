@@ -159,7 +159,8 @@ def load_model(name: str, *, cache: Path, device: Any) -> tuple[Any, Any]:
         path = path / "model"
     adapter_config = path / "adapter_config.json"
     if not adapter_config.is_file():
-        return load_policy(str(path) if path.exists() else name, cache_dir=cache, device=device)
+        local = str(path.resolve()) if path.exists() else name
+        return load_policy(local, cache_dir=cache, device=device)
     from peft import PeftModel
 
     base = json.loads(adapter_config.read_text())["base_model_name_or_path"]

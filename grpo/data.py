@@ -9,12 +9,13 @@ of models, HTTP or SQL.
 from __future__ import annotations
 
 import json
+import os
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo.sources import LocalRoots, parse_data_source, resolve_local
 from grpo.spec import DataSpec
 
 ARITH_SEED = 20240101
@@ -35,8 +36,6 @@ R1_TEMPLATE = (
     "User: {prompt}. Assistant:"
 )
 """DeepSeek-R1-Zero's training template (DeepSeek-AI 2025, Table 1); `{prompt}` is replaced."""
-
-_DATASET_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 @dataclass(frozen=True)
@@ -121,9 +120,8 @@ def uploaded_dataset_path(dataset_id: str, datasets_dir: Path | None) -> Path:
     """`datasets_dir/<id>.jsonl`; the id pattern keeps the path inside datasets_dir."""
     if datasets_dir is None:
         raise ValueError("dataset:<id> sources need a datasets directory")
-    if not _DATASET_ID.fullmatch(dataset_id):
-        raise ValueError(f"invalid dataset id {dataset_id!r}: use letters, digits, _ and -")
-    return Path(datasets_dir) / f"{dataset_id}.jsonl"
+    source = parse_data_source(f"dataset:{dataset_id}")
+    return Path(datasets_dir) / f"{source.value}.jsonl"
 
 
 def hub_examples(name: str, split: str, data: DataSpec) -> list[Example]:
@@ -135,6 +133,9 @@ def hub_examples(name: str, split: str, data: DataSpec) -> list[Example]:
             f"source hf:{name} needs the `datasets` package (pip install datasets)"
         ) from exc
     repo, _, config = name.partition(":")
+    if os.path.lexists(repo):
+        # `datasets` would read a same-named directory under the working directory instead
+        raise ValueError(f"cannot load hf:{name} from the Hugging Face hub or cache here")
     rows = datasets.load_dataset(repo, config or None, split=split)
     examples = [
         _record_example(row, data, where=f"hf:{name}[{split}] row {i}", index=i)
@@ -146,20 +147,29 @@ def hub_examples(name: str, split: str, data: DataSpec) -> list[Example]:
 
 
 def load_examples(
-    data: DataSpec, *, split: str | None = None, datasets_dir: Path | None = None
+    data: DataSpec,
+    *,
+    split: str | None = None,
+    datasets_dir: Path | None = None,
+    roots: LocalRoots | None = None,
 ) -> list[Example]:
-    """Examples of `data.source` (split defaults to `data.split`; single files have one)."""
+    """Examples of `data.source` (split defaults to `data.split`; single files have one).
+
+    A local path must lie inside `roots` (relative ones resolve against `roots.base`);
+    without roots the caller is trusted and relative paths are the working directory's."""
     split = split or data.split
-    source = data.source
-    if source == "builtin:arith":
-        return arith_examples(split)
-    if source.startswith("builtin:"):
-        raise ValueError(f"unknown built-in task {source!r}")
-    if source.startswith("dataset:"):
-        return jsonl_examples(uploaded_dataset_path(source[len("dataset:") :], datasets_dir), data)
-    if source.startswith("hf:"):
-        return hub_examples(source[len("hf:") :], split, data)
-    return jsonl_examples(Path(source).expanduser(), data)
+    source = parse_data_source(data.source)
+    match source.kind:
+        case "builtin" if source.value == "builtin:arith":
+            return arith_examples(split)
+        case "builtin":
+            raise ValueError(f"unknown built-in task {source.value!r}")
+        case "dataset":
+            return jsonl_examples(uploaded_dataset_path(source.value, datasets_dir), data)
+        case "hub":
+            return hub_examples(source.value, split, data)
+    roots = roots or LocalRoots(base=Path.cwd(), allowed=None)
+    return jsonl_examples(resolve_local(source.value, roots, what="data.source"), data)
 
 
 def format_prompt(example: Example, data: DataSpec, tokenizer: Any) -> str:

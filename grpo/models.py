@@ -9,6 +9,7 @@ takes. Also picks the device and says whether it computes in bf16. Knows nothing
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from grpo.sources import LocalRoots, parse_model_name, resolve_local
 from grpo.tokenizer import build_char_tokenizer
 
 TINY_VERSION = "v2"
@@ -130,19 +132,40 @@ def _progress_bars(enabled: bool) -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def resolve_model_path(name: str, cache_dir: Path, *, progress: bool) -> str:
-    """What to hand to `from_pretrained`: a built-in's directory, a local dir, or the hub id."""
-    if name.startswith("builtin:"):
-        return str(builtin_dir(name, cache_dir, progress=progress))
-    path = Path(name).expanduser()
-    is_path_like = name.startswith(("/", ".", "~")) or path.exists()
-    if not is_path_like:
-        return name
+def resolve_model_path(
+    name: str, cache_dir: Path, *, progress: bool, roots: LocalRoots | None = None
+) -> str:
+    """What to hand to `from_pretrained`: a built-in's directory, a local dir, or the hub id.
+
+    A local directory must lie inside `roots` (relative ones resolve against `roots.base`);
+    without roots the caller is trusted and relative paths are the working directory's."""
+    source = parse_model_name(name)
+    match source.kind:
+        case "builtin":
+            return str(builtin_dir(name, cache_dir, progress=progress))
+        case "hub":
+            return _hub_snapshot(source.value)
+    path = resolve_local(source.value, roots or LocalRoots(Path.cwd(), None), what="model path")
     if not path.is_dir():
         raise ValueError(f"model path {str(path)!r} does not exist or is not a directory")
     if not (path / "config.json").is_file():
         raise ValueError(f"model path {str(path)!r} has no config.json")
     return str(path)
+
+
+def _hub_snapshot(repo_id: str) -> str:
+    """The hub id itself, unless a same-named path under the working directory would make
+    `from_pretrained` read that instead: then the hub's own snapshot directory."""
+    if not os.path.lexists(repo_id):
+        return repo_id
+    from huggingface_hub import snapshot_download
+
+    try:
+        return str(snapshot_download(repo_id))
+    except (OSError, ValueError) as exc:
+        raise ValueError(
+            f"cannot load model {repo_id!r}: not available from the Hugging Face cache or hub"
+        ) from exc
 
 
 def load_policy(
@@ -151,10 +174,11 @@ def load_policy(
     cache_dir: Path,
     device: torch.device | str = "cpu",
     progress: bool = True,
+    roots: LocalRoots | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Model (fp32 master weights, eval mode) and tokenizer (left padding) on `device`."""
     with _progress_bars(progress):
-        source = resolve_model_path(name, Path(cache_dir), progress=progress)
+        source = resolve_model_path(name, Path(cache_dir), progress=progress, roots=roots)
         try:
             tokenizer = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from grpo.sources import parse_data_source, parse_model_name
+
 BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith")
 BUILTIN_TASKS = ("builtin:arith",)
 DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
@@ -94,7 +96,8 @@ class DataSpec(BaseModel):
 
     model_config = _FROZEN
     source: str = Field("builtin:arith", min_length=1, max_length=500)
-    """`builtin:arith`, a JSONL path, `dataset:<id>` (uploaded) or `hf:<name>`."""
+    """`builtin:arith`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a JSONL path
+    (`file:<path>` or any other text); see grpo/sources.py."""
     split: str = Field("train", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
     """Split to train on."""
     prompt_field: str = Field("prompt", min_length=1, max_length=100)
@@ -111,6 +114,7 @@ class DataSpec(BaseModel):
     def _builtin_known(cls, value: str) -> str:
         if value.startswith("builtin:") and value not in BUILTIN_TASKS:
             raise ValueError(f"unknown built-in task {value!r}; choose one of {BUILTIN_TASKS}")
+        parse_data_source(value)
         return value
 
     @field_validator("prompt_template")
@@ -185,7 +189,8 @@ class JobSpec(BaseModel):
     name: str | None = Field(None, max_length=200)
     """Human-readable run name."""
     model: str = Field("builtin:tiny-arith", min_length=1, max_length=500)
-    """`builtin:tiny`, `builtin:tiny-arith`, a Hugging Face model id or a local path."""
+    """`builtin:tiny`, `builtin:tiny-arith`, a Hugging Face model id (`org/name` or
+    `hf:org/name`) or a local directory (`/abs`, `./rel`, `~/dir` or `file:<path>`)."""
     data: DataSpec = DataSpec()
     """Prompt source."""
     rewards: tuple[RewardSpec, ...] = (AccuracyReward(),)
@@ -285,6 +290,7 @@ class JobSpec(BaseModel):
     def _model_known(cls, value: str) -> str:
         if value.startswith("builtin:") and value not in BUILTIN_MODELS:
             raise ValueError(f"unknown built-in model {value!r}; choose one of {BUILTIN_MODELS}")
+        parse_model_name(value)
         return value
 
     @field_validator("epsilon_high")

@@ -34,6 +34,7 @@ from grpo.reference import ReferencePolicy
 from grpo.report import StepReport
 from grpo.rewards import score_completions, total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
+from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.step_report import build_groups, build_step_report
 from grpo.timing import StepClock
@@ -58,6 +59,8 @@ class Trainer:
         workdir: Path,
         cache_dir: Path,
         datasets_dir: Path | None = None,
+        model_roots: LocalRoots | None = None,
+        data_roots: LocalRoots | None = None,
         log: Log | None = None,
         progress: bool = False,
     ) -> None:
@@ -67,12 +70,16 @@ class Trainer:
         self.device = pick_device(spec.device)
         self.dtype = compute_dtype(spec.precision, self.device)
         torch.manual_seed(spec.seed)  # LoRA initialisation
-        self.examples = _load_nonempty(spec, datasets_dir)
+        self.examples = _load_nonempty(spec, datasets_dir, data_roots)
         self.sampler = PromptSampler(
             self.examples, batch_size=spec.prompts_per_step, seed=spec.seed
         )
         model, self.tokenizer = load_policy(
-            spec.model, cache_dir=Path(cache_dir), device=self.device, progress=progress
+            spec.model,
+            cache_dir=Path(cache_dir),
+            device=self.device,
+            progress=progress,
+            roots=model_roots,
         )
         self.model = prepare_policy(model, spec)
         self.reference = ReferencePolicy(self.model) if spec.beta > 0 else None
@@ -290,8 +297,10 @@ def sampling_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2**63 - 1)
 
 
-def _load_nonempty(spec: JobSpec, datasets_dir: Path | None) -> list[Example]:
-    examples = load_examples(spec.data, datasets_dir=datasets_dir)
+def _load_nonempty(
+    spec: JobSpec, datasets_dir: Path | None, roots: LocalRoots | None
+) -> list[Example]:
+    examples = load_examples(spec.data, datasets_dir=datasets_dir, roots=roots)
     if not examples:
         raise ValueError(f"dataset {spec.data.source!r} split {spec.data.split!r} has no examples")
     return examples

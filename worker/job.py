@@ -13,6 +13,7 @@ from functools import partial
 
 from app.settings import get_settings
 from app.store import events, runs, steps
+from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.trainer import Trainer
 from worker.celery_app import enqueue_run
@@ -43,6 +44,8 @@ def run_job(run_id: str) -> None:
             workdir=settings.runs_dir / run_id,
             cache_dir=settings.resolved_cache_dir,
             datasets_dir=settings.datasets_dir,
+            model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
+            data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
             log=partial(events.add_log, run_id),
         )
         result = trainer.fit(

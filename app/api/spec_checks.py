@@ -1,44 +1,49 @@
 """Checks on a JobSpec that need the server's settings: where local paths may point.
 
-A model or dataset path in a request never reaches outside the allowed roots.
+A model or dataset path in a request never reaches outside the allowed roots; what counts
+as a path is grpo/sources.py's one definition, which the worker applies again before it
+opens anything. Refusals never say whether something outside the roots exists.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from app.api.errors import ApiError
 from app.settings import Settings
 from app.store import datasets
+from grpo.sources import LocalRoots, parse_data_source, parse_model_name, resolve_local
 from grpo.spec import JobSpec
-
-
-def _is_local_path(value: str) -> bool:
-    return value.startswith(("/", "./", "../", "~")) or value.endswith(".jsonl")
-
-
-def _inside(path: Path, roots: list[Path]) -> bool:
-    return any(path == root or root in path.parents for root in roots)
 
 
 def check_spec(spec: JobSpec, settings: Settings) -> None:
     """Raise a 422 naming the field when a path leaves the allowed roots or a dataset is unknown."""
-    model_roots = settings.model_root_list
-    if _is_local_path(spec.model):
-        path = Path(spec.model).expanduser().resolve()
-        if not _inside(path, model_roots):
-            allowed = ", ".join(str(r) for r in model_roots) or "none configured (GRPO_MODEL_ROOTS)"
-            _reject(
-                "model", f"local model path {spec.model!r} is outside the allowed roots: {allowed}"
-            )
-    source = spec.data.source
-    if source.startswith("dataset:"):
-        if datasets.get_dataset(source.removeprefix("dataset:")) is None:
-            _reject("data.source", f"unknown dataset {source!r}; upload it with POST /api/datasets")
-    elif _is_local_path(source):
-        path = Path(source).expanduser().resolve()
-        if not _inside(path, [settings.datasets_dir, *model_roots]):
-            _reject("data.source", f"local dataset path {source!r} is outside the allowed roots")
+    check_model_path(spec.model, settings)
+    check_data_source(spec.data.source, settings)
+
+
+def check_model_path(model: str, settings: Settings) -> None:
+    source = parse_model_name(model)
+    if source.kind != "local":
+        return
+    roots = LocalRoots(settings.local_path_base, tuple(settings.model_root_list))
+    try:
+        resolve_local(source.value, roots, what="local model path")
+    except ValueError as exc:
+        if not settings.model_root_list:
+            _reject("model", f"{exc}; set GRPO_MODEL_ROOTS to allow local models")
+        _reject("model", str(exc))
+
+
+def check_data_source(text: str, settings: Settings) -> None:
+    source = parse_data_source(text)
+    if source.kind == "dataset":
+        if datasets.get_dataset(source.value) is None:
+            _reject("data.source", f"unknown dataset {text!r}; upload it with POST /api/datasets")
+    elif source.kind == "local":
+        roots = LocalRoots(settings.local_path_base, tuple(settings.data_root_list))
+        try:
+            resolve_local(source.value, roots, what="local dataset path")
+        except ValueError as exc:
+            _reject("data.source", str(exc))
 
 
 def _reject(loc: str, message: str) -> None:

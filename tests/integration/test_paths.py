@@ -1,0 +1,123 @@
+"""Paths in a spec never lead outside the allowed roots: through submit, through clone, and
+again in the worker when the API was told otherwise (issue 10, item 7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.test_api_runs import parked_spec
+from tests.integration.test_run_lifecycle import wait_for_final
+from tests.stack import Stack, running_stack
+
+DATA_ESCAPES = [
+    "app/../../../../etc/passwd",
+    "../../etc/passwd.jsonl",
+    "datasets/../../../../etc/passwd",
+    "datasets/./x/../../../../../etc/passwd",
+    "datasets//..//..//..//..//etc//passwd",
+    "datasets/../grpo.db",  # inside the data directory, outside the datasets
+    "%2e%2e/%2e%2e/etc/passwd",
+    "..%2f..%2fetc%2fpasswd",
+    "/etc/passwd",
+    "file:///etc/passwd",
+    "file:../../etc/passwd",
+    "~/.bashrc",
+    "~root/.bashrc",
+    "datasets/escape.jsonl",  # a symlink out of the root, made by the test
+]
+MODEL_ESCAPES = [
+    "grpo/../../outside",
+    "/etc",
+    "../../etc",
+    "./../../etc",
+    "~/.cache",
+    "file:/etc",
+    "hf:../etc",
+]
+
+REFUSALS = [("data.source", s) for s in DATA_ESCAPES] + [("model", m) for m in MODEL_ESCAPES]
+
+
+def _plant_symlink(stack: Stack) -> None:
+    link = stack.data_dir / "datasets" / "escape.jsonl"
+    link.parent.mkdir(exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to("/etc/passwd")
+
+
+def _assert_refused(response: httpx.Response, loc: str, text: str) -> None:
+    assert response.status_code == 422, (text, response.text)
+    error = response.json()["error"]
+    assert error["fields"][0]["loc"] == loc, (text, error)
+
+
+def _overrides(loc: str, text: str) -> dict[str, object]:
+    return {"data": {"source": text}} if loc == "data.source" else {"model": text}
+
+
+@pytest.mark.parametrize("via", ["submit", "clone"])
+def test_every_traversal_form_is_refused(stack: Stack, via: str) -> None:
+    _plant_symlink(stack)
+    with stack.client() as client:
+        base = client.post("/api/runs", json=parked_spec(stack)).json()["id"]
+        for loc, text in REFUSALS:
+            overrides = _overrides(loc, text)
+            if via == "submit":
+                response = client.post("/api/runs", json=parked_spec(stack, **overrides))
+            else:
+                response = client.post(f"/api/runs/{base}/clone", json={"patch": overrides})
+            _assert_refused(response, loc, text)
+
+
+def test_refusals_read_the_same_whether_the_outside_file_exists(stack: Stack) -> None:
+    with stack.client() as client:
+        messages = []
+        for name in ("passwd", "no-such-file-here"):
+            spec = parked_spec(stack, data={"source": f"../../../../etc/{name}"})
+            message = client.post("/api/runs", json=spec).json()["error"]["message"]
+            messages.append(message.replace(name, "NAME"))
+        assert messages[0] == messages[1]
+
+
+def test_relative_paths_inside_the_roots_are_accepted(stack: Stack) -> None:
+    datasets = stack.data_dir / "datasets"
+    datasets.mkdir(exist_ok=True)
+    (datasets / "local.jsonl").write_text('{"prompt": "1+1=", "answer": "2"}\n')
+    with stack.client() as client:
+        for source in ("datasets/local.jsonl", f"file:{datasets / 'local.jsonl'}"):
+            response = client.post("/api/runs", json=parked_spec(stack, data={"source": source}))
+            assert response.status_code == 201, response.text
+
+
+@pytest.fixture(scope="module")
+def trusting_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """An API told every path is fine (GRPO_MODEL_ROOTS=/) and a worker told nothing."""
+    data_dir = tmp_path_factory.mktemp("trusting")
+    with running_stack(data_dir, extra_env={"GRPO_MODEL_ROOTS": "/"}, with_worker=False) as stack:
+        stack.env = {k: v for k, v in stack.env.items() if k != "GRPO_MODEL_ROOTS"}
+        stack.start_worker()
+        yield stack
+
+
+def test_the_worker_rechecks_the_roots_before_opening_anything(
+    trusting_api: Stack, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"prompt": "the secret prompt", "answer": "42"}\n')
+    errors = []
+    with trusting_api.client() as client:
+        for path in (secret, tmp_path / "absent.jsonl"):
+            spec = {"name": "escape", "model": "builtin:tiny", "data": {"source": str(path)}}
+            response = client.post("/api/runs", json=spec)
+            assert response.status_code == 201, response.text
+            run = wait_for_final(client, response.json()["id"])
+            assert run["status"] == "failed", run
+            errors.append(run["error"].replace(path.name, "NAME"))
+            logs = client.get(f"/api/runs/{run['id']}/logs").text
+            assert "the secret prompt" not in logs
+    assert "outside the allowed roots" in errors[0]
+    assert errors[0] == errors[1]
