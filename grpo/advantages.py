@@ -6,6 +6,8 @@ learned) and scaled by a standard deviation. Pure tensor math; knows nothing of 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import torch
@@ -54,3 +56,39 @@ def _zero_tiny(centred: Tensor, rewards: Tensor) -> Tensor:
 def clip_advantages(advantages: Tensor, limit: float | None) -> Tensor:
     """|A| <= limit when a limit is set (bounds the step a single outlier reward can cause)."""
     return advantages if limit is None else advantages.clamp(-limit, limit)
+
+
+def decoupled_advantages(scores: Tensor, weights: Tensor, *, eps: float = 1e-8) -> Tensor:
+    """scores (B, G, K) of K reward functions, NaN = not applicable; weights (K,) -> (B, G).
+
+    normalize_then_sum (GDPO, Liu et al. 2026, arXiv:2601.05242; TRL's
+    multi_objective_aggregation): each function is a z-score within its group,
+        z_k = (r_k - mean_g r_k) / (std_g r_k + eps)   (population std, NaN entries left out),
+    the weighted sum s = sum_k w_k z_k (a NaN z counts 0) is then divided by the population
+    std of s over the batch's scorable completions. Every group's s sums to 0, so the batch
+    mean TRL subtracts is 0 here. A completion no function applies to gets 0, and so does
+    every completion of a group where each function is flat (no signal, as for one reward).
+    """
+    if scores.dim() != 3 or scores.shape[1] < 2:
+        raise ValueError(f"scores must be (B, G >= 2, K), got shape {tuple(scores.shape)}")
+    if torch.isinf(scores).any():
+        raise ValueError("rewards contain infinite values")
+    is_scored = ~torch.isnan(scores)  # (B, G, K)
+    count = is_scored.sum(dim=1, keepdim=True).clamp(min=1)  # (B, 1, K)
+    mean = scores.nan_to_num().sum(dim=1, keepdim=True) / count
+    centred = torch.where(is_scored, scores - mean, torch.zeros_like(scores))  # (B, G, K)
+    std = (centred.square().sum(dim=1, keepdim=True) / count).sqrt()
+    is_flat = std == 0  # also kills the mean's round-off on all-equal groups
+    z = torch.where(is_flat, torch.zeros_like(centred), centred / (std + eps))
+    total = (z * weights.to(z.dtype)).sum(dim=2)  # (B, G)
+    is_scorable = is_scored.any(dim=2)  # (B, G)
+    scorable = total[is_scorable]
+    batch_std = scorable.std(correction=0) if scorable.numel() else total.new_zeros(())
+    return torch.where(is_scorable, total / (batch_std + eps), torch.zeros_like(total))
+
+
+def reward_table(scores: Mapping[str, Sequence[float | None]], *, num_groups: int) -> Tensor:
+    """Per-function scores of B x G completions -> (B, G, K) in the functions' order, NaN
+    where a function returned None (not applicable)."""
+    columns = [[math.nan if v is None else float(v) for v in column] for column in scores.values()]
+    return torch.tensor(columns, dtype=torch.float64).T.reshape(num_groups, -1, len(columns))

@@ -3,6 +3,8 @@
 Per token t of completion i, with rho = exp(logp - old_logp) (DeepSeekMath eq. 3):
     l_it = -min(rho * A_i, clip(rho, 1 - epsilon, 1 + epsilon_high) * A_i) + beta * KL_it
     KL_it = exp(ref - logp) - (ref - logp) - 1   (Schulman's k3: unbiased and >= 0)
+Variants, each a function below: a sequence-level rho (GSPO), rho capped at delta
+(two-sided clipping), the CISPO weight, the high-entropy token mask and the entropy bonus.
 Pure tensor math on per-token log-probabilities; knows nothing of models or tokenizers.
 """
 
@@ -13,7 +15,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
+LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo", "cispo"]
+ImportanceLevel = Literal["token", "sequence"]
 
 
 def k3_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:
@@ -34,26 +37,113 @@ def grpo_loss(
     beta: float = 0.04,
     loss_type: LossType | str = "grpo",
     max_completion_length: int | None = None,
+    importance_sampling_level: ImportanceLevel | str = "token",
+    delta: float | None = None,
+    entropy_mask: Tensor | None = None,
+    entropies: Tensor | None = None,
+    entropy_coef: float = 0.0,
 ) -> tuple[Tensor, dict[str, float]]:
     """Scalar loss and token-mean metrics (kl, clip_ratio/low|high|region).
 
-    logps, old_logps, ref_logps, mask: (N, T); advantages: (N,). Gradients flow to logps only.
+    logps, old_logps, ref_logps, mask, entropy_mask, entropies: (N, T); advantages: (N,).
+    entropy_mask (bool) keeps tokens in the policy term only (top_entropy_quantile); the KL
+    term stays on every token, as in TRL. Gradients flow to logps and entropies only.
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
     if beta != 0 and ref_logps is None:
         raise ValueError("ref_logps is required when beta != 0")
     mask = mask.to(logps.dtype)
     adv = advantages.detach().to(logps.dtype).unsqueeze(1)  # (N, 1)
-    ratio = torch.exp(logps - old_logps.detach())  # (N, T)
-    clipped = torch.clamp(ratio, 1 - epsilon, 1 + eps_high)  # (N, T)
-    per_token = -torch.minimum(ratio * adv, clipped * adv)  # (N, T)
+    ratio = importance_ratio(logps, old_logps, mask, level=importance_sampling_level)
+    if loss_type == "cispo":
+        per_token = cispo_objective(ratio, adv, logps, cap=eps_high)  # (N, T)
+    else:
+        per_token = clipped_objective(ratio, adv, low=epsilon, high=eps_high, delta=delta)
+    if entropy_mask is not None:
+        per_token = per_token * entropy_mask.to(per_token.dtype)
     kl = k3_kl(logps, ref_logps.detach()) if ref_logps is not None and beta != 0 else None
     if kl is not None:
         per_token = per_token + beta * kl
     loss = aggregate(
         per_token, mask, loss_type=loss_type, max_completion_length=max_completion_length
     )
-    return loss, _metrics(ratio.detach(), adv, mask, kl, epsilon=epsilon, epsilon_high=eps_high)
+    if entropy_coef != 0:
+        if entropies is None:
+            raise ValueError("entropies are required when entropy_coef != 0")
+        kept = mask if entropy_mask is None else mask * entropy_mask.to(mask.dtype)
+        loss = loss - entropy_coef * entropy_bonus(entropies, kept)
+    ratio = ratio.detach()
+    metrics = _metrics(ratio, adv, mask, kl, epsilon=epsilon, epsilon_high=eps_high)
+    return loss, {**metrics, **_variant_metrics(ratio, adv, mask, loss_type, delta, eps_high)}
+
+
+def importance_ratio(
+    logps: Tensor, old_logps: Tensor, mask: Tensor, *, level: ImportanceLevel | str
+) -> Tensor:
+    """token: rho_t = exp(logp_t - old_t), (N, T).
+
+    sequence (GSPO, Zheng et al. 2025, arXiv:2507.18071): one ratio per sequence,
+    s_i = exp(sum_t m_t (logp_t - old_t) / sum_t m_t), (N, 1); its gradient reaches every
+    unmasked token of the sequence, masked tokens neither count nor receive gradient.
+    """
+    log_ratio = logps - old_logps.detach()  # (N, T)
+    match level:
+        case "token":
+            return torch.exp(log_ratio)
+        case "sequence":
+            count = mask.sum(dim=1, keepdim=True).clamp(min=1)  # (N, 1)
+            return torch.exp((log_ratio * mask).sum(dim=1, keepdim=True) / count)  # (N, 1)
+        case _:
+            raise ValueError(f"importance_sampling_level must be token or sequence, got {level!r}")
+
+
+def clipped_objective(
+    ratio: Tensor, adv: Tensor, *, low: float, high: float, delta: float | None = None
+) -> Tensor:
+    """-min(min(rho, delta) * A, clip(rho, 1 - low, 1 + high) * A) (PPO's clipped surrogate).
+
+    delta (two-sided clipping, INTELLECT-2, arXiv:2505.07291) caps the unclipped term: for
+    A < 0 the min picks the larger ratio, so without it one token with a huge rho gives an
+    unbounded step; with delta > 1 + high the loss is flat (no gradient) above rho = delta.
+    For A > 0 the clip already binds first, so delta changes nothing there.
+    """
+    clipped = torch.clamp(ratio, 1 - low, 1 + high)
+    capped = ratio if delta is None else torch.clamp(ratio, max=delta)
+    return -torch.minimum(capped * adv, clipped * adv)
+
+
+def cispo_objective(ratio: Tensor, adv: Tensor, logps: Tensor, *, cap: float) -> Tensor:
+    """-sg(min(rho, cap)) * A * logp (CISPO, MiniMax-M1, arXiv:2506.13585).
+
+    The importance weight is clipped and detached instead of the update: every token keeps
+    a gradient A * w * grad(logp), only its weight is bounded. `cap` is epsilon_high itself
+    (1 + eps_high^IS in the paper's notation, ScaleRL's eps_max; TRL's semantics); no lower
+    bound, as MiniMax-M1 sets none.
+    """
+    weight = torch.clamp(ratio, max=cap).detach()
+    return -weight * adv * logps
+
+
+def high_entropy_mask(entropies: Tensor, mask: Tensor, *, quantile: float) -> Tensor:
+    """Bool (N, T): unmasked tokens whose entropy is >= the (1 - quantile) quantile of all
+    unmasked tokens' entropies (top_entropy_quantile = rho of "Beyond the 80/20 Rule",
+    Wang et al. 2025, arXiv:2506.01939). Computed once over the whole step, so cutting the
+    step into micro-batches cannot move the threshold; quantile 1 keeps every token.
+    """
+    is_token = mask.bool()
+    values = entropies[is_token].float()
+    if values.numel() == 0:
+        return torch.zeros_like(is_token)
+    threshold = torch.quantile(values, 1 - quantile)
+    return (entropies >= threshold) & is_token
+
+
+def entropy_bonus(entropies: Tensor, mask: Tensor, num_tokens: float | None = None) -> Tensor:
+    """sum_t m_t H_t / num_tokens: mean entropy of the tokens in the policy term (TRL's
+    entropy_coef term, subtracted from the loss times entropy_coef, whatever loss_type).
+    num_tokens defaults to mask.sum(); a piece of a step passes the whole step's count."""
+    count = mask.sum().clamp(min=1) if num_tokens is None else max(num_tokens, 1.0)
+    return (entropies * mask).sum() / count
 
 
 def aggregate(
@@ -62,7 +152,7 @@ def aggregate(
     """Reduce (N, T) per-token losses to a scalar.
 
     grpo: mean over each sequence's tokens, then over sequences (DeepSeekMath; favours short).
-    bnpo, dapo: sum over all tokens / token count (DAPO's token-level mean).
+    bnpo, dapo, cispo: sum over all tokens / token count (DAPO's token-level mean).
     dr_grpo: sum / (N * max_completion_length) (Dr. GRPO: a constant, so no length bias).
     """
     masked = per_token * mask
@@ -71,13 +161,15 @@ def aggregate(
             # clamp: a fully masked sequence (truncated and excluded) contributes 0, not NaN
             per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (N,)
             return per_seq.mean()
-        case "bnpo" | "dapo":
+        case "bnpo" | "dapo" | "cispo":
             return masked.sum() / mask.sum().clamp(min=1)
         case "dr_grpo":
             length = per_token.shape[1] if max_completion_length is None else max_completion_length
             return masked.sum() / (per_token.shape[0] * length)
         case _:
-            raise ValueError(f"loss_type must be grpo, bnpo, dr_grpo or dapo, got {loss_type!r}")
+            raise ValueError(
+                f"loss_type must be grpo, bnpo, dr_grpo, dapo or cispo, got {loss_type!r}"
+            )
 
 
 def _metrics(
@@ -102,5 +194,20 @@ def _metrics(
     return metrics
 
 
+def _variant_metrics(
+    ratio: Tensor, adv: Tensor, mask: Tensor, loss_type: str, delta: float | None, cap: float
+) -> dict[str, float]:
+    """Share of tokens where delta caps rho (A < 0), or where the CISPO weight is capped."""
+    metrics = {}
+    if delta is not None:
+        is_capped = (ratio > delta) & (adv < 0)
+        metrics["clip_ratio/delta"] = _masked_mean(is_capped.to(mask.dtype), mask)
+    if loss_type == "cispo":
+        metrics["clip_ratio/cispo"] = _masked_mean((ratio > cap).to(mask.dtype), mask)
+    return metrics
+
+
 def _masked_mean(values: Tensor, mask: Tensor) -> float:
+    """Mean over unmasked tokens; a per-sequence (N, 1) value counts once per token."""
+    values = values.expand_as(mask)
     return float((values * mask).sum() / mask.sum().clamp(min=1))

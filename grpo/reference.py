@@ -2,8 +2,9 @@
 
 Without LoRA it is a frozen copy of the initial policy; with LoRA it is the same model
 with adapters disabled (no second copy of the weights), or with the adapter snapshot of
-the last sync. `sync` resets it to the current policy, as iterative GRPO does. Its pass
-runs under no_grad. Knows nothing of rewards or the loss.
+the last sync. `sync` moves it toward the current policy, ref <- alpha * policy +
+(1 - alpha) * ref (TR-DPO; alpha 1 is iterative GRPO's reset). Its pass runs under
+no_grad. Knows nothing of rewards or the loss.
 """
 
 from __future__ import annotations
@@ -35,12 +36,18 @@ class ReferencePolicy:
             model = policy if self.frozen is None else self.frozen
             return completion_logps(model, rollout, temperature=temperature)
 
-    def sync(self, policy: Any) -> None:
-        """Make the current policy the new reference."""
-        if self.frozen is not None:
+    @torch.no_grad()
+    def sync(self, policy: Any, alpha: float = 1.0) -> None:
+        """ref <- alpha * policy + (1 - alpha) * ref; alpha 1 makes the policy the reference.
+
+        LoRA references only copy (alpha 1; the spec refuses others): mixing two pairs of
+        low-rank factors does not mix the weight updates they stand for."""
+        if self.frozen is None:
+            self.adapters = adapter_snapshot(policy)
+        elif alpha == 1.0:
             self.frozen.load_state_dict(policy.state_dict())
         else:
-            self.adapters = adapter_snapshot(policy)
+            mix_weights(self.frozen.state_dict(), policy.state_dict(), alpha)
 
     def state_dict(self) -> dict[str, Any]:
         if self.frozen is not None:
@@ -59,6 +66,17 @@ class ReferencePolicy:
         if self.adapters is None:
             return policy.disable_adapter()  # type: ignore[no-any-return]
         return swapped_adapter(policy, self.adapters)
+
+
+def mix_weights(ref: dict[str, Tensor], policy: dict[str, Tensor], alpha: float) -> None:
+    """In place, ref <- alpha * policy + (1 - alpha) * ref on floating tensors (TR-DPO's soft
+    update, Gorbatovski et al. 2024, arXiv:2404.09656); integer buffers are copied."""
+    for name, tensor in ref.items():
+        source = policy[name].to(tensor.device)
+        if tensor.is_floating_point():
+            tensor.lerp_(source.to(tensor.dtype), alpha)
+        else:
+            tensor.copy_(source)
 
 
 def _frozen_copy(policy: Any) -> Any:

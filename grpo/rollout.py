@@ -96,6 +96,8 @@ def generate(
     temperature: float = 1.0,
     top_p: float = 1.0,
     top_k: int = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> Rollout:
     """Sample num_generations completions per prompt, each at most max_new_tokens long."""
@@ -112,10 +114,23 @@ def generate(
     preallocate(cache, max_new_tokens)
     cache.batch_repeat_interleave(g)
 
-    def sample(logits: Tensor) -> Tensor:
-        return sample_next_tokens(
-            logits, temperature=temperature, top_p=top_p, top_k=top_k, generator=generator
+    is_penalized = repetition_penalty != 1
+    seen = _prompt_tokens(out.logits, prompt_ids, prompt_mask, g) if is_penalized else None
+
+    def sample(logits: Tensor, rows: Tensor) -> Tensor:
+        token = sample_next_tokens(
+            logits,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            repetition_penalty=repetition_penalty,
+            seen=None if seen is None else seen[rows],
+            generator=generator,
         )
+        if seen is not None:
+            seen[rows, token] = True
+        return token
 
     eos = torch.tensor(list(eos_token_ids), device=prompt_ids.device)
     tokens, lengths, entropy = _decode(
@@ -137,6 +152,15 @@ def generate(
     return Rollout(prompt_ids, prompt_mask, ids, mask.long(), ~ended, entropy[:, :width])
 
 
+def _prompt_tokens(logits: Tensor, prompt_ids: Tensor, prompt_mask: Tensor, g: int) -> Tensor:
+    """(N, V) bool: token ids present in each completion's prompt, padding left out."""
+    present = torch.zeros(
+        (prompt_ids.shape[0], logits.shape[-1]), dtype=torch.long, device=prompt_ids.device
+    )
+    present.scatter_reduce_(1, prompt_ids, prompt_mask.long(), reduce="amax")
+    return present.bool().repeat_interleave(g, dim=0)
+
+
 def _decode(
     model: Any,
     cache: Any,
@@ -144,7 +168,7 @@ def _decode(
     logits: Tensor,
     attention: Tensor,
     next_position: Tensor,
-    sample: Callable[[Tensor], Tensor],
+    sample: Callable[[Tensor, Tensor], Tensor],
     temperature: float,
     eos: Tensor,
     max_new_tokens: int,
@@ -159,7 +183,7 @@ def _decode(
     is_alive = torch.ones(n, dtype=torch.bool, device=device)  # per cache row
     cache_arg = _cache_argument(model)
     for t in range(max_new_tokens):
-        token = sample(logits)  # (rows,)
+        token = sample(logits, rows)  # (rows,)
         tokens[rows[is_alive], t] = token[is_alive]
         # the sampling distribution's entropy comes free here, not from the training pass
         entropy[rows[is_alive], t] = token_entropy(logits[is_alive], temperature)
@@ -210,13 +234,30 @@ def completion_logps(
     Logits are divided by the sampling temperature, so the ratio compares the distributions
     the tokens were actually drawn from (as TRL does).
     """
-    if share_prompt:
-        logits = _logits_shared_prompt(model, rollout)
-    else:
-        logits = _logits_full_sequence(model, rollout)
-    logits = logits.float() / temperature  # (N, T, V)
+    logits = _completion_logits(model, rollout, share_prompt).float() / temperature  # (N, T, V)
     norm = torch.logsumexp(logits, dim=-1)  # (N, T)
     return logits.gather(-1, rollout.completion_ids[..., None]).squeeze(-1) - norm  # (N, T)
+
+
+def completion_logps_entropy(
+    model: Any,
+    rollout: Rollout,
+    *,
+    temperature: float = 1.0,
+    share_prompt: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """completion_logps and the policy's entropy at each position (N, T), both with
+    gradient (for the entropy bonus)."""
+    logits = _completion_logits(model, rollout, share_prompt).float() / temperature  # (N, T, V)
+    logp_all = torch.log_softmax(logits, dim=-1)  # (N, T, V)
+    entropy = -(logp_all.exp() * logp_all).sum(dim=-1)  # (N, T)
+    return logp_all.gather(-1, rollout.completion_ids[..., None]).squeeze(-1), entropy
+
+
+def _completion_logits(model: Any, rollout: Rollout, share_prompt: bool) -> Tensor:
+    if share_prompt:
+        return _logits_shared_prompt(model, rollout)
+    return _logits_full_sequence(model, rollout)
 
 
 def _logits_shared_prompt(model: Any, rollout: Rollout) -> Tensor:

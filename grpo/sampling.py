@@ -1,4 +1,7 @@
-"""Next-token sampling: temperature, top-k and nucleus (top-p) filtering.
+"""Next-token sampling: repetition penalty, temperature, top-k, nucleus (top-p), min-p.
+
+Applied in the order transformers' generate applies them: the penalty on raw logits, then
+temperature, then the filters.
 
 Pure tensor math on one decode step's logits; knows nothing of models or caches.
 """
@@ -15,15 +18,26 @@ def sample_next_tokens(
     temperature: float = 1.0,
     top_p: float = 1.0,
     top_k: int = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
+    seen: Tensor | None = None,
     generator: torch.Generator | None = None,
 ) -> Tensor:
-    """logits (N, V) -> token ids (N,) drawn from softmax(logits / T) after top-k, top-p."""
-    scores = logits.float() / temperature  # (N, V)
+    """logits (N, V) -> token ids (N,) drawn from softmax(logits / T) after the filters.
+
+    seen (N, V) bool marks tokens already in each row's prompt or completion (for the
+    repetition penalty)."""
+    scores = logits.float()  # (N, V)
+    if repetition_penalty != 1.0 and seen is not None:
+        scores = penalize_repetition(scores, seen, repetition_penalty)
+    scores = scores / temperature
     if 0 < top_k < scores.shape[-1]:
         kth = torch.topk(scores, top_k, dim=-1).values[:, -1:]  # (N, 1)
         scores = scores.masked_fill(scores < kth, float("-inf"))
     if top_p < 1.0:
         scores = _nucleus(scores, top_p)
+    if min_p is not None and min_p > 0:
+        scores = min_p_filter(scores, min_p)
     probs = torch.softmax(scores, dim=-1)  # (N, V)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
@@ -32,6 +46,21 @@ def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
     """Entropy of softmax(s), s = logits / T: logsumexp(s) - sum softmax(s) * s; (N, V) -> (N,)."""
     scores = logits.float() / temperature
     return torch.logsumexp(scores, dim=-1) - (torch.softmax(scores, dim=-1) * scores).sum(dim=-1)
+
+
+def penalize_repetition(logits: Tensor, seen: Tensor, penalty: float) -> Tensor:
+    """Seen tokens' logits l -> l / penalty when l > 0, l * penalty when l <= 0 (CTRL, Keskar
+    et al. 2019, arXiv:1909.05858), so penalty > 1 always makes them less likely."""
+    penalized = torch.where(logits > 0, logits / penalty, logits * penalty)
+    return torch.where(seen, penalized, logits)
+
+
+def min_p_filter(scores: Tensor, min_p: float) -> Tensor:
+    """Keep tokens with p >= min_p * max p (Nguyen et al. 2024, arXiv:2407.01082); p after
+    temperature, so the cut scales with the model's confidence."""
+    probs = torch.softmax(scores, dim=-1)  # (N, V)
+    is_dropped = probs < min_p * probs.max(dim=-1, keepdim=True).values
+    return scores.masked_fill(is_dropped, float("-inf"))
 
 
 def _nucleus(scores: Tensor, top_p: float) -> Tensor:

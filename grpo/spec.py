@@ -11,7 +11,16 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from grpo.spec_legacy import map_legacy_fields
 
 from grpo.sources import parse_data_source, parse_model_name
 
@@ -211,14 +220,36 @@ class JobSpec(BaseModel):
     """When set, beta adapts each step toward this KL (adaptive controller)."""
     kl_horizon: int = Field(100, ge=1)
     """Steps over which the adaptive controller closes the gap to kl_target."""
-    sync_ref_every: int = Field(0, ge=0)
-    """Reset the reference to the policy every k steps (iterative GRPO); 0 never."""
+    sync_ref_model: bool = False
+    """Update the reference from the policy every ref_model_sync_steps steps (TR-DPO,
+    Gorbatovski et al. 2024, arXiv:2404.09656); replaces `sync_ref_every`."""
+    ref_model_sync_steps: int = Field(512, ge=1)
+    """Steps between reference updates (TR-DPO's tau)."""
+    ref_model_mixup_alpha: float = Field(0.6, ge=0, le=1)
+    """ref <- alpha * policy + (1 - alpha) * ref at each update; 1 copies the policy."""
     epsilon: float = Field(0.2, gt=0, lt=1)
     """Lower clip range: ratio is clipped below at 1 - epsilon."""
     epsilon_high: float | None = Field(None, gt=0, le=10)
     """Upper clip range (DAPO clip-higher); None means epsilon."""
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "grpo"
-    """How per-token losses are averaged; see grpo/loss.py."""
+    delta: float | None = Field(None, gt=1, le=100)
+    """Two-sided clipping (INTELLECT-2, arXiv:2505.07291): the unclipped ratio is capped at
+    delta, bounding negative-advantage updates too; must exceed 1 + epsilon_high."""
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo", "cispo"] = "grpo"
+    """How per-token losses are formed and averaged; see grpo/loss.py. `cispo` (MiniMax-M1)
+    weights log-probs by the importance ratio capped at epsilon_high (not 1 + epsilon_high)."""
+    importance_sampling_level: Literal["token", "sequence"] = "token"
+    """One ratio per token, or one per sequence: exp of the mean log-ratio over its tokens
+    (GSPO, Zheng et al. 2025, arXiv:2507.18071)."""
+    top_entropy_quantile: float = Field(1.0, ge=0, le=1)
+    """Only the top-rho share of the step's tokens by entropy enter the policy loss (Beyond
+    the 80/20 Rule, arXiv:2506.01939, recommends 0.2); 1 keeps all."""
+    entropy_coef: float = Field(0.0, ge=0, le=10)
+    """Entropy bonus: loss -= coef * mean token entropy of the tokens in the policy loss."""
+    multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = (
+        "sum_then_normalize"
+    )
+    """Weighted sum of rewards, then advantages; or each function normalised within its group
+    first (GDPO, arXiv:2601.05242); see grpo/advantages.py."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Std that divides centred rewards: per group, whole batch, or none (Dr. GRPO)."""
     advantage_eps: float = Field(1e-8, gt=0, le=1)
@@ -238,6 +269,12 @@ class JobSpec(BaseModel):
     """Nucleus sampling mass; 1 disables."""
     top_k: int = Field(0, ge=0)
     """Sample among the k most likely tokens; 0 disables."""
+    min_p: float | None = Field(None, ge=0, le=1)
+    """Drop tokens less likely than min_p times the most likely one (Nguyen et al. 2024,
+    arXiv:2407.01082); None disables."""
+    repetition_penalty: float = Field(1.0, gt=0, le=10)
+    """Logits of tokens already in the prompt or completion are divided by it (multiplied
+    when negative; CTRL, arXiv:1909.05858); 1 disables."""
 
     learning_rate: float = Field(1e-5, gt=0, le=1)
     """Peak learning rate."""
@@ -268,6 +305,11 @@ class JobSpec(BaseModel):
     """Queue routing."""
     logging: LoggingSpec = LoggingSpec()
     """What is kept of each step."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _map_legacy(cls, data: object) -> object:
+        return map_legacy_fields(data)
 
     @field_validator("rewards")
     @classmethod
@@ -307,6 +349,47 @@ class JobSpec(BaseModel):
         if value is not None and info.data.get("beta") == 0:
             raise ValueError("needs beta > 0 (the controller scales beta)")
         return value
+
+    @field_validator("delta")
+    @classmethod
+    def _delta_above_clip(cls, value: float | None, info: ValidationInfo) -> float | None:
+        eps_high = info.data.get("epsilon_high") or info.data.get("epsilon")
+        if value is not None and eps_high is not None and value <= 1 + eps_high:
+            raise ValueError(f"delta must exceed 1 + epsilon_high = {1 + eps_high:g}")
+        return value
+
+    @field_validator("loss_type")
+    @classmethod
+    def _cispo_cap_set(cls, value: str, info: ValidationInfo) -> str:
+        eps_high = info.data.get("epsilon_high")
+        if value == "cispo" and (eps_high is None or eps_high < 1):
+            raise ValueError(
+                "cispo caps the importance weight at epsilon_high itself: set epsilon_high "
+                ">= 1 (MiniMax-M1 / ScaleRL use about 5)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _algorithm_consistent(self) -> JobSpec:
+        if self.sync_ref_model and self.lora is not None and self.ref_model_mixup_alpha != 1:
+            raise ValueError(
+                "with lora, ref_model_mixup_alpha must be 1: a mix of two LoRA factor pairs "
+                "is not the mix of their weight updates"
+            )
+        return self
+
+    @property
+    def notes(self) -> list[str]:
+        """Legal but questionable combinations, logged at the start of a run."""
+        notes = []
+        if self.importance_sampling_level == "sequence" and self.loss_type != "grpo":
+            notes.append(
+                f"importance_sampling_level sequence with loss_type {self.loss_type} sums "
+                "per-token terms, weighting each sequence by its length; GSPO intends grpo"
+            )
+        if self.sync_ref_model and self.beta == 0:
+            notes.append("sync_ref_model has no effect with beta 0 (no reference is kept)")
+        return notes
 
     @property
     def effective_epsilon_high(self) -> float:

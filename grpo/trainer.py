@@ -14,7 +14,12 @@ from typing import Any
 
 import torch
 
-from grpo.advantages import clip_advantages, group_advantages
+from grpo.advantages import (
+    clip_advantages,
+    decoupled_advantages,
+    group_advantages,
+    reward_table,
+)
 from grpo.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -90,6 +95,8 @@ class Trainer:
         self.uses_chat_template = spec.data.use_chat_template and bool(
             getattr(self.tokenizer, "chat_template", None)
         )
+        for note in spec.notes:
+            self.log("warning", note)
         trainable, total = count_parameters(self.model)
         self.log(
             "info",
@@ -128,8 +135,7 @@ class Trainer:
             texts = decode_completions(self.tokenizer, rollout)
             scores = self._score(texts, examples, rollout)
             rewards = torch.tensor(total_rewards(scores, spec.rewards)).view(len(examples), -1)
-        advantages = group_advantages(rewards, scale=spec.scale_rewards, eps=spec.advantage_eps)
-        advantages = clip_advantages(advantages, spec.advantage_clip)
+        advantages = self._advantages(rewards, scores)
         with clock.phase("reference"):
             ref_logps = self._reference_logps(rollout)
         with clock.phase("train"):
@@ -187,6 +193,8 @@ class Trainer:
                 temperature=spec.temperature,
                 top_p=spec.top_p,
                 top_k=spec.top_k,
+                min_p=spec.min_p,
+                repetition_penalty=spec.repetition_penalty,
                 generator=generator,
             )
 
@@ -197,6 +205,19 @@ class Trainer:
         return score_completions(
             texts, answers=answers, num_tokens=rollout.lengths.tolist(), rewards=self.spec.rewards
         )
+
+    def _advantages(self, rewards: torch.Tensor, scores: dict[str, list[float]]) -> torch.Tensor:
+        spec = self.spec
+        match spec.multi_objective_aggregation:
+            case "sum_then_normalize":
+                advantages = group_advantages(
+                    rewards, scale=spec.scale_rewards, eps=spec.advantage_eps
+                )
+            case "normalize_then_sum":
+                table = reward_table(scores, num_groups=rewards.shape[0])  # (B, G, K)
+                weights = torch.tensor([r.weight for r in spec.rewards])
+                advantages = decoupled_advantages(table, weights, eps=spec.advantage_eps)
+        return clip_advantages(advantages, spec.advantage_clip)
 
     def _reference_logps(self, rollout: Rollout) -> torch.Tensor | None:
         if self.reference is None:
@@ -250,10 +271,10 @@ class Trainer:
         )
         if (
             self.reference is not None
-            and self.spec.sync_ref_every
-            and step % self.spec.sync_ref_every == 0
+            and self.spec.sync_ref_model
+            and step % self.spec.ref_model_sync_steps == 0
         ):
-            self.reference.sync(self.model)
+            self.reference.sync(self.model, self.spec.ref_model_mixup_alpha)
 
     def _save(self, step: int) -> int:
         state: dict[str, Any] = {
@@ -261,7 +282,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "beta": self.beta,
         }
-        if self.reference is not None and self.spec.sync_ref_every:
+        if self.reference is not None and self.spec.sync_ref_model:
             state["reference"] = self.reference.state_dict()
         path = save_checkpoint(
             self.workdir, step, model=self.model, tokenizer=self.tokenizer, state=state

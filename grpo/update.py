@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo.loss import grpo_loss
-from grpo.rollout import Rollout, completion_logps, group_rows
+from grpo.loss import grpo_loss, high_entropy_mask
+from grpo.rollout import Rollout, completion_logps, completion_logps_entropy, group_rows
 from grpo.spec import JobSpec
 
 
@@ -43,29 +43,40 @@ def policy_update(
     step: int,
 ) -> UpdateResult:
     """Minimise the GRPO loss for spec.num_iterations optimizer steps on this batch."""
-    groups = groups_with_signal(advantages, rollout.num_generations) if beta == 0 else None
+    # flat groups add exactly 0 only without a KL term and without an entropy bonus
+    is_skippable = beta == 0 and spec.entropy_coef == 0
+    groups = groups_with_signal(advantages, rollout.num_generations) if is_skippable else None
     if groups is not None and len(groups) == 0:
         return _zero_gradient_step(model, optimizer, rollout, spec.num_iterations)
     batch = rollout if groups is None else rollout.select_groups(groups)
+    entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile)
 
-    def current_logps() -> Tensor:
+    def current_logps() -> tuple[Tensor, Tensor | None]:
         with autocast():
-            logps = completion_logps(
+            if spec.entropy_coef == 0:
+                logps = completion_logps(
+                    model,
+                    batch,
+                    temperature=spec.temperature,
+                    share_prompt=not spec.gradient_checkpointing,
+                )
+                return _spread(logps, groups, rollout), None
+            logps, entropies = completion_logps_entropy(
                 model,
                 batch,
                 temperature=spec.temperature,
                 share_prompt=not spec.gradient_checkpointing,
             )
-        return _spread(logps, groups, rollout)
+        return _spread(logps, groups, rollout), _spread(entropies, groups, rollout)
 
     old_logps = None
     if spec.num_iterations > 1:
         with torch.no_grad():
-            old_logps = current_logps()
+            old_logps = current_logps()[0]
     history: list[dict[str, float]] = []
     first: Tensor | None = None
     for _ in range(spec.num_iterations):
-        logps = current_logps()
+        logps, entropies = current_logps()
         old = logps.detach() if old_logps is None else old_logps
         loss, metrics = grpo_loss(
             logps,
@@ -78,11 +89,33 @@ def policy_update(
             beta=beta,
             loss_type=spec.loss_type,
             max_completion_length=spec.max_completion_length,
+            importance_sampling_level=spec.importance_sampling_level,
+            delta=spec.delta,
+            entropy_mask=entropy_mask,
+            entropies=entropies,
+            entropy_coef=spec.entropy_coef,
         )
         history.append({**metrics, **_optimizer_step(model, optimizer, loss, spec=spec, step=step)})
         first = logps.detach() if first is None else first
     assert first is not None
-    return UpdateResult(_mean_metrics(history), first)
+    return UpdateResult({**_mean_metrics(history), **_mask_share(entropy_mask, loss_mask)}, first)
+
+
+def step_entropy_mask(rollout: Rollout, loss_mask: Tensor, quantile: float) -> Tensor | None:
+    """The top_entropy_quantile mask over the whole step, from the sampling distribution's
+    entropies (the policy's own at mu = 1): one threshold however the step is cut."""
+    if quantile >= 1:
+        return None
+    return high_entropy_mask(rollout.entropy, loss_mask, quantile=quantile)
+
+
+def _mask_share(entropy_mask: Tensor | None, loss_mask: Tensor) -> dict[str, float]:
+    """entropy_masked_share: fraction of the loss's tokens the entropy mask leaves out."""
+    if entropy_mask is None:
+        return {}
+    tokens = loss_mask.bool()
+    kept = int((entropy_mask & tokens).sum())
+    return {"entropy_masked_share": 1 - kept / max(int(tokens.sum()), 1)}
 
 
 def _optimizer_step(

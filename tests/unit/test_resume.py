@@ -18,7 +18,9 @@ RESUME_KNOBS = dict(
     lr_scheduler_type="linear",
     kl_target=0.01,
     kl_horizon=5,
-    sync_ref_every=2,
+    sync_ref_model=True,
+    ref_model_sync_steps=2,
+    ref_model_mixup_alpha=1.0,
     save_steps=2,
 )
 

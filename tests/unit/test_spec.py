@@ -62,3 +62,55 @@ def test_openapi_examples_are_valid_specs() -> None:
 def test_json_round_trip_keeps_the_spec() -> None:
     spec = JobSpec(rewards=[{"name": "accuracy"}, {"name": "format", "weight": 0.5}], lora={"r": 4})
     assert JobSpec.model_validate_json(spec.model_dump_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"delta": 1.2}, r"delta\n.*delta must exceed 1 \+ epsilon_high = 1.2"),
+        ({"delta": 1.25, "epsilon_high": 0.28}, r"delta must exceed 1 \+ epsilon_high = 1.28"),
+        ({"loss_type": "cispo"}, r"loss_type\n.*epsilon_high >= 1"),
+        ({"sync_ref_model": True, "lora": {}, "ref_model_mixup_alpha": 0.5}, "mixup_alpha"),
+        ({"sync_ref_every": 2, "sync_ref_model": True}, "sync_ref_every is replaced"),
+        ({"sync_ref_every": -1}, "sync_ref_every must be an integer"),
+    ],
+)
+def test_inconsistent_algorithm_knobs_are_rejected_with_the_field_named(data, message):
+    with pytest.raises(ValidationError, match=message):
+        JobSpec.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "loc"),
+    [
+        ({"delta": 1.0}, "delta"),
+        ({"importance_sampling_level": "group"}, "importance_sampling_level"),
+        ({"top_entropy_quantile": 1.5}, "top_entropy_quantile"),
+        ({"multi_objective_aggregation": "max"}, "multi_objective_aggregation"),
+        ({"ref_model_mixup_alpha": 2}, "ref_model_mixup_alpha"),
+        ({"min_p": 1.5}, "min_p"),
+        ({"repetition_penalty": 0}, "repetition_penalty"),
+    ],
+)
+def test_new_algorithm_knobs_are_bounded(data, loc):
+    assert any(found.startswith(loc) for found in error_locs(data)), error_locs(data)
+
+
+def test_stored_specs_with_sync_ref_every_load_as_trl_reference_sync():
+    stored = JobSpec().model_dump(mode="json") | {"sync_ref_every": 5}
+    del stored["sync_ref_model"], stored["ref_model_sync_steps"], stored["ref_model_mixup_alpha"]
+    spec = JobSpec.model_validate(stored)
+    assert (spec.sync_ref_model, spec.ref_model_sync_steps, spec.ref_model_mixup_alpha) == (
+        True,
+        5,
+        1.0,
+    )
+    assert not JobSpec.model_validate({"sync_ref_every": 0}).sync_ref_model
+    assert "sync_ref_every" not in JobSpec.model_json_schema()["properties"]
+
+
+def test_gspo_with_a_token_summing_loss_is_legal_but_noted():
+    assert JobSpec(importance_sampling_level="sequence").notes == []
+    notes = JobSpec(importance_sampling_level="sequence", loss_type="dapo").notes
+    assert notes and "GSPO intends grpo" in notes[0]
+    assert JobSpec(loss_type="cispo", epsilon_high=5.0, delta=None).loss_type == "cispo"

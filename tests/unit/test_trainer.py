@@ -128,7 +128,13 @@ def test_should_stop_is_checked_between_steps_and_checkpoints(tmp_path, grpo_cac
 
 
 def test_reference_sync_every_step_keeps_pre_update_kl_at_zero(tmp_path, grpo_cache_dir):
-    _, synced, _, _ = run(tiny_spec(max_steps=3, sync_ref_every=1), tmp_path / "a", grpo_cache_dir)
+    _, synced, _, _ = run(
+        tiny_spec(
+            max_steps=3, sync_ref_model=True, ref_model_sync_steps=1, ref_model_mixup_alpha=1.0
+        ),
+        tmp_path / "a",
+        grpo_cache_dir,
+    )
     _, fixed, _, _ = run(tiny_spec(max_steps=3), tmp_path / "b", grpo_cache_dir)
     assert synced[2].scalars["kl"] == 0.0
     assert fixed[2].scalars["kl"] > 0.0
