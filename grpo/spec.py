@@ -20,9 +20,8 @@ from pydantic import (
     model_validator,
 )
 
-from grpo.spec_legacy import map_legacy_fields
-
 from grpo.sources import parse_data_source, parse_model_name
+from grpo.spec_legacy import map_legacy_fields
 
 BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith")
 BUILTIN_TASKS = ("builtin:arith",)
