@@ -26,6 +26,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from grpo.builtin_small import SMALL_VERSION, build_small
 from grpo.sources import LocalRoots, parse_model_name, resolve_local
 from grpo.tokenizer import build_char_tokenizer
 
@@ -108,6 +109,8 @@ def materialise(target: Path, build: Callable[[Path], None]) -> Path:
 
 def builtin_dir(name: str, cache_dir: Path, *, progress: bool) -> Path:
     """Directory of a built-in model, created on first use."""
+    if name == "builtin:small":
+        return materialise(cache_dir / f"builtin-small-{SMALL_VERSION}", build_small)
     tiny = materialise(cache_dir / f"builtin-tiny-{TINY_VERSION}", build_tiny)
     if name == "builtin:tiny":
         return tiny

@@ -23,7 +23,7 @@ from pydantic import (
 from grpo.sources import parse_data_source, parse_model_name
 from grpo.spec_legacy import map_legacy_fields
 
-BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith")
+BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith", "builtin:small")
 BUILTIN_TASKS = ("builtin:arith",)
 DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
 
@@ -197,8 +197,9 @@ class JobSpec(BaseModel):
     name: str | None = Field(None, max_length=200)
     """Human-readable run name."""
     model: str = Field("builtin:tiny-arith", min_length=1, max_length=500)
-    """`builtin:tiny`, `builtin:tiny-arith`, a Hugging Face model id (`org/name` or
-    `hf:org/name`) or a local directory (`/abs`, `./rel`, `~/dir` or `file:<path>`)."""
+    """`builtin:tiny`, `builtin:tiny-arith`, `builtin:small` (a 32k-BPE Qwen2, random), a
+    Hugging Face model id (`org/name` or `hf:org/name`) or a local directory (`/abs`,
+    `./rel`, `~/dir` or `file:<path>`)."""
     data: DataSpec = DataSpec()
     """Prompt source."""
     rewards: tuple[RewardSpec, ...] = (AccuracyReward(),)
