@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     model_roots: str = ""
     """Comma-separated directories that local model paths (and local JSONL files) in a
     spec may point into; relative paths in a spec resolve against the data directory."""
+    reward_hosts: str = ""
+    """Comma-separated `host[:port]`s that `http` rewards may call (checked at submit and on
+    the worker); a bare host allows all its ports. Empty: no reward endpoint is allowed."""
     max_body_bytes: int = 1_000_000
     """Largest request body accepted (datasets have their own limit)."""
     max_dataset_bytes: int = 64_000_000
@@ -93,6 +96,10 @@ class Settings(BaseSettings):
     @property
     def token_list(self) -> list[str]:
         return [t.strip() for t in self.api_tokens.split(",") if t.strip()]
+
+    @property
+    def reward_host_list(self) -> list[str]:
+        return [h.strip().lower() for h in self.reward_hosts.split(",") if h.strip()]
 
     @property
     def model_root_list(self) -> list[Path]:

@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     train_parser.add_argument(
         "--resume", action="store_true", help="continue from the latest checkpoint"
     )
+    train_parser.add_argument(
+        "--reward-hosts",
+        default="",
+        help="comma-separated host[:port]s that http rewards may call (default: none)",
+    )
     eval_parser = sub.add_parser("eval", help="greedy accuracy on a task's test split")
     eval_parser.add_argument(
         "--model",
@@ -115,6 +120,7 @@ def train(args: argparse.Namespace) -> int:
         cache_dir=cache_dir(args.cache_dir),
         progress=True,
         log=lambda level, message: tqdm.write(f"[{level}] {message}"),
+        reward_hosts=[h for h in args.reward_hosts.split(",") if h.strip()],
     )
     bar = tqdm(total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True)
     with StopOnInterrupt() as stop, bar:

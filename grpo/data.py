@@ -8,6 +8,7 @@ of models, HTTP or SQL.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -45,6 +46,8 @@ class Example:
     id: str
     prompt: str
     answer: str
+    data: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False, compare=False)
+    """Every other field of the record, handed to reward functions (tests, metadata)."""
 
 
 def arith_problems() -> list[tuple[int, str, int]]:
@@ -93,7 +96,8 @@ def _record_example(record: Any, data: DataSpec, *, where: str, index: int) -> E
         answer_text = ""  # null is "no reference", not the text "null"
     else:
         answer_text = answer if isinstance(answer, str) else json.dumps(answer)
-    return Example(id=str(record.get("id", index)), prompt=prompt, answer=answer_text)
+    extra = {k: v for k, v in record.items() if k not in (data.prompt_field, data.answer_field)}
+    return Example(id=str(record.get("id", index)), prompt=prompt, answer=answer_text, data=extra)
 
 
 def jsonl_examples(path: Path, data: DataSpec) -> list[Example]:
@@ -162,6 +166,10 @@ def load_examples(
     match source.kind:
         case "builtin" if source.value == "builtin:arith":
             return arith_examples(split)
+        case "builtin" if source.value == "builtin:code":
+            from grpo.code_task import code_examples  # code_task builds on Example, defined here
+
+            return code_examples(split)
         case "builtin":
             raise ValueError(f"unknown built-in task {source.value!r}")
         case "dataset":

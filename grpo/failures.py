@@ -21,12 +21,26 @@ class RewardFunctionError(StepFailure):
 
     def __init__(self, name: str, index: int, cause: BaseException, *, where: str = "") -> None:
         self.name, self.index, self.cause = name, index, cause
-        super().__init__(f"reward function {name!r} failed{where}: {type(cause).__name__}: {cause}")
+        super().__init__(self.describe(where))
+
+    def describe(self, where: str) -> str:
+        cause = f"{type(self.cause).__name__}: {self.cause}"
+        return f"reward function {self.name!r} failed{where}: {cause}"
 
     def located(self, *, step: int, prompt_id: str) -> RewardFunctionError:
         """The same failure, naming the step and the prompt whose group was being scored."""
-        return RewardFunctionError(
+        return type(self)(
             self.name, self.index, self.cause, where=f" at step {step} on prompt {prompt_id!r}"
+        )
+
+
+class NoApplicableReward(RewardFunctionError):
+    """Every reward function returned None for completion `index`: it has no reward at all."""
+
+    def describe(self, where: str) -> str:
+        return (
+            f"no reward applies to completion {self.index} of the batch{where}: every function "
+            f"({self.name}) returned null for it; add a function that scores such completions"
         )
 
 

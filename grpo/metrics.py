@@ -7,17 +7,26 @@ an all-fail group is all 0 and an all-pass group all positive. Knows nothing of 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import torch
 from torch import Tensor
 
 
-def reward_scalars(rewards: Tensor, scores: dict[str, list[float]]) -> dict[str, float]:
-    """Mean and population std of the total reward and of each function's scores (B, G)."""
+def reward_scalars(
+    rewards: Tensor, scores: Mapping[str, Sequence[float | None]]
+) -> dict[str, float]:
+    """Mean and population std of the total reward (B, G) and of each function's scores,
+    keyed by label, over the completions the function applies to (None scores left out;
+    a function that applied to none of the step's completions has no values that step)."""
     scalars = {"reward": float(rewards.mean()), "reward_std": float(rewards.std(correction=0))}
-    for name, values in scores.items():
-        column = torch.tensor(values, dtype=torch.float64)
-        scalars[f"rewards/{name}/mean"] = float(column.mean())
-        scalars[f"rewards/{name}/std"] = float(column.std(correction=0))
+    for label, values in scores.items():
+        applied = [v for v in values if v is not None]
+        if not applied:
+            continue
+        column = torch.tensor(applied, dtype=torch.float64)
+        scalars[f"rewards/{label}/mean"] = float(column.mean())
+        scalars[f"rewards/{label}/std"] = float(column.std(correction=0))
     return scalars
 
 

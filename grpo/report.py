@@ -27,8 +27,8 @@ class CompletionReport:
     text: str
     num_tokens: int
     is_truncated: bool
-    rewards: dict[str, float]
-    """Per-function reward, keyed by reward name (unweighted)."""
+    rewards: dict[str, float | None]
+    """Per-function reward, keyed by reward label (unweighted; None where it does not apply)."""
     reward: float
     """Weighted total reward."""
     advantage: float

@@ -1,15 +1,16 @@
 """Rule-based reward functions, scored separately and combined by weight.
 
-Each function maps (completion text, reference answer, completion token count) to a float;
-`score_completions` keeps every function's scores apart for metrics and inspection, and
-`total_rewards` is their weighted sum. User patterns run under the `regex` module's timeout
-and answer checks are bounded (see answers.py): a hostile completion scores 0 in bounded
-time. No user-supplied code runs. Knows nothing of models or tensors.
+Each rule maps (completion text, reference answer, completion token count) to a float;
+`score_completions` keeps every function's scores apart (keyed by label) for metrics and
+inspection, and `total_rewards` is the weighted sum of the scores that apply (None, from a
+programmable function, applies nothing; see scoring.py). User patterns run under the
+`regex` module's timeout and answer checks are bounded (see answers.py): a hostile
+completion scores 0 in bounded time. No user-supplied code runs. Knows nothing of models or tensors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import regex
@@ -22,8 +23,10 @@ from grpo.spec import (
     FormatReward,
     LengthReward,
     RegexReward,
-    RewardSpec,
 )
+
+RuleReward = AccuracyReward | FormatReward | LengthReward | ExactMatchReward | RegexReward
+"""The built-in rules: plain functions of one completion, no state, no I/O."""
 
 REGEX_TIMEOUT_S = 0.05
 """Wall-clock budget of one pattern match against one completion."""
@@ -34,9 +37,9 @@ def score_completions(
     *,
     answers: Sequence[str],
     num_tokens: Sequence[int],
-    rewards: Sequence[RewardSpec],
+    rewards: Sequence[RuleReward],
 ) -> dict[str, list[float]]:
-    """Unweighted scores of every completion, keyed by reward function name.
+    """Unweighted scores of every completion, keyed by reward label.
 
     A function that raises becomes a RewardFunctionError naming it and the completion.
     """
@@ -44,22 +47,30 @@ def score_completions(
         raise ValueError("completions, answers and num_tokens must have the same length")
     scores: dict[str, list[float]] = {}
     for spec in rewards:
-        scores[spec.name] = []
+        scores[spec.label] = []
         for i, (text, answer, n) in enumerate(zip(completions, answers, num_tokens, strict=True)):
             try:
-                scores[spec.name].append(score(spec, text, answer, n))
+                scores[spec.label].append(score(spec, text, answer, n))
             except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
-                raise RewardFunctionError(spec.name, i, exc) from exc
+                raise RewardFunctionError(spec.label, i, exc) from exc
     return scores
 
 
-def total_rewards(scores: dict[str, list[float]], rewards: Sequence[RewardSpec]) -> list[float]:
-    """r_i = sum_f weight_f * score_f(o_i)."""
+def total_rewards(
+    scores: Mapping[str, Sequence[float | None]], weights: Mapping[str, float]
+) -> list[float]:
+    """r_i = sum over the functions f that apply to o_i of weight_f * score_f(o_i).
+
+    A None score (the function does not apply to that completion) adds nothing.
+    """
     count = len(next(iter(scores.values()))) if scores else 0
-    return [sum(spec.weight * scores[spec.name][i] for spec in rewards) for i in range(count)]
+    return [
+        sum(weights[label] * s for label, column in scores.items() if (s := column[i]) is not None)
+        for i in range(count)
+    ]
 
 
-def score(spec: RewardSpec, completion: str, answer: str, num_tokens: int) -> float:
+def score(spec: RuleReward, completion: str, answer: str, num_tokens: int) -> float:
     """One function's score of one completion."""
     match spec:
         case AccuracyReward():

@@ -20,83 +20,68 @@ from pydantic import (
     model_validator,
 )
 
+from grpo.reward_spec import (
+    DEFAULT_FORMAT_PATTERN,
+    ENTRY_POINT_GROUP,
+    AccuracyReward,
+    CodeReward,
+    ExactMatchReward,
+    FormatReward,
+    HttpReward,
+    LengthReward,
+    ModelReward,
+    PythonReward,
+    RegexReward,
+    endpoint_host,
+    is_allowed_host,
+)
 from grpo.sources import parse_data_source, parse_model_name
 from grpo.spec_legacy import map_legacy_fields
 
+# the reward entries live in reward_spec.py; they are also this module's names
+__all__ = [
+    "DEFAULT_FORMAT_PATTERN",
+    "ENTRY_POINT_GROUP",
+    "endpoint_host",
+    "is_allowed_host",
+    "AccuracyReward",
+    "CodeReward",
+    "ExactMatchReward",
+    "FormatReward",
+    "HttpReward",
+    "LengthReward",
+    "ModelReward",
+    "PythonReward",
+    "RegexReward",
+    "RewardSpec",
+    "DataSpec",
+    "LoraSpec",
+    "ResourcesSpec",
+    "LoggingSpec",
+    "JobSpec",
+]
+
 BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith", "builtin:small")
-BUILTIN_TASKS = ("builtin:arith",)
-DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
+BUILTIN_TASKS = ("builtin:arith", "builtin:code")
 
 _FROZEN = ConfigDict(
     extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
 )
 
 
-class AccuracyReward(BaseModel):
-    """1 when the completion's final answer equals the reference answer, else 0."""
-
-    model_config = _FROZEN
-    name: Literal["accuracy"] = "accuracy"
-    weight: float = 1.0
-    """Weight of this function in the total reward."""
-    extract: Literal["auto", "answer_tag", "boxed", "last_number"] = "auto"
-    """Where the answer is read: `auto` tries <answer>, then \\boxed{}, then the last number."""
-    compare: Literal["numeric", "symbolic", "string"] = "numeric"
-    """How the extracted answer is compared to the reference."""
-    tolerance: float = Field(1e-6, ge=0)
-    """Absolute tolerance for numeric comparison."""
-
-
-class FormatReward(BaseModel):
-    """1 when the whole completion matches `pattern`, else 0."""
-
-    model_config = _FROZEN
-    name: Literal["format"] = "format"
-    weight: float = 1.0
-    """Weight of this function in the total reward."""
-    pattern: str = DEFAULT_FORMAT_PATTERN
-    """Regular expression the completion must match (dot matches newlines)."""
-
-
-class LengthReward(BaseModel):
-    """Soft overlong penalty (DAPO): 0 up to max_length - cache_length, then linear to -1."""
-
-    model_config = _FROZEN
-    name: Literal["length"] = "length"
-    weight: float = 1.0
-    """Weight of this function in the total reward."""
-    max_length: int = Field(64, ge=1)
-    """Completion length in tokens at which the penalty reaches -1."""
-    cache_length: int = Field(16, ge=0)
-    """Width in tokens of the linear penalty ramp before max_length."""
-
-
-class ExactMatchReward(BaseModel):
-    """1 when the completion equals the reference answer (after optional strip), else 0."""
-
-    model_config = _FROZEN
-    name: Literal["exact_match"] = "exact_match"
-    weight: float = 1.0
-    """Weight of this function in the total reward."""
-    strip: bool = True
-    """Strip surrounding whitespace from both sides before comparing."""
-
-
-class RegexReward(BaseModel):
-    """1 when `pattern` is found anywhere in the completion, else 0."""
-
-    model_config = _FROZEN
-    name: Literal["regex"] = "regex"
-    weight: float = 1.0
-    """Weight of this function in the total reward."""
-    pattern: str = Field(min_length=1, max_length=500)
-    """Regular expression searched in the completion."""
-
-
 RewardSpec = Annotated[
-    AccuracyReward | FormatReward | LengthReward | ExactMatchReward | RegexReward,
+    AccuracyReward
+    | FormatReward
+    | LengthReward
+    | ExactMatchReward
+    | RegexReward
+    | PythonReward
+    | HttpReward
+    | ModelReward
+    | CodeReward,
     Field(discriminator="name"),
 ]
+"""One reward entry; `name` picks the kind (grpo/reward_spec.py documents each)."""
 
 
 class DataSpec(BaseModel):
@@ -104,8 +89,8 @@ class DataSpec(BaseModel):
 
     model_config = _FROZEN
     source: str = Field("builtin:arith", min_length=1, max_length=500)
-    """`builtin:arith`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a JSONL path
-    (`file:<path>` or any other text); see grpo/sources.py."""
+    """`builtin:arith`, `builtin:code`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a
+    JSONL path (`file:<path>` or any other text); see grpo/sources.py."""
     split: str = Field("train", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
     """Split to train on."""
     prompt_field: str = Field("prompt", min_length=1, max_length=100)
@@ -203,7 +188,8 @@ class JobSpec(BaseModel):
     data: DataSpec = DataSpec()
     """Prompt source."""
     rewards: tuple[RewardSpec, ...] = (AccuracyReward(),)
-    """Reward functions; the total reward is their weighted sum."""
+    """Reward functions; a completion's total reward is the weighted sum of the ones that
+    apply to it (a function returns null where it does not)."""
 
     max_steps: int = Field(50, ge=1, le=1_000_000)
     """Number of GRPO steps (one generation batch each)."""
@@ -316,9 +302,11 @@ class JobSpec(BaseModel):
     def _rewards_unique_and_valid(cls, rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, ...]:
         if not rewards:
             raise ValueError("at least one reward function is required")
-        names = [r.name for r in rewards]
-        if len(set(names)) != len(names):
-            raise ValueError(f"reward names must be unique, got {names}")
+        labels = [r.label for r in rewards]
+        if len(set(labels)) != len(labels):
+            raise ValueError(
+                f"reward labels must be unique, got {labels}: give each entry its own `label`"
+            )
         for r in rewards:
             if isinstance(r, FormatReward | RegexReward):
                 try:

@@ -7,7 +7,7 @@ text). Knows nothing of HTTP or SQL.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import Tensor
@@ -33,7 +33,7 @@ def build_groups(
     texts: Sequence[str],
     tokenizer: Any,
     rollout: Rollout,
-    scores: dict[str, list[float]],
+    scores: Mapping[str, Sequence[float | None]],
     rewards: Tensor,
     advantages: Tensor,
     token_kls: Tensor | None,
@@ -79,7 +79,7 @@ def _completion(
     texts: Sequence[str],
     tokenizer: Any,
     rollout: Rollout,
-    scores: dict[str, list[float]],
+    scores: Mapping[str, Sequence[float | None]],
     reward: float,
     advantage: float,
     token_kls: Tensor | None,

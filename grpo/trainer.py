@@ -7,7 +7,7 @@ callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,9 @@ from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_
 from grpo.precision import autocast, compute_dtype
 from grpo.reference import ReferencePolicy
 from grpo.report import StepReport
-from grpo.rewards import score_completions, total_rewards
+from grpo.rewards import total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
+from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.step_report import build_groups, build_step_report
@@ -68,8 +69,12 @@ class Trainer:
         data_roots: LocalRoots | None = None,
         log: Log | None = None,
         progress: bool = False,
+        run_id: str = "",
+        reward_hosts: Sequence[str] = (),
     ) -> None:
+        """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default)."""
         self.spec = spec
+        self.run_id = run_id
         self.workdir = Path(workdir)
         self.log: Log = log or (lambda level, message: None)
         self.device = pick_device(spec.device)
@@ -87,6 +92,13 @@ class Trainer:
             roots=model_roots,
         )
         self.model = prepare_policy(model, spec)
+        self.rewarder = Rewarder(
+            spec.rewards,
+            device=self.device,
+            reward_hosts=reward_hosts,
+            cache_dir=Path(cache_dir),
+            model_roots=model_roots,
+        )
         self.reference = ReferencePolicy(self.model) if spec.beta > 0 else None
         self.optimizer = build_optimizer(self.model.parameters(), spec)
         self.scheduler = build_scheduler(self.optimizer, spec)
@@ -133,8 +145,10 @@ class Trainer:
             rollout = self._generate(prompts, step)
         with clock.phase("reward"):
             texts = decode_completions(self.tokenizer, rollout)
-            scores = self._score(texts, examples, rollout)
-            rewards = torch.tensor(total_rewards(scores, spec.rewards)).view(len(examples), -1)
+            scored = self._score(step, examples, prompts, texts, rollout)
+            scores = scored.scores
+            rewards = torch.tensor(total_rewards(scores, self.rewarder.weights))
+            rewards = rewards.view(len(examples), -1)  # (B, G)
         advantages = self._advantages(rewards, scores)
         with clock.phase("reference"):
             ref_logps = self._reference_logps(rollout)
@@ -156,6 +170,7 @@ class Trainer:
             keep=spec.logging.max_groups_per_step,
         )
         scalars.update(clock.scalars(num_tokens=int(rollout.lengths.sum())))
+        scalars.update({f"time/reward/{label}": s for label, s in scored.seconds.items()})
         return build_step_report(step, spec.max_steps, scalars, groups)
 
     def _guarded_step(self, step: int) -> StepReport:
@@ -199,14 +214,28 @@ class Trainer:
             )
 
     def _score(
-        self, texts: list[str], examples: list[Example], rollout: Rollout
-    ) -> dict[str, list[float]]:
-        answers = [e.answer for e in examples for _ in range(self.spec.num_generations)]
-        return score_completions(
-            texts, answers=answers, num_tokens=rollout.lengths.tolist(), rewards=self.spec.rewards
+        self,
+        step: int,
+        examples: list[Example],
+        prompts: list[str],
+        texts: list[str],
+        rollout: Rollout,
+    ) -> RewardOutcome:
+        batch = RewardBatch(
+            run_id=self.run_id,
+            step=step,
+            examples=examples,
+            prompts=prompts,
+            completions=texts,
+            num_tokens=rollout.lengths.tolist(),
         )
+        scored = self.rewarder.score(batch)
+        if scored.notes:
+            more = f" (and {len(scored.notes) - 3} more)" if len(scored.notes) > 3 else ""
+            self.log("warning", f"step {step} rewards: {'; '.join(scored.notes[:3])}{more}")
+        return scored
 
-    def _advantages(self, rewards: torch.Tensor, scores: dict[str, list[float]]) -> torch.Tensor:
+    def _advantages(self, rewards: torch.Tensor, scores: Scores) -> torch.Tensor:
         spec = self.spec
         match spec.multi_objective_aggregation:
             case "sum_then_normalize":
@@ -215,7 +244,7 @@ class Trainer:
                 )
             case "normalize_then_sum":
                 table = reward_table(scores, num_groups=rewards.shape[0])  # (B, G, K)
-                weights = torch.tensor([r.weight for r in spec.rewards])
+                weights = torch.tensor([self.rewarder.weights[label] for label in scores])
                 advantages = decoupled_advantages(table, weights, eps=spec.advantage_eps)
         return clip_advantages(advantages, spec.advantage_clip)
 
@@ -249,7 +278,7 @@ class Trainer:
         self,
         rollout: Rollout,
         rewards: torch.Tensor,
-        scores: dict[str, list[float]],
+        scores: Scores,
         update: UpdateResult,
     ) -> dict[str, float]:
         return {

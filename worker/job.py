@@ -47,6 +47,8 @@ def run_job(run_id: str) -> None:
             model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
             data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
             log=partial(events.add_log, run_id),
+            run_id=run_id,
+            reward_hosts=settings.reward_host_list,
         )
         result = trainer.fit(
             partial(steps.save_step, run_id),

@@ -111,7 +111,7 @@ class CompletionOut(BaseModel):
     text: str
     num_tokens: int
     is_truncated: bool
-    rewards: dict[str, float]
+    rewards: dict[str, float | None]
     reward: float
     advantage: float
     kl: float

@@ -8,6 +8,7 @@ opens anything. Refusals never say whether something outside the roots exists.
 from __future__ import annotations
 
 from app.api.errors import ApiError
+from app.api.reward_checks import check_rewards
 from app.settings import Settings
 from app.store import datasets
 from grpo.sources import LocalRoots, parse_data_source, parse_model_name, resolve_local
@@ -16,6 +17,7 @@ from grpo.spec import JobSpec
 
 def check_spec(spec: JobSpec, settings: Settings) -> None:
     """Raise a 422 naming the field when a path leaves the allowed roots or a dataset is unknown."""
+    check_rewards(spec, settings)
     check_model_path(spec.model, settings)
     check_data_source(spec.data.source, settings)
 

@@ -118,7 +118,20 @@ def test_scores_are_kept_per_function_and_summed_by_weight():
         completions, answers=["3", "3", "3"], num_tokens=[9, 1, 9], rewards=rewards
     )
     assert scores == {"accuracy": [1.0, 1.0, 0.0], "format": [1.0, 0.0, 1.0]}
-    assert total_rewards(scores, rewards) == [2.5, 2.0, 0.5]
+    assert total_rewards(scores, {"accuracy": 2.0, "format": 0.5}) == [2.5, 2.0, 0.5]
+
+
+def test_a_null_score_adds_nothing_to_the_total():
+    # judge applies to completions 0 and 2 only: 2*1 + 0.5*0.4 = 2.2; 2*0 = 0; 2*1 + 0.5*(-1) = 1.5
+    scores = {"accuracy": [1.0, 0.0, 1.0], "judge": [0.4, None, -1.0]}
+    totals = total_rewards(scores, {"accuracy": 2.0, "judge": 0.5})
+    assert totals == pytest.approx([2.2, 0.0, 1.5])
+
+
+def test_two_entries_of_one_kind_are_scored_apart_by_label():
+    rewards = (RegexReward(pattern="a", label="has_a"), RegexReward(pattern="b", label="has_b"))
+    scores = score_completions(["ab", "a"], answers=["", ""], num_tokens=[2, 1], rewards=rewards)
+    assert scores == {"has_a": [1.0, 1.0], "has_b": [1.0, 0.0]}
 
 
 def test_score_completions_checks_lengths():

@@ -43,6 +43,7 @@ SCALAR_KEYS = {
     "reward_within_group_var_share",
     "time/generate",
     "time/reward",
+    "time/reward/regex",
     "time/reference",
     "time/train",
     "time/step",

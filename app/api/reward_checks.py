@@ -1,0 +1,73 @@
+"""Checks on a spec's reward entries that need this server's settings and environment:
+endpoint hosts against GRPO_REWARD_HOSTS, plugin names against the installed entry
+points, code rewards against an installed bubblewrap, reward-model paths against the
+model roots. Each refusal is a 422 naming the entry's field. Runs nothing it checks.
+"""
+
+from __future__ import annotations
+
+import shutil
+from importlib.metadata import entry_points
+
+from app.api.errors import ApiError
+from app.settings import Settings
+from grpo.sources import LocalRoots, parse_model_name, resolve_local
+from grpo.spec import (
+    ENTRY_POINT_GROUP,
+    CodeReward,
+    HttpReward,
+    JobSpec,
+    ModelReward,
+    PythonReward,
+    endpoint_host,
+    is_allowed_host,
+)
+
+
+def check_rewards(spec: JobSpec, settings: Settings) -> None:
+    """Raise a 422 naming `rewards.<i>.<field>` for the first entry this server refuses."""
+    for i, entry in enumerate(spec.rewards):
+        match entry:
+            case HttpReward() if not is_allowed_host(entry.url, settings.reward_host_list):
+                allowed = ", ".join(settings.reward_host_list) or "none (GRPO_REWARD_HOSTS)"
+                _reject(
+                    f"rewards.{i}.url",
+                    f"host {endpoint_host(entry.url)!r} is not an allowed reward host; "
+                    f"allowed: {allowed}",
+                )
+            case PythonReward() if entry.function not in _installed_functions():
+                installed = ", ".join(sorted(_installed_functions())) or "none"
+                _reject(
+                    f"rewards.{i}.function",
+                    f"no reward function {entry.function!r} is installed in entry-point group "
+                    f"{ENTRY_POINT_GROUP!r} (installed: {installed})",
+                )
+            case CodeReward() if shutil.which("bwrap") is None:
+                _reject(
+                    f"rewards.{i}",
+                    "code rewards run in a bubblewrap sandbox and bubblewrap is not installed "
+                    "on this server (apt-get install bubblewrap)",
+                )
+            case ModelReward():
+                _check_model_path(entry.model, settings, loc=f"rewards.{i}.model")
+
+
+def _installed_functions() -> set[str]:
+    return {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _check_model_path(model: str, settings: Settings, *, loc: str) -> None:
+    """A local reward model must lie inside GRPO_MODEL_ROOTS, as the policy must."""
+    source = parse_model_name(model)
+    if source.kind != "local":
+        return
+    roots = LocalRoots(settings.local_path_base, tuple(settings.model_root_list))
+    try:
+        resolve_local(source.value, roots, what="local model path")
+    except ValueError as exc:
+        _reject(loc, f"{exc} (GRPO_MODEL_ROOTS)")
+
+
+def _reject(loc: str, message: str) -> None:
+    fields = [{"loc": loc, "message": message}]
+    raise ApiError(422, "validation_error", f"invalid job spec: {loc}: {message}", fields)

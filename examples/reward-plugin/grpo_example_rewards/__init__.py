@@ -1,0 +1,28 @@
+"""Example reward functions for GRPO Service, with TRL's reward-function signature.
+
+Install this package where the workers run (`pip install examples/reward-plugin`); a spec
+then names a function by its entry point: `{"name": "python", "function": "contains_answer"}`.
+Each gets one entry per completion in `prompts`, `completions` and every keyword list
+(`answer` and the extra fields of the records), and returns one float, or None where the
+function does not apply, per completion.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def contains_answer(
+    prompts: list[str], completions: list[str], answer: list[str], **kwargs: Any
+) -> list[float | None]:
+    """1.0 when the reference answer appears in the completion, else 0.0; None without one."""
+    return [
+        None if not ref.strip() else float(ref.strip() in text)
+        for text, ref in zip(completions, answer, strict=True)
+    ]
+
+
+def polite(prompts: list[str], completions: list[str], **kwargs: Any) -> list[float | None]:
+    """1.0 when the completion says please or thanks, else 0.0."""
+    words = ("please", "thank")
+    return [float(any(w in text.lower() for w in words)) for text in completions]

@@ -1,0 +1,17 @@
+"""The example reward functions, called as TRL and GRPO Service call them."""
+
+from grpo_example_rewards import contains_answer, polite
+
+
+def test_contains_answer_scores_per_completion_and_skips_records_without_answer():
+    scores = contains_answer(
+        prompts=["1+1=", "1+1=", "?"],
+        completions=["it is 2", "3", "anything"],
+        answer=["2", "2", ""],
+        extra_field=[1, 1, 2],
+    )
+    assert scores == [1.0, 0.0, None]
+
+
+def test_polite_ignores_case_and_extra_fields():
+    assert polite(prompts=["p", "p"], completions=["Thanks!", "no"], answer=["", ""]) == [1.0, 0.0]

@@ -1,0 +1,149 @@
+"""`http` rewards: POST groups of completions to a scoring endpoint on an allowed host.
+
+Request `{run_id, step, groups: [{index, prompt, answer, data, completions}]}`, answer
+`{rewards: [[float | null, ...], ...]}` of the same shape. The host is checked against the
+allowlist the worker was given (GRPO_REWARD_HOSTS) before any request, redirects are not
+followed, the bearer token comes from the worker's environment variable the spec names.
+Requests for different groups run concurrently (bounded); connection errors, timeouts and
+5xx answers are retried with exponential backoff. Knows nothing of our server, SQL or Celery.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from grpo.failures import RewardFunctionError
+from grpo.reward_plugins import checked_scores
+from grpo.reward_spec import HttpReward, endpoint_host, is_allowed_host
+
+if TYPE_CHECKING:
+    from grpo.scoring import RewardBatch
+
+BACKOFF_S = 0.5
+"""First retry waits this long; each later one twice the one before."""
+
+
+class EndpointError(RuntimeError):
+    """The endpoint could not be used; the message names URL, status and what was wrong."""
+
+
+def check_host(entry: HttpReward, allowed_hosts: Sequence[str]) -> None:
+    """Refuse (ValueError) an endpoint whose host the operator has not allowed."""
+    if not is_allowed_host(entry.url, allowed_hosts):
+        listed = ", ".join(allowed_hosts) or "none"
+        raise ValueError(
+            f"reward {entry.label!r}: host {endpoint_host(entry.url)!r} of {entry.url} is not "
+            f"in this worker's GRPO_REWARD_HOSTS (allowed: {listed})"
+        )
+
+
+def score_with_endpoint(
+    entry: HttpReward, batch: RewardBatch, *, allowed_hosts: Sequence[str]
+) -> list[float | None]:
+    """Every completion's score from the endpoint, in batch order (group-major)."""
+    check_host(entry, allowed_hosts)
+    n = len(batch.examples)
+    chunks = [
+        range(i, min(i + entry.groups_per_request, n))
+        for i in range(0, n, entry.groups_per_request)
+    ]
+    with (
+        httpx.Client(timeout=entry.timeout_s, headers=_headers(entry)) as client,
+        ThreadPoolExecutor(max_workers=min(entry.max_concurrency, len(chunks))) as pool,
+    ):
+        answers = list(pool.map(lambda groups: _score_groups(client, entry, batch, groups), chunks))
+    return [score for answer in answers for score in answer]
+
+
+def _headers(entry: HttpReward) -> dict[str, str]:
+    if entry.token_env is None:
+        return {}
+    # the spec names the variable, the worker's environment holds the secret
+    token = os.environ.get(entry.token_env)
+    if not token:
+        raise ValueError(
+            f"reward {entry.label!r}: token_env {entry.token_env!r} is not set on this worker"
+        )
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _score_groups(
+    client: httpx.Client, entry: HttpReward, batch: RewardBatch, groups: range
+) -> list[float | None]:
+    g = batch.num_generations
+    payload = {
+        "run_id": batch.run_id,
+        "step": batch.step,
+        "groups": [
+            {
+                "index": b,
+                "prompt": batch.examples[b].prompt,
+                "answer": batch.examples[b].answer,
+                "data": batch.examples[b].data,
+                "completions": list(batch.completions[b * g : (b + 1) * g]),
+            }
+            for b in groups
+        ],
+    }
+    try:
+        body = _post(client, entry, payload)
+        return _rewards(body, groups=len(groups), per_group=g)
+    except (EndpointError, ValueError) as exc:
+        # index: the first completion of the first group of this request, to name its prompt
+        cause = exc if isinstance(exc, EndpointError) else EndpointError(f"POST {entry.url}: {exc}")
+        raise RewardFunctionError(entry.label, groups.start * g, cause) from exc
+
+
+def _post(client: httpx.Client, entry: HttpReward, payload: dict[str, Any]) -> Any:
+    """The JSON answer of a 2xx, after up to max_retries retries of errors and 5xx."""
+    attempts = entry.max_retries + 1
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(BACKOFF_S * 2 ** (attempt - 1))
+        try:
+            response = client.post(entry.url, json=payload)
+        except httpx.TimeoutException:
+            problem = f"no answer within timeout_s={entry.timeout_s:g} s (no HTTP status)"
+            continue
+        except httpx.TransportError as exc:
+            problem = f"connection failed (no HTTP status): {type(exc).__name__}: {exc}"
+            continue
+        if response.status_code >= 500:
+            problem = f"HTTP {response.status_code}: {response.text[:200]!r}"
+            continue
+        if not response.is_success:
+            raise EndpointError(
+                f"POST {entry.url}: HTTP {response.status_code} (not retried): "
+                f"{response.text[:200]!r}"
+            )
+        try:
+            return response.json()
+        except json.JSONDecodeError as exc:
+            raise EndpointError(
+                f"POST {entry.url}: HTTP {response.status_code} but the body is not JSON "
+                f"({exc.msg}): {response.text[:200]!r}"
+            ) from exc
+    raise EndpointError(f"POST {entry.url}: {problem} after {attempts} attempt(s)")
+
+
+def _rewards(body: Any, *, groups: int, per_group: int) -> list[float | None]:
+    """`body["rewards"]` flattened, after checking it is groups x per_group numbers or null."""
+    rows = body.get("rewards") if isinstance(body, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError(f"HTTP 200 but the answer has no list `rewards`: {str(body)[:200]!r}")
+    if len(rows) != groups:
+        raise ValueError(f"HTTP 200 but `rewards` has {len(rows)} rows for {groups} groups")
+    scores: list[float | None] = []
+    for b, row in enumerate(rows):
+        try:
+            scores.extend(checked_scores(row, expected=per_group))
+        except ValueError as exc:
+            raise ValueError(f"HTTP 200 but rewards[{b}] {exc}") from exc
+    return scores

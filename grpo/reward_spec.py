@@ -1,0 +1,161 @@
+"""Reward entries of a JobSpec: what each kind of reward function may be told.
+
+Built-in rules (accuracy, format, length, exact_match, regex) and the programmable kinds:
+`python` (an entry point installed on the workers), `http` (an endpoint on an allowed
+host), `model` (a sequence classifier) and `code` (tests run in a sandbox). Every entry has
+a `label`, unique in a spec, that keys its metrics and its inspector column. Pydantic only:
+imports without torch. Knows nothing of HTTP servers, SQL or Celery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
+LABEL_PATTERN = r"^[A-Za-z0-9_.\-]*$"
+"""Labels become metric keys (`rewards/<label>/mean`): no slashes, no spaces."""
+ENTRY_POINT_GROUP = "grpo.rewards"
+"""Entry-point group of the reward functions a worker may call (`python` rewards)."""
+
+_FROZEN = ConfigDict(
+    extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
+)
+
+
+class RewardEntry(BaseModel):
+    """What every reward entry has: its kind, its label and its weight."""
+
+    model_config = _FROZEN
+    name: str
+    label: str = Field("", max_length=64, pattern=LABEL_PATTERN)
+    """Key of this function's metrics and inspector column, unique in a spec; default `name`."""
+    weight: float = 1.0
+    """Weight of this function in the total reward."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _label_defaults_to_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("label"):
+            return {**data, "label": data.get("name", cls.model_fields["name"].default)}
+        return data
+
+
+class AccuracyReward(RewardEntry):
+    """1 when the completion's final answer equals the reference answer, else 0."""
+
+    name: Literal["accuracy"] = "accuracy"
+    extract: Literal["auto", "answer_tag", "boxed", "last_number"] = "auto"
+    """Where the answer is read: `auto` tries <answer>, then \\boxed{}, then the last number."""
+    compare: Literal["numeric", "symbolic", "string"] = "numeric"
+    """How the extracted answer is compared to the reference."""
+    tolerance: float = Field(1e-6, ge=0)
+    """Absolute tolerance for numeric comparison."""
+
+
+class FormatReward(RewardEntry):
+    """1 when the whole completion matches `pattern`, else 0."""
+
+    name: Literal["format"] = "format"
+    pattern: str = DEFAULT_FORMAT_PATTERN
+    """Regular expression the completion must match (dot matches newlines)."""
+
+
+class LengthReward(RewardEntry):
+    """Soft overlong penalty (DAPO): 0 up to max_length - cache_length, then linear to -1."""
+
+    name: Literal["length"] = "length"
+    max_length: int = Field(64, ge=1)
+    """Completion length in tokens at which the penalty reaches -1."""
+    cache_length: int = Field(16, ge=0)
+    """Width in tokens of the linear penalty ramp before max_length."""
+
+
+class ExactMatchReward(RewardEntry):
+    """1 when the completion equals the reference answer (after optional strip), else 0."""
+
+    name: Literal["exact_match"] = "exact_match"
+    strip: bool = True
+    """Strip surrounding whitespace from both sides before comparing."""
+
+
+class RegexReward(RewardEntry):
+    """1 when `pattern` is found anywhere in the completion, else 0."""
+
+    name: Literal["regex"] = "regex"
+    pattern: str = Field(min_length=1, max_length=500)
+    """Regular expression searched in the completion."""
+
+
+class PythonReward(RewardEntry):
+    """A function a package installed on the workers registers under the entry-point group
+    `grpo.rewards`, called as TRL calls reward functions:
+    `fn(prompts, completions, **kwargs) -> list[float | None]`, kwargs holding `answer` and
+    every extra field of the records, one value per completion."""
+
+    name: Literal["python"] = "python"
+    function: str = Field(max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
+    """Entry point name in group `grpo.rewards`; the API accepts only installed ones."""
+
+
+class HttpReward(RewardEntry):
+    """An endpoint that scores whole groups: POST {run_id, step, groups: [{index, prompt,
+    answer, data, completions}]} -> {rewards: [[float | null, ...], ...]} of the same shape."""
+
+    name: Literal["http"] = "http"
+    url: str = Field(max_length=2000, pattern=r"^https?://[^\s/?#@]+(/\S*)?$")
+    """Endpoint URL; its host must be listed in the operator's GRPO_REWARD_HOSTS."""
+    timeout_s: float = Field(30.0, gt=0, le=600)
+    """Seconds one request may take."""
+    max_retries: int = Field(2, ge=0, le=10)
+    """Retries (with exponential backoff) after a connection error or a 5xx answer."""
+    token_env: str | None = Field(None, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Name of a worker environment variable whose value is sent as a bearer token."""
+    groups_per_request: int = Field(8, ge=1, le=4096)
+    """Groups sent in one request; a step's requests run concurrently."""
+    max_concurrency: int = Field(4, ge=1, le=64)
+    """Requests in flight at once for this endpoint."""
+
+
+class ModelReward(RewardEntry):
+    """A sequence classifier (AutoModelForSequenceClassification) that scores prompt +
+    completion; in eval mode, never trained."""
+
+    name: Literal["model"] = "model"
+    model: str = Field(min_length=1, max_length=500)
+    """Hugging Face model id or a local path inside the allowed model roots."""
+    batch_size: int = Field(16, ge=1, le=4096)
+    """Completions scored per forward pass."""
+    label_index: int = Field(0, ge=0, le=100_000)
+    """Which output logit is the reward."""
+    max_length: int = Field(1024, ge=8, le=131072)
+    """Prompt + completion tokens kept (from the left) per scored text."""
+
+
+class CodeReward(RewardEntry):
+    """Fraction of the record's tests the completion's program passes, run in a bubblewrap
+    sandbox with CPU, memory, process, file-size and output limits."""
+
+    name: Literal["code"] = "code"
+    tests_field: str = Field("tests", min_length=1, max_length=100)
+    """Record field with the tests: a list of Python statements (asserts), or one string."""
+    timeout_s: float = Field(5.0, gt=0, le=120)
+    """CPU and wall-clock seconds the program and all its tests may take."""
+    memory_mb: int = Field(512, ge=64, le=65536)
+    """Address-space limit of the sandboxed process."""
+
+
+def endpoint_host(url: str) -> str:
+    """`host[:port]` of a URL, lower-case, as GRPO_REWARD_HOSTS lists hosts."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def is_allowed_host(url: str, allowed: Sequence[str]) -> bool:
+    """An entry `host` allows every port of host; `host:port` only that port."""
+    entries = {a.strip().lower() for a in allowed if a.strip()}
+    return endpoint_host(url) in entries or (urlsplit(url).hostname or "").lower() in entries

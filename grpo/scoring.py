@@ -1,0 +1,169 @@
+"""Score one step's completions with every reward entry of a spec, each kind its own way.
+
+Built-in rules are plain functions (rewards.py); plugins, endpoints, reward models and code
+sandboxes have their own modules and are prepared once per run by `Rewarder` (a loaded
+function, a loaded classifier, the allowed endpoint hosts). Scores stay apart, unweighted,
+keyed by label, None where a function does not apply; a completion no function applies to
+is an error. Knows nothing of HTTP servers, SQL or Celery.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from grpo.data import Example
+from grpo.failures import NoApplicableReward, RewardFunctionError
+from grpo.reward_plugins import RewardFunction, call_reward_function, load_reward_function
+from grpo.rewards import RuleReward, score_completions
+from grpo.sources import LocalRoots
+from grpo.spec import CodeReward, HttpReward, ModelReward, PythonReward, RewardSpec
+
+Scores = dict[str, list[float | None]]
+"""Unweighted score of every completion (group-major, B x G), keyed by reward label."""
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RewardBatch:
+    """What reward functions may look at for one step: B groups of G completions."""
+
+    run_id: str
+    step: int
+    examples: Sequence[Example]  # (B,)
+    prompts: Sequence[str]  # (B,) as the policy saw them
+    completions: Sequence[str]  # (B * G,) group-major
+    num_tokens: Sequence[int]  # (B * G,)
+
+    @property
+    def num_generations(self) -> int:
+        return len(self.completions) // max(1, len(self.examples))
+
+    def per_completion(self, values: Sequence[T]) -> list[T]:
+        """One value per group repeated for each of its G completions."""
+        return [v for v in values for _ in range(self.num_generations)]
+
+    def columns(self) -> dict[str, list[Any]]:
+        """`answer` and every extra record field, one entry per completion (TRL's kwargs)."""
+        keys = sorted({k for e in self.examples for k in e.data} - {"answer"})
+        columns: dict[str, list[Any]] = {
+            "answer": self.per_completion([e.answer for e in self.examples])
+        }
+        for key in keys:
+            columns[key] = self.per_completion([e.data.get(key) for e in self.examples])
+        return columns
+
+
+@dataclass
+class RewardOutcome:
+    """Scores of a step, seconds spent per label, and notes (e.g. a sandbox limit hit)."""
+
+    scores: Scores
+    seconds: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+
+class Rewarder:
+    """The reward entries of a run, prepared once: `score` runs them on each step's batch."""
+
+    def __init__(
+        self,
+        rewards: Sequence[RewardSpec],
+        *,
+        device: Any = "cpu",
+        reward_hosts: Sequence[str] = (),
+        cache_dir: Path | None = None,
+        model_roots: LocalRoots | None = None,
+    ) -> None:
+        """`reward_hosts`: allowed endpoint hosts; `model_roots`: where local reward models
+        may lie (None trusts the caller, as grpo.models does)."""
+        self.rewards = tuple(rewards)
+        self.reward_hosts = tuple(reward_hosts)
+        self._functions: dict[str, RewardFunction] = {}
+        self._models: dict[str, Any] = {}
+        self._cache_dir = cache_dir or Path.home() / ".cache" / "grpo"
+        self._model_roots = model_roots
+        for entry in self.rewards:
+            self._prepare(entry, device=device)
+
+    def _prepare(self, entry: RewardSpec, *, device: Any) -> None:
+        match entry:
+            case PythonReward():
+                self._functions[entry.label] = load_reward_function(entry.function)
+            case HttpReward():
+                from grpo.reward_endpoint import check_host
+
+                check_host(entry, self.reward_hosts)
+            case ModelReward():
+                from grpo.reward_model import RewardModel  # torch and transformers
+
+                self._models[entry.label] = RewardModel(
+                    entry, device=device, cache_dir=self._cache_dir, roots=self._model_roots
+                )
+            case CodeReward():
+                from grpo.sandbox import check_sandbox
+
+                check_sandbox()
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {entry.label: entry.weight for entry in self.rewards}
+
+    def score(self, batch: RewardBatch) -> RewardOutcome:
+        """Every entry's scores of the batch, timed per label; raises when one fails."""
+        outcome = RewardOutcome(scores={}, seconds={})
+        for entry in self.rewards:
+            started = time.perf_counter()
+            try:
+                outcome.scores[entry.label] = self._score(entry, batch, outcome.notes)
+            except RewardFunctionError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
+                raise RewardFunctionError(entry.label, 0, exc) from exc
+            outcome.seconds[entry.label] = time.perf_counter() - started
+        require_applicable(outcome.scores)
+        return outcome
+
+    def _score(self, entry: RewardSpec, batch: RewardBatch, notes: list[str]) -> list[float | None]:
+        match entry:
+            case PythonReward():
+                return call_reward_function(
+                    self._functions[entry.label],
+                    prompts=batch.per_completion(batch.prompts),
+                    completions=batch.completions,
+                    columns=batch.columns(),
+                )
+            case HttpReward():
+                from grpo.reward_endpoint import score_with_endpoint
+
+                return score_with_endpoint(entry, batch, allowed_hosts=self.reward_hosts)
+            case ModelReward():
+                return self._models[entry.label].score(batch)  # type: ignore[no-any-return]
+            case CodeReward():
+                from grpo.code_reward import score_code
+
+                return score_code(entry, batch, notes)
+        return _score_rule(entry, batch)
+
+
+def _score_rule(entry: RuleReward, batch: RewardBatch) -> list[float | None]:
+    scores = score_completions(
+        batch.completions,
+        answers=batch.per_completion([e.answer for e in batch.examples]),
+        num_tokens=batch.num_tokens,
+        rewards=(entry,),
+    )
+    return list(scores[entry.label])
+
+
+def require_applicable(scores: Scores) -> None:
+    """Raise NoApplicableReward for the first completion every function returned None for."""
+    columns = list(scores.values())
+    count = len(columns[0]) if columns else 0
+    for i in range(count):
+        if all(column[i] is None for column in columns):
+            labels = ", ".join(scores)
+            raise NoApplicableReward(labels, i, ValueError("no applicable reward"))

@@ -1,0 +1,109 @@
+"""Code rewards in the bubblewrap sandbox: tests pass, and escapes score 0 with a note
+(grpo/code_reward.py, grpo/sandbox.py)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo.code_reward import extract_program, run_tests
+from grpo.sandbox import bubblewrap
+from grpo.spec import CodeReward
+
+pytestmark = pytest.mark.skipif(bubblewrap() is None, reason="bubblewrap is not installed")
+
+ENTRY = CodeReward(timeout_s=2, memory_mb=256)
+ADD_TESTS = ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 0) == 1"]
+
+
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        ("```python\ndef f():\n    return 1\n```", "def f():\n    return 1\n"),
+        ("first\n```\nx = 1\n```\nthen\n```py\ny = 2\n```", "y = 2\n"),
+        ("def g(): pass", "def g(): pass"),
+    ],
+)
+def test_program_is_the_last_fenced_block_or_the_whole_text(completion, expected):
+    assert extract_program(completion) == expected
+
+
+def test_reward_is_the_fraction_of_tests_passed():
+    score, note = run_tests("def add(a, b):\n    return a + b", ADD_TESTS, ENTRY)
+    assert score == pytest.approx(2 / 3) and note is None
+
+
+def test_printed_lookalike_results_do_not_count():
+    program = "print('pass 0'); print('pass 1')\ndef add(a, b):\n    return 0"
+    score, _ = run_tests(program, ADD_TESTS, ENTRY)
+    assert score == 0.0
+
+
+def test_a_program_that_raises_scores_zero_with_a_note():
+    score, note = run_tests("raise SystemExit(0)", ADD_TESTS, ENTRY)
+    assert score == 0.0 and note == "the program raised SystemExit"
+
+
+def _listening_socket() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    return server
+
+
+def _escapes(tmp_path: Path, port: int) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """name -> (program run before `add` is defined, words one of which the note says)."""
+    secret = tmp_path / "data" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("hunter2")
+    return {
+        "fork bomb": ("import os\nwhile True:\n    os.fork()", ("raised", "CPU", "wall")),
+        # a loaded machine may reach the wall-clock limit before the CPU one
+        "infinite loop": ("while True:\n    pass", ("CPU", "wall")),
+        "10 GB allocation": ("x = bytearray(10 * 2**30)", ("memory", "MemoryError")),
+        "write outside": (
+            f"open({str(tmp_path / 'escaped')!r}, 'w').write('x')",
+            ("raised FileNotFoundError",),
+        ),
+        "read data dir": (f"print(open({str(secret)!r}).read())", ("raised FileNotFoundError",)),
+        "socket to the API": (
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)",
+            ("raised",),
+        ),
+        "print 1 GB": (
+            "import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * 2**20)",
+            ("size",),
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fork bomb",
+        "infinite loop",
+        "10 GB allocation",
+        "write outside",
+        "read data dir",
+        "socket to the API",
+        "print 1 GB",
+    ],
+)
+def test_escape_attempts_score_zero_with_a_note_and_leave_the_host_alone(tmp_path, name):
+    server = _listening_socket()
+    try:
+        program, words = _escapes(tmp_path, server.getsockname()[1])[name]
+        started = time.monotonic()
+        score, note = run_tests(program + "\ndef add(a, b):\n    return a + b", ADD_TESTS, ENTRY)
+        server.settimeout(0.1)
+        with pytest.raises(TimeoutError):
+            server.accept()  # nothing connected from inside
+    finally:
+        server.close()
+    assert score == 0.0
+    assert note is not None and any(word in note for word in words), note
+    assert not (tmp_path / "escaped").exists()
+    assert time.monotonic() - started < 2 * ENTRY.timeout_s + 5
