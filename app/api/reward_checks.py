@@ -10,8 +10,8 @@ import shutil
 from importlib.metadata import entry_points
 
 from app.api.errors import ApiError
+from app.api.spec_checks import check_model_path
 from app.settings import Settings
-from grpo.sources import LocalRoots, parse_model_name, resolve_local
 from grpo.spec import (
     ENTRY_POINT_GROUP,
     CodeReward,
@@ -49,23 +49,11 @@ def check_rewards(spec: JobSpec, settings: Settings) -> None:
                     "on this server (apt-get install bubblewrap)",
                 )
             case ModelReward():
-                _check_model_path(entry.model, settings, loc=f"rewards.{i}.model")
+                check_model_path(entry.model, settings, loc=f"rewards.{i}.model")
 
 
 def _installed_functions() -> set[str]:
     return {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def _check_model_path(model: str, settings: Settings, *, loc: str) -> None:
-    """A local reward model must lie inside GRPO_MODEL_ROOTS, as the policy must."""
-    source = parse_model_name(model)
-    if source.kind != "local":
-        return
-    roots = LocalRoots(settings.local_path_base, tuple(settings.model_root_list))
-    try:
-        resolve_local(source.value, roots, what="local model path")
-    except ValueError as exc:
-        _reject(loc, f"{exc} (GRPO_MODEL_ROOTS)")
 
 
 def _reject(loc: str, message: str) -> None:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from app.api.deps import RunDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
+from app.api.reward_checks import check_rewards
 from app.api.runs import PACKAGE_VERSION, run_out
 from app.api.schemas import RunOut
 from app.api.spec_checks import check_spec
@@ -66,6 +67,7 @@ def clone_run(
         spec_data["name"] = f"{run.name} (clone)"[:200]
     spec = JobSpec.model_validate(spec_data)
     check_spec(spec, settings)
+    check_rewards(spec, settings)
     clone, _ = runs.create_run(spec, package_version=PACKAGE_VERSION)
     enqueue_run(clone.id, queue=clone.queue)
     response.headers["Location"] = f"/api/runs/{clone.id}"

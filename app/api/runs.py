@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Query, Response
 
 from app.api.deps import ReadAccess, RunDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
+from app.api.reward_checks import check_rewards
 from app.api.schemas import (
     HistogramList,
     LogList,
@@ -44,6 +45,7 @@ def submit_run(
 ) -> RunOut:
     """Store the run, then enqueue it; a repeated Idempotency-Key returns the first run."""
     check_spec(spec, settings)
+    check_rewards(spec, settings)
     run, is_new = runs.create_run(
         spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key
     )

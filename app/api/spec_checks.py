@@ -8,7 +8,6 @@ opens anything. Refusals never say whether something outside the roots exists.
 from __future__ import annotations
 
 from app.api.errors import ApiError
-from app.api.reward_checks import check_rewards
 from app.settings import Settings
 from app.store import datasets
 from grpo.sources import LocalRoots, parse_data_source, parse_model_name, resolve_local
@@ -17,12 +16,11 @@ from grpo.spec import JobSpec
 
 def check_spec(spec: JobSpec, settings: Settings) -> None:
     """Raise a 422 naming the field when a path leaves the allowed roots or a dataset is unknown."""
-    check_rewards(spec, settings)
     check_model_path(spec.model, settings)
     check_data_source(spec.data.source, settings)
 
 
-def check_model_path(model: str, settings: Settings) -> None:
+def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> None:
     source = parse_model_name(model)
     if source.kind != "local":
         return
@@ -31,8 +29,8 @@ def check_model_path(model: str, settings: Settings) -> None:
         resolve_local(source.value, roots, what="local model path")
     except ValueError as exc:
         if not settings.model_root_list:
-            _reject("model", f"{exc}; set GRPO_MODEL_ROOTS to allow local models")
-        _reject("model", str(exc))
+            _reject(loc, f"{exc}; set GRPO_MODEL_ROOTS to allow local models")
+        _reject(loc, str(exc))
 
 
 def check_data_source(text: str, settings: Settings) -> None:
