@@ -19,7 +19,11 @@ const ACTIONS = [
   { name: 'delete', label: 'Delete', when: ['succeeded', 'failed', 'cancelled'], call: deleteRun, done: 'Run deleted' },
 ];
 
-/** Buttons for `run`; `onDone(name, result)` is told after each action succeeds. */
+/**
+ * Buttons for `run`; `onDone(name, result)` is told after each action succeeds.
+ * @param {import('./api.js').RunOut} run
+ * @param {{ onDone?: (name: string, result: any) => void, small?: boolean, skip?: string[] }} [options]
+ */
 export function runActions(run, { onDone = () => {}, small = false, skip = [] } = {}) {
   const available = ACTIONS.filter(
     (a) =>

@@ -3,27 +3,56 @@
 import { seg } from './dom.js';
 import { getToken } from './token.js';
 
+/**
+ * Shapes of the API's bodies, generated from its OpenAPI document (openapi.d.ts).
+ * @typedef {import('./openapi').RunOut} RunOut
+ * @typedef {import('./openapi').RunList} RunList
+ * @typedef {import('./openapi').JobSpec} JobSpec
+ * @typedef {import('./openapi').PresetList} PresetList
+ * @typedef {import('./openapi').LogList} LogList
+ * @typedef {import('./openapi').GroupList} GroupList
+ * @typedef {import('./openapi').GroupSummary} GroupSummary
+ * @typedef {import('./openapi').GroupDetail} GroupDetail
+ * @typedef {import('./openapi').MetricRow} MetricRow
+ * @typedef {import('./openapi').HistogramRow} HistogramRow
+ * @typedef {{ loc: string, message: string }} FieldError
+ * @typedef {{ params?: Record<string, unknown>, body?: unknown }} RequestOptions
+ */
+
 export class ApiError extends Error {
+  /**
+   * @param {number} status 0 when the server could not be reached
+   * @param {any} body the error body, `{error: {code, message, fields}}`
+   */
   constructor(status, body) {
     const error = body?.error ? body.error : {};
     super(error.message || (status ? `HTTP ${status}` : 'The server cannot be reached.'));
     this.status = status;
     this.code = error.code || (status ? 'http_error' : 'network_error');
+    /** @type {FieldError[]} */
     this.fields = error.fields || [];
   }
 }
 
+/** @param {string} accept */
 function authHeaders(accept) {
+  /** @type {Record<string, string>} */
   const headers = { Accept: accept };
   const token = getToken();
   if (token) headers.Authorization = `Bearer ${token}`;
   return headers;
 }
 
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {RequestOptions} [options]
+ * @returns {Promise<any>} the JSON body; the exported functions below give it its type
+ */
 async function request(method, path, { params, body } = {}) {
   const url = new URL(path, window.location.origin);
   for (const [key, value] of Object.entries(params || {})) {
-    if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, value);
+    if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, String(value));
   }
   const headers = authHeaders('application/json');
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -58,20 +87,34 @@ export async function fetchFile(url) {
 
 const run = (id) => `/api/runs/${seg(id)}`;
 
+/** @type {(params?: Record<string, unknown>) => Promise<RunList>} */
 export const listRuns = (params) => request('GET', '/api/runs', { params });
+/** @type {(id: string) => Promise<RunOut>} */
 export const getRun = (id) => request('GET', run(id));
+/** @type {(spec: unknown) => Promise<RunOut>} */
 export const createRun = (spec) => request('POST', '/api/runs', { body: spec });
+/** @type {(id: string) => Promise<RunOut>} */
 export const cancelRun = (id) => request('POST', `${run(id)}/cancel`);
+/** @type {(id: string) => Promise<RunOut>} */
 export const resumeRun = (id) => request('POST', `${run(id)}/resume`);
+/** @type {(id: string, patch?: Record<string, unknown> | null) => Promise<RunOut>} */
 export const cloneRun = (id, patch) => request('POST', `${run(id)}/clone`, { body: patch ? { patch } : {} });
+/** @type {(id: string) => Promise<null>} */
 export const deleteRun = (id) => request('DELETE', run(id));
+/** @type {() => Promise<PresetList>} */
 export const listPresets = () => request('GET', '/api/presets');
+/** @type {(id: string) => Promise<LogList>} */
 export const getLogs = (id) => request('GET', `${run(id)}/logs`);
+/** @type {(id: string, step: number, filter?: string) => Promise<GroupList>} */
 export const getGroups = (id, step, filter) =>
   request('GET', `${run(id)}/steps/${seg(step)}/groups`, { params: { filter } });
+/** @type {(id: string, step: number, index: number) => Promise<GroupDetail>} */
 export const getGroup = (id, step, index) => request('GET', `${run(id)}/steps/${seg(step)}/groups/${seg(index)}`);
+/** @type {(id: string, promptId: string) => Promise<GroupList>} */
 export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/prompts/${seg(promptId)}`);
+/** @type {(id: string) => string} */
 export const eventsUrl = (id) => `${run(id)}/events`;
+/** @type {(id: string, query: string) => string} */
 export const exportUrl = (id, query) => `${run(id)}/export?${query}`;
 
 const METRICS_PAGE = 20000;
@@ -81,8 +124,16 @@ const METRICS_PAGE = 20000;
  * until a short one. `lastEventId` is the stream position the server says the rows cover,
  * when it says so (resume from there).
  */
+/**
+ * @template {{ step: number }} Row
+ * @param {string} path
+ * @param {{ afterStep?: number, params?: Record<string, unknown> }} [options]
+ * @returns {Promise<Row[] & { lastEventId: string | null }>}
+ */
 async function getAllSteps(path, { afterStep = 0, params = {} } = {}) {
+  /** @type {Row[]} */
   const rows = [];
+  /** @type {string | null} */
   let lastEventId = null;
   for (;;) {
     const page = await request('GET', path, { params: { ...params, after_step: afterStep, limit: METRICS_PAGE } });
@@ -93,8 +144,12 @@ async function getAllSteps(path, { afterStep = 0, params = {} } = {}) {
   }
 }
 
+/** @type {(id: string, options?: { afterStep?: number, keys?: string[] }) => Promise<MetricRow[] & { lastEventId: string | null }>} */
 export const getAllMetrics = (id, { afterStep = 0, keys } = {}) =>
   getAllSteps(`${run(id)}/metrics`, { afterStep, params: { keys: keys?.join(',') } });
 
-/** Every step's histograms (advantage, reward, group reward spread). */
+/**
+ * Every step's histograms (advantage, reward, group reward spread).
+ * @type {(id: string, options?: { afterStep?: number }) => Promise<HistogramRow[] & { lastEventId: string | null }>}
+ */
 export const getAllHistograms = (id, { afterStep = 0 } = {}) => getAllSteps(`${run(id)}/histograms`, { afterStep });

@@ -20,7 +20,11 @@ export const COLORS = [
 const AXIS = { color: '#98a2b3', fontSize: 10 };
 const GRID_LINE = { lineStyle: { color: '#f2f4f7' } };
 
-/** Creates a chart that follows its container's size. */
+/**
+ * Creates a chart that follows its container's size.
+ * @param {HTMLElement} el
+ * @param {{ group?: string }} [options]
+ */
 export function mountChart(el, { group } = {}) {
   const chart = echarts.init(el, null, { renderer: 'canvas' });
   new ResizeObserver(() => chart.resize()).observe(el);
@@ -82,6 +86,10 @@ function axisFormatter(unit, hideAbove = Infinity) {
  * smooth, band: [lowerKey, widthKey]} and read columns from `source` (a {name: array} map
  * with a `step` column). `weight` is the smoothing weight for lines with smooth !== false.
  * `keep` (indices, or null for all) thins the drawn steps after smoothing.
+ * @param {{
+ *   source: Record<string, any[]>, lines: any[], weight?: number, axes?: any[], markArea?: any,
+ *   keep?: number[] | null,
+ * }} options
  */
 export function lineChartOption({ source, lines, weight = 0, axes = [{}], markArea = null, keep = null }) {
   const columns = { step: source.step };

@@ -1,7 +1,7 @@
 // Compare: the same metrics of two or more runs overlaid on one step axis.
 
 import { getAllMetrics, listRuns } from './api.js';
-import { statusPill } from './badges.js';
+import { ACTIVE, statusPill } from './badges.js';
 import { COLORS, echarts, ema, mountChart } from './charts.js';
 import { $, fill, h } from './dom.js';
 import { num } from './format.js';
@@ -10,6 +10,12 @@ import { errorText, initShell, stateBox } from './shell.js';
 const DEFAULT_METRICS = ['reward', 'kl', 'loss', 'entropy', 'completions/mean_length', 'grad_norm'];
 const AXIS = { color: '#98a2b3', fontSize: 10 };
 const POLL_MS = 5000;
+/**
+ * @type {{
+ *   runs: import('./api.js').RunOut[], picked: string[], metrics: string[], data: Map<string, any>,
+ *   charts: Map<string, any>, filter: string,
+ * }}
+ */
 const state = { runs: [], picked: [], metrics: [...DEFAULT_METRICS], data: new Map(), charts: new Map(), filter: '' };
 
 function readQuery() {
@@ -220,9 +226,7 @@ function drawMetric(box, metric) {
 }
 
 async function poll() {
-  const active = state.picked.filter((id) =>
-    ['queued', 'running'].includes(state.runs.find((r) => r.id === id)?.status),
-  );
+  const active = state.picked.filter((id) => ACTIVE.has(state.runs.find((r) => r.id === id)?.status ?? ''));
   if (!active.length || document.visibilityState !== 'visible') return;
   state.runs = (await listRuns({ limit: 200 })).items;
   await Promise.all(active.map(loadRun));

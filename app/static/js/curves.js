@@ -130,7 +130,7 @@ function shareMax({ max }) {
   if (!(max > 0)) return 0.01;
   const step = 10 ** Math.floor(Math.log10(max));
   const nice = [1, 2, 2.5, 5, 10].map((m) => m * step).find((v) => v >= max);
-  return Math.min(1, nice);
+  return Math.min(1, nice ?? 1);
 }
 
 function lengthPanel() {
@@ -182,8 +182,10 @@ function timePanel() {
 export class CurvesView {
   constructor(container, series) {
     this.series = series;
+    /** @type {[number, number] | null} zoom window, in steps */
     this.window = null;
     this.last = { weight: 0, finished: false };
+    /** @type {Promise<void> | null} */
     this.pass = null;
     this.lastPassMs = 0;
     this.cards = PANELS.map((panel) => {
@@ -224,7 +226,8 @@ export class CurvesView {
       return card;
     });
     echarts.connect(GROUP);
-    let timer = null;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    let timer;
     this.cards[0].chart.on('datazoom', () => {
       clearTimeout(timer);
       timer = setTimeout(() => this.followZoom(), 150);

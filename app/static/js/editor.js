@@ -5,6 +5,10 @@ import { h } from './dom.js';
 const LINE_PX = 18;
 
 export class SpecEditor {
+  /**
+   * @param {HTMLElement} root
+   * @param {{ onInput?: (text: string) => void }} [options]
+   */
   constructor(root, { onInput = () => {} } = {}) {
     this.errorLines = new Map();
     this.gutter = h('div', { class: 'editor-gutter', 'aria-hidden': 'true' });

@@ -10,6 +10,12 @@ import { errorText, initShell, stateBox } from './shell.js';
 
 const page = $('#page');
 const runId = page.dataset.runId;
+/**
+ * @type {{
+ *   run: import('./api.js').RunOut | null, step: number, index: number, filter: string,
+ *   groups: import('./api.js').GroupSummary[], listStep: number | null, range: [number, number],
+ * }}
+ */
 const state = {
   run: null,
   step: Number(page.dataset.step),
@@ -220,7 +226,8 @@ async function stepBy(delta) {
 
 function wire() {
   document.addEventListener('keydown', (event) => {
-    if (event.target.closest('input, textarea, select') || event.metaKey || event.ctrlKey || event.altKey) return;
+    const target = /** @type {HTMLElement} */ (event.target);
+    if (target.closest('input, textarea, select') || event.metaKey || event.ctrlKey || event.altKey) return;
     const actions = {
       ArrowLeft: () => neighbour(-1),
       ArrowRight: () => neighbour(1),
@@ -254,8 +261,9 @@ async function main() {
   $('#group-filter').value = state.filter;
   wire();
   try {
-    state.run = await getRun(runId);
-    $('#crumb-run').textContent = state.run.name;
+    const run = await getRun(runId);
+    state.run = run;
+    $('#crumb-run').textContent = run.name;
   } catch (error) {
     fill(
       $('#prompt-card'),

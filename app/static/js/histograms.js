@@ -90,14 +90,21 @@ function binColor(lower) {
 
 /** A heatmap of per-step histograms; each column is normalised to shares of its samples. */
 export class HistogramHeatmapView {
+  /**
+   * @param {HTMLElement} el
+   * @param {string} kind
+   * @param {{ onPickStep?: (step: number) => void, emptyEl?: HTMLElement | null }} [options]
+   */
   constructor(el, kind, { onPickStep = () => {}, emptyEl = null } = {}) {
     this.kind = KINDS[kind];
     this.chart = mountChart(el);
     this.emptyEl = emptyEl;
     this.columns = [];
     this.drawn = -1;
+    /** @type {{ version: number, histograms: any } | null} */
     this.wanted = null;
     this.lastDraw = 0;
+    /** @type {ReturnType<typeof setTimeout> | null} */
     this.timer = null;
     this.isVisible = false;
     this.chart.on('click', (p) => {
@@ -122,10 +129,11 @@ export class HistogramHeatmapView {
     const wait = Math.max(0, REDRAW_MS - (performance.now() - this.lastDraw));
     this.timer = setTimeout(() => {
       this.timer = null;
-      if (!this.isVisible || this.wanted.version === this.drawn) return;
-      this.drawn = this.wanted.version;
+      const wanted = this.wanted;
+      if (!wanted || !this.isVisible || wanted.version === this.drawn) return;
+      this.drawn = wanted.version;
       this.lastDraw = performance.now();
-      const hasData = this.draw(this.wanted.histograms);
+      const hasData = this.draw(wanted.histograms);
       if (this.emptyEl) this.emptyEl.hidden = hasData;
     }, wait);
   }

@@ -10,6 +10,21 @@ import { errorText, initShell, stateBox } from './shell.js';
 import { lineOf, locateLine, pathAtLine } from './speclocate.js';
 import { withToken } from './token.js';
 
+/**
+ * A spec to start from: a preset of the API, or a copy of an earlier run.
+ * @typedef {{
+ *   key?: string, name?: string, title: string, description: string, spec: object, source?: string,
+ *   isDemo?: boolean,
+ * }} SpecSource
+ * @typedef {{ loc: string, message: string, line: number | null }} Problem
+ */
+
+/**
+ * @type {{
+ *   format: 'yaml' | 'json', presets: import('./api.js').PresetList['items'], active: string | null,
+ *   problems: Problem[], schema: import('./schema.js').SpecSchema | null, helpLine: number | null,
+ * }}
+ */
 const state = { format: 'yaml', presets: [], active: null, problems: [], schema: null, helpLine: null };
 let editor;
 
@@ -144,7 +159,8 @@ function setSpec(spec, source) {
   state.helpLine = null;
 }
 
-let checkTimer = null;
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let checkTimer;
 function onEdit() {
   clearTimeout(checkTimer);
   checkTimer = setTimeout(() => {
@@ -195,7 +211,9 @@ async function submit() {
   }
 }
 
+/** @param {SpecSource | null} extra */
 function renderPresets(extra) {
+  /** @type {SpecSource[]} */
   const items = [
     ...(extra ? [extra] : []),
     ...state.presets.map((p, i) => ({ ...p, key: `preset:${p.name}`, isDemo: i === 0 })),
@@ -215,7 +233,7 @@ function renderPresets(extra) {
           'aria-pressed': String(state.active === p.key),
           dataset: { preset: p.name || p.key },
           onclick: () => {
-            state.active = p.key;
+            state.active = p.key ?? null;
             setSpec(p.spec, p.source || `preset ${p.name}`);
             renderPresets(extra);
           },
@@ -237,6 +255,7 @@ async function main() {
     if ((event.ctrlKey || event.metaKey) && event.key === 'Enter') submit();
   });
   const params = new URLSearchParams(window.location.search);
+  /** @type {SpecSource | null} */
   let extra = null;
   state.schema = await loadSchema();
   try {
@@ -246,7 +265,7 @@ async function main() {
   }
   if (params.get('from')) {
     try {
-      const run = await getRun(params.get('from'));
+      const run = await getRun(params.get('from') ?? '');
       const spec = { ...run.spec, name: `${run.name} (copy)` };
       extra = {
         key: `run:${run.id}`,
@@ -261,6 +280,7 @@ async function main() {
       ]);
     }
   }
+  /** @type {SpecSource | undefined} */
   const wanted = extra || state.presets.find((p) => p.name === params.get('preset')) || state.presets[0];
   if (wanted) {
     state.active = wanted.key || `preset:${wanted.name}`;

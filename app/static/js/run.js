@@ -24,6 +24,13 @@ const SMOOTHING_KEY = 'grpo.smoothing';
 const page = $('#page');
 const { runId } = loaded;
 const series = new RunSeries();
+/**
+ * @type {{
+ *   run: import('./api.js').RunOut | null, shownStep: number | null, renderQueued: boolean, lastRender: number,
+ *   renderCost: number, curvesKey: string, stepTimer: ReturnType<typeof setTimeout> | undefined,
+ *   statusTimer: ReturnType<typeof setTimeout> | undefined,
+ * }}
+ */
 const state = {
   run: null,
   shownStep: null,
@@ -31,8 +38,15 @@ const state = {
   lastRender: 0,
   renderCost: 0,
   curvesKey: '',
-  stepTimer: null,
+  stepTimer: undefined,
+  statusTimer: undefined,
 };
+
+/** The run as last read; main() reads it before any view is built. */
+function shownRun() {
+  if (!state.run) throw new Error('the run is read before the page is drawn');
+  return state.run;
+}
 let curves, scrubber, stepGroups, stepHistogram, heatmaps, logs;
 
 function smoothing() {
@@ -61,13 +75,13 @@ function scheduleRender() {
 function render() {
   const started = performance.now();
   state.renderQueued = false;
-  const finished = FINAL.has(state.run.status);
-  const key = `${series.version}|${smoothing()}|${state.run.status}`;
+  const finished = FINAL.has(shownRun().status);
+  const key = `${series.version}|${smoothing()}|${shownRun().status}`;
   let drawn = Promise.resolve();
   if (key !== state.curvesKey) {
     state.curvesKey = key;
     drawn = curves.render(smoothing(), { finished });
-    renderStats($('#run-stats'), state.run, series);
+    renderStats($('#run-stats'), shownRun(), series);
     updateProgress();
   }
   scrubber.setBounds(series.steps[0] || 0, series.last);
@@ -88,7 +102,7 @@ function render() {
 
 /** Progress and duration move with every step, between status events. */
 function updateProgress() {
-  const run = { ...state.run, step: Math.max(state.run.step, series.last) };
+  const run = { ...shownRun(), step: Math.max(shownRun().step, series.last) };
   $('#run-head .progress')?.replaceWith(progressBar(run));
   const el = $('#run-head .run-duration');
   if (el) el.textContent = duration(runSeconds(run));
@@ -170,7 +184,9 @@ function onStreamState(streamState) {
   el.textContent = labels[streamState] || streamState;
 }
 
+/** @type {{ close(): void } | null} */
 let stream = null;
+/** @param {string | null} [lastEventId] */
 function follow(lastEventId = null) {
   stream?.close();
   stream = openStream(eventsUrl(runId), { onEvent, onState: onStreamState, lastEventId });
@@ -317,7 +333,7 @@ async function main() {
   logs.add(await loaded.logLines);
   $('#log-count').textContent = logs.count ? `${logs.count} lines` : '';
   setInterval(() => {
-    if (state.run.status === 'running') updateProgress();
+    if (shownRun().status === 'running') updateProgress();
   }, 1000);
 }
 

@@ -4,7 +4,7 @@
 
 import { getAllMetrics, getLogs, getRun } from './api.js';
 
-export const runId = document.querySelector('meta[name="grpo-run-id"]').content;
+export const runId = /** @type {HTMLMetaElement} */ (document.querySelector('meta[name="grpo-run-id"]')).content;
 export const run = getRun(runId);
 export const history = getAllMetrics(runId).catch(() => Object.assign([], { lastEventId: null }));
 export const logLines = getLogs(runId)

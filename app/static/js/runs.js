@@ -10,6 +10,12 @@ import { askToken, withToken } from './token.js';
 
 const PAGE = 50;
 const POLL_MS = 3000;
+/**
+ * @type {{
+ *   status: string, q: string, items: import('./api.js').RunOut[],
+ *   cursor: string | null, limit: number, selected: Set<string>, loaded: boolean,
+ * }}
+ */
 const state = { status: '', q: '', items: [], cursor: null, limit: PAGE, selected: new Set(), loaded: false };
 
 function readQuery() {
@@ -216,7 +222,8 @@ function wire() {
       load();
     });
   }
-  let timer = null;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
   $('#run-search').addEventListener('input', (event) => {
     clearTimeout(timer);
     timer = setTimeout(() => {

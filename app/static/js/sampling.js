@@ -5,7 +5,14 @@
 // a chart is ~400 px wide: 500 buckets keep each pixel column's lowest and highest point
 export const MAX_POINTS = 1000;
 
-/** Indices of `steps` to draw, or null to draw them all. `window` is [firstStep, lastStep]. */
+/**
+ * Indices of `steps` to draw, or null to draw them all. `window` is [firstStep, lastStep].
+ * @param {number[]} steps
+ * @param {(number | null)[] | null | undefined} values
+ * @param {[number, number] | null} [window]
+ * @param {number} [max]
+ * @returns {number[] | null}
+ */
 export function keepIndices(steps, values, window = null, max = MAX_POINTS) {
   const n = steps.length;
   if (n <= max) return null;

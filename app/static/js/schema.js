@@ -1,6 +1,7 @@
 // The JobSpec schema, read from the API's own OpenAPI document: field docs, bounds and
 // defaults for the spec editor, never restated here.
 
+/** @type {Promise<any> | null} the OpenAPI document, or null when it cannot be read */
 let cached = null;
 
 export async function loadSchema() {
@@ -29,6 +30,7 @@ export class SpecSchema {
   field(path, spec) {
     let node = this.schemas.JobSpec;
     let value = spec;
+    /** @type {any} a JSON Schema property; the document is read, not typed */
     let prop = null;
     for (const part of path) {
       const model = this.deref(node);

@@ -31,7 +31,8 @@ export class Scrubber {
       else this.select(this.last, { live: true });
     });
     document.addEventListener('keydown', (event) => {
-      if (event.target.closest('input, textarea, select') && event.target !== this.range) return;
+      const target = /** @type {HTMLElement} */ (event.target);
+      if (target.closest('input, textarea, select') && target !== this.range) return;
       if (event.key === '[') this.nudge(-1);
       if (event.key === ']') this.nudge(1);
     });

@@ -3,8 +3,12 @@
 
 import { EVENT_ID, parseEvents } from '../vendor/js-yaml.mjs';
 
-/** Map from dotted path ('' for the root) to the offset of its key (or item) in `text`. */
+/**
+ * Map from dotted path ('' for the root) to the offset of its key (or item) in `text`.
+ * @param {string} text
+ */
 export function pathOffsets(text) {
+  /** @type {Map<string, number>} */
   const offsets = new Map();
   const stack = [];
   for (const event of parseEvents(text, {})) {
@@ -53,6 +57,12 @@ function join(path, key) {
  * 1-based line of the deepest part of `loc` present in the text, or null. Path elements the
  * text lacks (a discriminated union's tag, a missing field) are skipped.
  */
+/**
+ * @param {string} text
+ * @param {string} loc
+ * @param {Map<string, number> | null} [offsets] pathOffsets(text), when the caller has it
+ * @returns {number | null}
+ */
 export function locateLine(text, loc, offsets = null) {
   let map = offsets;
   try {
@@ -83,6 +93,7 @@ export function pathAtLine(text, line) {
   } catch {
     return null;
   }
+  /** @type {string | null} */
   let best = null;
   for (const [path, offset] of map) {
     if (path === '' || lineOf(text, offset) !== line) continue;

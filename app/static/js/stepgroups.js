@@ -6,9 +6,15 @@ import { mountChart } from './charts.js';
 import { seg } from './dom.js';
 import { num } from './format.js';
 
+/** @typedef {import('./api.js').GroupSummary} GroupSummary */
+
 const AXIS = { color: '#98a2b3', fontSize: 10 };
 
 export class StepGroupsView {
+  /**
+   * @param {HTMLElement} el
+   * @param {{ runId: string, onGroups?: (step: number, groups: GroupSummary[]) => void }} options
+   */
   constructor(el, { runId, onGroups = () => {} }) {
     this.runId = runId;
     this.onGroups = onGroups;

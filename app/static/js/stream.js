@@ -3,6 +3,8 @@
 
 import { getToken } from './token.js';
 
+/** @typedef {{ id: string | null, event: string, data: any }} StreamEvent */
+
 const MIN_RETRY_MS = 500;
 const MAX_RETRY_MS = 10000;
 
@@ -10,15 +12,24 @@ const MAX_RETRY_MS = 10000;
  * Opens `url` and calls `onEvent({id, event, data})` for each event (data parsed as JSON).
  * `onState(state)` hears 'connecting', 'open', 'reconnecting', 'ended' and 'error'.
  * `lastEventId` starts after that event instead of at the beginning of the run's log.
+ * @param {string} url
+ * @param {{
+ *   onEvent: (event: StreamEvent) => void,
+ *   onState?: (state: 'connecting' | 'open' | 'reconnecting' | 'ended' | 'error') => void,
+ *   lastEventId?: string | null,
+ * }} options
+ * @returns {{ close(): void }}
  */
 export function openStream(url, { onEvent, onState = () => {}, lastEventId = null }) {
   let lastId = lastEventId;
   let closed = false;
+  /** @type {AbortController | null} */
   let controller = null;
   let retry = MIN_RETRY_MS;
 
   async function connectOnce() {
     controller = new AbortController();
+    /** @type {Record<string, string>} */
     const headers = { Accept: 'text/event-stream' };
     const token = getToken();
     if (token) headers.Authorization = `Bearer ${token}`;
@@ -73,7 +84,7 @@ async function readEvents(body, dispatch) {
     if (done) return 'retry';
     buffer += value;
     const lines = buffer.split(/\r\n|\r|\n/);
-    buffer = lines.pop();
+    buffer = lines.pop() ?? '';
     for (const line of lines) {
       if (line === '') {
         if (event.data.length || event.event !== 'message') {
@@ -92,6 +103,7 @@ async function readEvents(body, dispatch) {
   }
 }
 
+/** @returns {{ id: string | null, event: string, data: string[] }} */
 function blank() {
   return { id: null, event: 'message', data: [] };
 }

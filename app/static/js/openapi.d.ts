@@ -1,0 +1,342 @@
+// Generated from the OpenAPI document by `python -m app.api.jstypes`; do not edit.
+// The dashboard's JSDoc imports these: /** @typedef {import('./openapi').RunOut} RunOut */
+
+/** 1 when the completion's final answer equals the reference answer, else 0. */
+export type AccuracyReward = {
+  name?: "accuracy";
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Where the answer is read: `auto` tries <answer>, then \boxed{}, then the last number. */
+  extract?: "auto" | "answer_tag" | "boxed" | "last_number";
+  /** How the extracted answer is compared to the reference. */
+  compare?: "numeric" | "symbolic" | "string";
+  /** Absolute tolerance for numeric comparison. */
+  tolerance?: number;
+};
+
+export type ClonePatch = {
+  patch?: { [key: string]: any };
+};
+
+export type CompletionOut = {
+  text: string;
+  num_tokens: number;
+  is_truncated: boolean;
+  rewards: { [key: string]: number };
+  reward: number;
+  advantage: number;
+  kl: number;
+  token_kls: number[] | null;
+  tokens?: string[] | null;
+};
+
+/** Where prompts and reference answers come from. */
+export type DataSpec = {
+  /** `builtin:arith`, a JSONL path, `dataset:<id>` (uploaded) or `hf:<name>`. */
+  source?: string;
+  /** Split to train on. */
+  split?: string;
+  /** Field of each record that holds the prompt. */
+  prompt_field?: string;
+  /** Field of each record that holds the reference answer. */
+  answer_field?: string;
+  /** Text around each prompt; `{prompt}` is replaced by the record's prompt. */
+  prompt_template?: string;
+  /** Apply the tokenizer's chat template when it has one. */
+  use_chat_template?: boolean;
+};
+
+export type DatasetList = {
+  items: DatasetOut[];
+};
+
+export type DatasetOut = {
+  id: string;
+  name: string;
+  num_records: number;
+  num_bytes: number;
+  fields: string[];
+  created_at: string;
+  source: string;
+};
+
+/** 1 when the completion equals the reference answer (after optional strip), else 0. */
+export type ExactMatchReward = {
+  name?: "exact_match";
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Strip surrounding whitespace from both sides before comparing. */
+  strip?: boolean;
+};
+
+/** 1 when the whole completion matches `pattern`, else 0. */
+export type FormatReward = {
+  name?: "format";
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Regular expression the completion must match (dot matches newlines). */
+  pattern?: string;
+};
+
+export type GroupDetail = {
+  step: number;
+  index: number;
+  prompt_id: string;
+  prompt: string;
+  answer: string;
+  rewards: number[];
+  advantages: number[];
+  reward_mean: number;
+  reward_std: number;
+  outcome: "all_fail" | "all_pass" | "mixed";
+  has_truncated: boolean;
+  has_completions: boolean;
+  completions: CompletionOut[];
+};
+
+export type GroupList = {
+  items: GroupSummary[];
+};
+
+export type GroupSummary = {
+  step: number;
+  index: number;
+  prompt_id: string;
+  prompt: string;
+  answer: string;
+  rewards: number[];
+  advantages: number[];
+  reward_mean: number;
+  reward_std: number;
+  outcome: "all_fail" | "all_pass" | "mixed";
+  has_truncated: boolean;
+  has_completions: boolean;
+};
+
+export type HTTPValidationError = {
+  detail?: ValidationError[];
+};
+
+export type Health = {
+  status: "ok" | "degraded";
+  database: boolean;
+  broker: boolean;
+  version: string;
+};
+
+export type HistogramList = {
+  last_event_id: number;
+  bin_edges: { [key: string]: number[] };
+  items: HistogramRow[];
+};
+
+export type HistogramRow = {
+  step: number;
+  advantage_histogram: number[];
+  reward_histogram: number[];
+  group_reward_std_histogram: number[];
+};
+
+/** A GRPO training job: model, data, rewards and every algorithm knob. */
+export type JobSpec = {
+  /** Human-readable run name. */
+  name?: string | null;
+  /** `builtin:tiny`, `builtin:tiny-arith`, a Hugging Face model id or a local path. */
+  model?: string;
+  /** Prompt source. */
+  data?: DataSpec;
+  /** Reward functions; the total reward is their weighted sum. */
+  rewards?: (AccuracyReward | FormatReward | LengthReward | ExactMatchReward | RegexReward)[];
+  /** Number of GRPO steps (one generation batch each). */
+  max_steps?: number;
+  /** Prompts (groups) per step, B. */
+  prompts_per_step?: number;
+  /** Completions per prompt (G); advantages are relative within a group. */
+  num_generations?: number;
+  /** Updates per generation batch (mu); >1 clips against the sampling policy. */
+  num_iterations?: number;
+  /** KL coefficient toward the reference policy (0 skips the reference pass). */
+  beta?: number;
+  /** When set, beta adapts each step toward this KL (adaptive controller). */
+  kl_target?: number | null;
+  /** Steps over which the adaptive controller closes the gap to kl_target. */
+  kl_horizon?: number;
+  /** Reset the reference to the policy every k steps (iterative GRPO); 0 never. */
+  sync_ref_every?: number;
+  /** Lower clip range: ratio is clipped below at 1 - epsilon. */
+  epsilon?: number;
+  /** Upper clip range (DAPO clip-higher); None means epsilon. */
+  epsilon_high?: number | null;
+  /** How per-token losses are averaged; see grpo/loss.py. */
+  loss_type?: "grpo" | "bnpo" | "dr_grpo" | "dapo";
+  /** Std that divides centred rewards: per group, whole batch, or none (Dr. GRPO). */
+  scale_rewards?: "group" | "batch" | "none";
+  /** Added to the std so all-equal groups get advantage 0. */
+  advantage_eps?: number;
+  /** When set, advantages are clipped to [-c, c]. */
+  advantage_clip?: number | null;
+  /** Exclude completions that hit max_completion_length from the loss. */
+  mask_truncated_completions?: boolean;
+  /** Prompts longer than this (tokens) are cut from the left. */
+  max_prompt_length?: number;
+  /** Tokens generated at most per completion. */
+  max_completion_length?: number;
+  /** Sampling temperature. */
+  temperature?: number;
+  /** Nucleus sampling mass; 1 disables. */
+  top_p?: number;
+  /** Sample among the k most likely tokens; 0 disables. */
+  top_k?: number;
+  /** Peak learning rate. */
+  learning_rate?: number;
+  /** Decay after warmup. */
+  lr_scheduler_type?: "constant" | "linear" | "cosine";
+  /** Linear warmup steps. */
+  warmup_steps?: number;
+  /** Decoupled weight decay. */
+  weight_decay?: number;
+  /** Gradient clipping by global norm; None disables. */
+  max_grad_norm?: number | null;
+  /** Optimizer. */
+  optim?: "adamw_torch" | "adafactor";
+  /** Recompute activations in backward to save memory. */
+  gradient_checkpointing?: boolean;
+  /** bf16 autocast where the hardware has it (auto), or forced. */
+  precision?: "auto" | "fp32" | "bf16";
+  /** Train LoRA adapters instead of the full model. */
+  lora?: LoraSpec | null;
+  /** Seeds data order, sampling and initialisation. */
+  seed?: number;
+  /** Checkpoint every k steps (and at the end); 0 only at the end. */
+  save_steps?: number;
+  /** `auto` picks CUDA when present, else CPU. */
+  device?: string;
+  /** Queue routing. */
+  resources?: ResourcesSpec;
+  /** What is kept of each step. */
+  logging?: LoggingSpec;
+};
+
+/** Soft overlong penalty (DAPO): 0 up to max_length - cache_length, then linear to -1. */
+export type LengthReward = {
+  name?: "length";
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Completion length in tokens at which the penalty reaches -1. */
+  max_length?: number;
+  /** Width in tokens of the linear penalty ramp before max_length. */
+  cache_length?: number;
+};
+
+export type LogList = {
+  items: LogRow[];
+};
+
+export type LogRow = {
+  level: string;
+  message: string;
+  created_at: string;
+};
+
+/** What is kept of each step beyond its scalars. */
+export type LoggingSpec = {
+  /** Groups per step whose completion texts are kept (all group stats are always kept). */
+  max_groups_per_step?: number;
+};
+
+/** Train LoRA adapters instead of all weights; the reference is the adapter-free model. */
+export type LoraSpec = {
+  /** Rank of the adapters. */
+  r?: number;
+  /** Scaling numerator (scale = alpha / r). */
+  alpha?: number;
+  /** Dropout on the adapter input (0 keeps log-probs deterministic). */
+  dropout?: number;
+  /** Names of the linear layers that get adapters. */
+  target_modules?: string[];
+};
+
+export type MetricList = {
+  last_event_id: number;
+  items: MetricRow[];
+};
+
+export type MetricRow = {
+  step: number;
+  metrics: { [key: string]: number };
+};
+
+export type Preset = {
+  name: string;
+  title: string;
+  description: string;
+  spec: { [key: string]: any };
+};
+
+export type PresetList = {
+  items: Preset[];
+};
+
+/** 1 when `pattern` is found anywhere in the completion, else 0. */
+export type RegexReward = {
+  name?: "regex";
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Regular expression searched in the completion. */
+  pattern: string;
+};
+
+/** Where the job runs. */
+export type ResourcesSpec = {
+  /** Celery queue; workers started for a GPU class listen on its queue. */
+  queue?: string;
+  /** Free memory (GiB) the job needs on its device; a worker with less leaves it queued. */
+  min_free_memory_gb?: number | null;
+};
+
+export type RunList = {
+  items: RunOut[];
+  next_cursor: string | null;
+};
+
+export type RunOut = {
+  id: string;
+  name: string;
+  status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  spec: { [key: string]: any };
+  package_version: string;
+  step: number;
+  total_steps: number;
+  last_metrics: { [key: string]: number } | null;
+  error: string | null;
+  worker: string | null;
+  device: string | null;
+  attempts: number;
+  is_cancel_requested: boolean;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  heartbeat_at: string | null;
+};
+
+export type ValidationError = {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+  input?: unknown;
+  ctx?: { [key: string]: unknown };
+};
+
+export type WorkerList = {
+  items: WorkerOut[];
+};
+
+export type WorkerOut = {
+  name: string;
+  queues: string[];
+  device: string;
+  free_memory_mb: number | null;
+  run_id: string | null;
+  started_at: string;
+  last_seen_at: string;
+};
