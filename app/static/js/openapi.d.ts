@@ -32,7 +32,10 @@ export type CompletionOut = {
 
 /** Where prompts and reference answers come from. */
 export type DataSpec = {
-  /** `builtin:arith`, a JSONL path, `dataset:<id>` (uploaded) or `hf:<name>`. */
+  /**
+   * `builtin:arith`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a JSONL path
+   * (`file:<path>` or any other text); see grpo/sources.py.
+   */
   source?: string;
   /** Split to train on. */
   split?: string;
@@ -141,7 +144,11 @@ export type HistogramRow = {
 export type JobSpec = {
   /** Human-readable run name. */
   name?: string | null;
-  /** `builtin:tiny`, `builtin:tiny-arith`, a Hugging Face model id or a local path. */
+  /**
+   * `builtin:tiny`, `builtin:tiny-arith`, `builtin:small` (a 32k-BPE Qwen2, random), a
+   * Hugging Face model id (`org/name` or `hf:org/name`) or a local directory (`/abs`,
+   * `./rel`, `~/dir` or `file:<path>`).
+   */
   model?: string;
   /** Prompt source. */
   data?: DataSpec;
@@ -161,14 +168,46 @@ export type JobSpec = {
   kl_target?: number | null;
   /** Steps over which the adaptive controller closes the gap to kl_target. */
   kl_horizon?: number;
-  /** Reset the reference to the policy every k steps (iterative GRPO); 0 never. */
-  sync_ref_every?: number;
+  /**
+   * Update the reference from the policy every ref_model_sync_steps steps (TR-DPO,
+   * Gorbatovski et al. 2024, arXiv:2404.09656); replaces `sync_ref_every`.
+   */
+  sync_ref_model?: boolean;
+  /** Steps between reference updates (TR-DPO's tau). */
+  ref_model_sync_steps?: number;
+  /** ref <- alpha * policy + (1 - alpha) * ref at each update; 1 copies the policy. */
+  ref_model_mixup_alpha?: number;
   /** Lower clip range: ratio is clipped below at 1 - epsilon. */
   epsilon?: number;
   /** Upper clip range (DAPO clip-higher); None means epsilon. */
   epsilon_high?: number | null;
-  /** How per-token losses are averaged; see grpo/loss.py. */
-  loss_type?: "grpo" | "bnpo" | "dr_grpo" | "dapo";
+  /**
+   * Two-sided clipping (INTELLECT-2, arXiv:2505.07291): the unclipped ratio is capped at
+   * delta, bounding negative-advantage updates too; must exceed 1 + epsilon_high.
+   */
+  delta?: number | null;
+  /**
+   * How per-token losses are formed and averaged; see grpo/loss.py. `cispo` (MiniMax-M1)
+   * weights log-probs by the importance ratio capped at epsilon_high (not 1 + epsilon_high).
+   */
+  loss_type?: "grpo" | "bnpo" | "dr_grpo" | "dapo" | "cispo";
+  /**
+   * One ratio per token, or one per sequence: exp of the mean log-ratio over its tokens
+   * (GSPO, Zheng et al. 2025, arXiv:2507.18071).
+   */
+  importance_sampling_level?: "token" | "sequence";
+  /**
+   * Only the top-rho share of the step's tokens by entropy enter the policy loss (Beyond
+   * the 80/20 Rule, arXiv:2506.01939, recommends 0.2); 1 keeps all.
+   */
+  top_entropy_quantile?: number;
+  /** Entropy bonus: loss -= coef * mean token entropy of the tokens in the policy loss. */
+  entropy_coef?: number;
+  /**
+   * Weighted sum of rewards, then advantages; or each function normalised within its group
+   * first (GDPO, arXiv:2601.05242); see grpo/advantages.py.
+   */
+  multi_objective_aggregation?: "sum_then_normalize" | "normalize_then_sum";
   /** Std that divides centred rewards: per group, whole batch, or none (Dr. GRPO). */
   scale_rewards?: "group" | "batch" | "none";
   /** Added to the std so all-equal groups get advantage 0. */
@@ -187,6 +226,16 @@ export type JobSpec = {
   top_p?: number;
   /** Sample among the k most likely tokens; 0 disables. */
   top_k?: number;
+  /**
+   * Drop tokens less likely than min_p times the most likely one (Nguyen et al. 2024,
+   * arXiv:2407.01082); None disables.
+   */
+  min_p?: number | null;
+  /**
+   * Logits of tokens already in the prompt or completion are divided by it (multiplied
+   * when negative; CTRL, arXiv:1909.05858); 1 disables.
+   */
+  repetition_penalty?: number;
   /** Peak learning rate. */
   learning_rate?: number;
   /** Decay after warmup. */
