@@ -4,6 +4,8 @@
 /** 1 when the completion's final answer equals the reference answer, else 0. */
 export type AccuracyReward = {
   name?: "accuracy";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
   /** Weight of this function in the total reward. */
   weight?: number;
   /** Where the answer is read: `auto` tries <answer>, then \boxed{}, then the last number. */
@@ -18,11 +20,29 @@ export type ClonePatch = {
   patch?: { [key: string]: any };
 };
 
+/**
+ * Fraction of the record's tests the completion's program passes, run in a bubblewrap
+ * sandbox with CPU, memory, process, file-size and output limits.
+ */
+export type CodeReward = {
+  name?: "code";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Record field with the tests: a list of Python statements (asserts), or one string. */
+  tests_field?: string;
+  /** CPU and wall-clock seconds the program and all its tests may take. */
+  timeout_s?: number;
+  /** Address-space limit of the sandboxed process. */
+  memory_mb?: number;
+};
+
 export type CompletionOut = {
   text: string;
   num_tokens: number;
   is_truncated: boolean;
-  rewards: { [key: string]: number };
+  rewards: { [key: string]: number | null };
   reward: number;
   advantage: number;
   kl: number;
@@ -33,8 +53,8 @@ export type CompletionOut = {
 /** Where prompts and reference answers come from. */
 export type DataSpec = {
   /**
-   * `builtin:arith`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a JSONL path
-   * (`file:<path>` or any other text); see grpo/sources.py.
+   * `builtin:arith`, `builtin:code`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a
+   * JSONL path (`file:<path>` or any other text); see grpo/sources.py.
    */
   source?: string;
   /** Split to train on. */
@@ -66,6 +86,8 @@ export type DatasetOut = {
 /** 1 when the completion equals the reference answer (after optional strip), else 0. */
 export type ExactMatchReward = {
   name?: "exact_match";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
   /** Weight of this function in the total reward. */
   weight?: number;
   /** Strip surrounding whitespace from both sides before comparing. */
@@ -75,6 +97,8 @@ export type ExactMatchReward = {
 /** 1 when the whole completion matches `pattern`, else 0. */
 export type FormatReward = {
   name?: "format";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
   /** Weight of this function in the total reward. */
   weight?: number;
   /** Regular expression the completion must match (dot matches newlines). */
@@ -140,6 +164,30 @@ export type HistogramRow = {
   group_reward_std_histogram: number[];
 };
 
+/**
+ * An endpoint that scores whole groups: POST {run_id, step, groups: [{index, prompt,
+ * answer, data, completions}]} -> {rewards: [[float | null, ...], ...]} of the same shape.
+ */
+export type HttpReward = {
+  name?: "http";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Endpoint URL; its host must be listed in the operator's GRPO_REWARD_HOSTS. */
+  url: string;
+  /** Seconds one request may take. */
+  timeout_s?: number;
+  /** Retries (with exponential backoff) after a connection error or a 5xx answer. */
+  max_retries?: number;
+  /** Name of a worker environment variable whose value is sent as a bearer token. */
+  token_env?: string | null;
+  /** Groups sent in one request; a step's requests run concurrently. */
+  groups_per_request?: number;
+  /** Requests in flight at once for this endpoint. */
+  max_concurrency?: number;
+};
+
 /** A GRPO training job: model, data, rewards and every algorithm knob. */
 export type JobSpec = {
   /** Human-readable run name. */
@@ -152,8 +200,11 @@ export type JobSpec = {
   model?: string;
   /** Prompt source. */
   data?: DataSpec;
-  /** Reward functions; the total reward is their weighted sum. */
-  rewards?: (AccuracyReward | FormatReward | LengthReward | ExactMatchReward | RegexReward)[];
+  /**
+   * Reward functions; a completion's total reward is the weighted sum of the ones that
+   * apply to it (a function returns null where it does not).
+   */
+  rewards?: (AccuracyReward | FormatReward | LengthReward | ExactMatchReward | RegexReward | PythonReward | HttpReward | ModelReward | CodeReward)[];
   /** Number of GRPO steps (one generation batch each). */
   max_steps?: number;
   /** Prompts (groups) per step, B. */
@@ -269,6 +320,8 @@ export type JobSpec = {
 /** Soft overlong penalty (DAPO): 0 up to max_length - cache_length, then linear to -1. */
 export type LengthReward = {
   name?: "length";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
   /** Weight of this function in the total reward. */
   weight?: number;
   /** Completion length in tokens at which the penalty reaches -1. */
@@ -315,6 +368,26 @@ export type MetricRow = {
   metrics: { [key: string]: number };
 };
 
+/**
+ * A sequence classifier (AutoModelForSequenceClassification) that scores prompt +
+ * completion; in eval mode, never trained.
+ */
+export type ModelReward = {
+  name?: "model";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Hugging Face model id or a local path inside the allowed model roots. */
+  model: string;
+  /** Completions scored per forward pass. */
+  batch_size?: number;
+  /** Which output logit is the reward. */
+  label_index?: number;
+  /** Prompt + completion tokens kept (from the left) per scored text. */
+  max_length?: number;
+};
+
 export type Preset = {
   name: string;
   title: string;
@@ -326,9 +399,27 @@ export type PresetList = {
   items: Preset[];
 };
 
+/**
+ * A function a package installed on the workers registers under the entry-point group
+ * `grpo.rewards`, called as TRL calls reward functions:
+ * `fn(prompts, completions, **kwargs) -> list[float | None]`, kwargs holding `answer` and
+ * every extra field of the records, one value per completion.
+ */
+export type PythonReward = {
+  name?: "python";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
+  /** Weight of this function in the total reward. */
+  weight?: number;
+  /** Entry point name in group `grpo.rewards`; the API accepts only installed ones. */
+  function: string;
+};
+
 /** 1 when `pattern` is found anywhere in the completion, else 0. */
 export type RegexReward = {
   name?: "regex";
+  /** Key of this function's metrics and inspector column, unique in a spec; default `name`. */
+  label?: string;
   /** Weight of this function in the total reward. */
   weight?: number;
   /** Regular expression searched in the completion. */
