@@ -15,6 +15,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from grpo.metrics import masked_mean
+
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo", "cispo"]
 ImportanceLevel = Literal["token", "sequence"]
 
@@ -185,12 +187,12 @@ def _metrics(
     is_low = (ratio < 1 - epsilon) & (adv < 0)  # (N, T)
     is_high = (ratio > 1 + epsilon_high) & (adv > 0)  # (N, T)
     metrics = {
-        "clip_ratio/low": _masked_mean(is_low.to(mask.dtype), mask),
-        "clip_ratio/high": _masked_mean(is_high.to(mask.dtype), mask),
-        "clip_ratio/region": _masked_mean((is_low | is_high).to(mask.dtype), mask),
+        "clip_ratio/low": masked_mean(is_low.to(mask.dtype), mask),
+        "clip_ratio/high": masked_mean(is_high.to(mask.dtype), mask),
+        "clip_ratio/region": masked_mean((is_low | is_high).to(mask.dtype), mask),
     }
     if kl is not None:
-        metrics["kl"] = _masked_mean(kl.detach(), mask)
+        metrics["kl"] = masked_mean(kl.detach(), mask)
     return metrics
 
 
@@ -201,13 +203,8 @@ def _variant_metrics(
     metrics = {}
     if delta is not None:
         is_capped = (ratio > delta) & (adv < 0)
-        metrics["clip_ratio/delta"] = _masked_mean(is_capped.to(mask.dtype), mask)
+        metrics["clip_ratio/delta"] = masked_mean(is_capped.to(mask.dtype), mask)
     if loss_type == "cispo":
-        metrics["clip_ratio/cispo"] = _masked_mean((ratio > cap).to(mask.dtype), mask)
+        metrics["clip_ratio/cispo"] = masked_mean((ratio > cap).to(mask.dtype), mask)
     return metrics
 
-
-def _masked_mean(values: Tensor, mask: Tensor) -> float:
-    """Mean over unmasked tokens; a per-sequence (N, 1) value counts once per token."""
-    values = values.expand_as(mask)
-    return float((values * mask).sum() / mask.sum().clamp(min=1))

@@ -69,12 +69,7 @@ def length_scalars(lengths: Tensor, is_truncated: Tensor) -> dict[str, float]:
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> float:
-    """Mean over unmasked entries (0 when none)."""
+    """Mean over unmasked tokens (0 when none); a per-sequence (N, 1) value counts once per
+    unmasked token of its sequence."""
     mask = mask.to(values.dtype)
-    return float((values * mask).sum() / mask.sum().clamp(min=1))
-
-
-def sequence_means(values: Tensor, mask: Tensor) -> Tensor:
-    """Per-row mean over unmasked tokens (N, T) -> (N,)."""
-    mask = mask.to(values.dtype)
-    return (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+    return float((values.expand_as(mask) * mask).sum() / mask.sum().clamp(min=1))
