@@ -4,6 +4,9 @@ FROM python:3.11-slim
 ARG TORCH_SPEC=torch==2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 WORKDIR /srv/grpo
+# bubblewrap: the sandbox code rewards run their tests in
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 RUN pip install --no-cache-dir "${TORCH_SPEC}" --index-url "${TORCH_INDEX_URL}"
 COPY pyproject.toml README.md alembic.ini ./
 COPY app app
