@@ -76,7 +76,9 @@ export function advantageBar(advantage, maxAdvantage) {
 
 function fnChip(name, value) {
   const cls = value == null ? '' : value > 0 ? ' is-hit' : value < 0 ? ' is-neg' : '';
-  return h('span', { class: `fn${cls}`, title: `${name} reward (unweighted)` }, `${name} ${num(value, 2)}`);
+  // null: the function does not apply to this completion and adds nothing to its total
+  const title = value == null ? `${name} does not apply to this completion` : `${name} reward (unweighted)`;
+  return h('span', { class: `fn${cls}`, title }, `${name} ${value == null ? '–' : num(value, 2)}`);
 }
 
 /**

@@ -166,13 +166,22 @@ function optimPanel() {
   };
 }
 
-function timePanel() {
+function timePanel(s) {
+  // the reward phase of each reward label, as dashed lines over the stacked phases
+  const labels = s.names().filter((n) => n.startsWith('time/reward/'));
   return {
     lines: [
       { key: 'time/generate', name: 'generate', area: true, stack: 't', color: INDIGO, unit: 's' },
       { key: 'time/reward', name: 'reward', area: true, stack: 't', color: '#f79009', unit: 's' },
       { key: 'time/reference', name: 'reference', area: true, stack: 't', color: GREY, unit: 's' },
       { key: 'time/train', name: 'train', area: true, stack: 't', color: GREEN, unit: 's' },
+      ...labels.map((key, i) => ({
+        key,
+        name: `reward: ${key.slice('time/reward/'.length)}`,
+        dashed: true,
+        color: ['#f79009', '#ee46bc', '#15b79e', '#7a5af8'][i % 4],
+        unit: 's',
+      })),
     ],
     axes: [{ unit: 's', min: 0, scale: false }],
   };

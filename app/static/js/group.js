@@ -174,7 +174,7 @@ function renderPrompt(g) {
 }
 
 function renderCompletions(g) {
-  const functions = (state.run?.spec?.rewards || []).map((r) => r.name);
+  const functions = (state.run?.spec?.rewards || []).map((r) => r.label || r.name);
   const box = $('#completions');
   if (!g.completions?.length) {
     $('#kl-legend').hidden = true;

@@ -47,7 +47,8 @@ function specChips(spec) {
     [
       'rewards',
       (spec.rewards || [])
-        .map((r) => (r.weight !== undefined && r.weight !== 1 ? `${r.name}×${r.weight}` : r.name))
+        .map((r) => [r.label || r.name, r.weight])
+        .map(([name, weight]) => (weight !== undefined && weight !== 1 ? `${name}×${weight}` : name))
         .join(' + '),
     ],
     ['B×G', spec.prompts_per_step && spec.num_generations ? `${spec.prompts_per_step}×${spec.num_generations}` : null],
