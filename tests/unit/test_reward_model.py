@@ -1,0 +1,59 @@
+"""`model` rewards with a small sequence classifier built here (grpo/reward_model.py)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForSequenceClassification, LlamaConfig
+
+from grpo.data import Example
+from grpo.reward_model import RewardModel
+from grpo.scoring import RewardBatch, Rewarder
+from grpo.spec import ModelReward
+from grpo.tokenizer import build_char_tokenizer
+
+
+def _classifier(path):
+    tokenizer = build_char_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        num_labels=2,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    AutoModelForSequenceClassification.from_config(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_batched_scores_equal_one_at_a_time_and_the_model_is_frozen(tmp_path):
+    path = _classifier(tmp_path / "rm")
+    entry = ModelReward(model=str(path), batch_size=3, label_index=1)
+    model = RewardModel(entry, device="cpu", cache_dir=tmp_path, roots=None)
+    texts = ["12+3=15", "7", "a much longer completion text", "", "99-9=90"]
+    batched = model.score_texts(texts)
+    single = [model.score_texts([t])[0] for t in texts]
+    assert len(batched) == 5 and len(set(batched)) > 1
+    torch.testing.assert_close(torch.tensor(batched), torch.tensor(single), atol=1e-5, rtol=0)
+    assert not model.model.training
+    assert not any(p.requires_grad for p in model.model.parameters())
+
+
+def test_rewarder_scores_prompt_plus_completion_per_label(tmp_path):
+    path = _classifier(tmp_path / "rm")
+    rewarder = Rewarder([ModelReward(model=str(path), label="rm")], cache_dir=tmp_path)
+    batch = RewardBatch(
+        run_id="r",
+        step=1,
+        examples=[Example(id="q", prompt="1+1=", answer="2")],
+        prompts=["1+1="],
+        completions=["2", "3"],
+        num_tokens=[1, 1],
+    )
+    scores = rewarder.score(batch).scores["rm"]
+    direct = RewardModel(ModelReward(model=str(path)), device="cpu", cache_dir=tmp_path, roots=None)
+    assert scores == direct.score_texts([direct.text("1+1=", "2"), direct.text("1+1=", "3")])
