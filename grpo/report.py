@@ -46,7 +46,7 @@ class GroupReport:
     """One prompt and its G completions."""
 
     index: int
-    """Position of the group in the step, 0..B-1."""
+    """Position of the group in the step: trained groups first, then dropped ones."""
     prompt_id: str
     """Stable id of the prompt in its data source (follows a prompt across steps)."""
     prompt: str
@@ -56,6 +56,8 @@ class GroupReport:
     advantages: list[float]
     completions: list[CompletionReport] | None = None
     """Kept only for the groups the logging policy keeps."""
+    is_dropped: bool = False
+    """Left out of training by dynamic sampling (no signal); shown, never trained on."""
 
     @property
     def reward_mean(self) -> float:

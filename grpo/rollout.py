@@ -60,6 +60,26 @@ def group_rows(groups: Tensor, num_generations: int) -> Tensor:
     return (groups[:, None] * num_generations + offsets).flatten()
 
 
+def concat_rollouts(rollouts: Sequence[Rollout], *, pad_token_id: int) -> Rollout:
+    """The groups of several rollouts as one: prompts left-padded and completions
+    right-padded to the widest (padding is masked, so no log-prob changes)."""
+    prompt_width = max(r.prompt_ids.shape[1] for r in rollouts)
+    width = max(r.completion_ids.shape[1] for r in rollouts)
+
+    def pad(t: Tensor, size: int, value: float, *, left: bool = False) -> Tensor:
+        extra = size - t.shape[1]
+        return torch.nn.functional.pad(t, (extra, 0) if left else (0, extra), value=value)
+
+    return Rollout(
+        torch.cat([pad(r.prompt_ids, prompt_width, pad_token_id, left=True) for r in rollouts]),
+        torch.cat([pad(r.prompt_mask, prompt_width, 0, left=True) for r in rollouts]),
+        torch.cat([pad(r.completion_ids, width, pad_token_id) for r in rollouts]),
+        torch.cat([pad(r.completion_mask, width, 0) for r in rollouts]),
+        torch.cat([r.is_truncated for r in rollouts]),
+        torch.cat([pad(r.entropy, width, 0.0) for r in rollouts]),
+    )
+
+
 def tokenize_prompts(
     tokenizer: Any,
     prompts: Sequence[str],

@@ -150,6 +150,19 @@ class LoggingSpec(BaseModel):
     """Groups per step whose completion texts are kept (all group stats are always kept)."""
 
 
+class DynamicSamplingSpec(BaseModel):
+    """DAPO's dynamic sampling (Yu et al. 2025, arXiv:2503.14476): drop groups whose rewards
+    are all equal (zero advantage, no gradient) and sample more prompts until the step has
+    prompts_per_step groups with signal or the rounds run out."""
+
+    model_config = _FROZEN
+    enabled: bool = False
+    """Drop zero-signal groups and refill the step with newly sampled prompts."""
+    max_rounds: int = Field(3, ge=1, le=64)
+    """Generation rounds per step at most, the first included; then the step trains on what
+    it has."""
+
+
 class JobSpec(BaseModel):
     """A GRPO training job: model, data, rewards and every algorithm knob."""
 
@@ -236,6 +249,8 @@ class JobSpec(BaseModel):
     )
     """Weighted sum of rewards, then advantages; or each function normalised within its group
     first (GDPO, arXiv:2601.05242); see grpo/advantages.py."""
+    dynamic_sampling: DynamicSamplingSpec = DynamicSamplingSpec()
+    """Drop all-equal-reward groups and sample more (DAPO)."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Std that divides centred rewards: per group, whole batch, or none (Dr. GRPO)."""
     advantage_eps: float = Field(1e-8, gt=0, le=1)

@@ -38,6 +38,8 @@ def build_groups(
     advantages: Tensor,
     token_kls: Tensor | None,
     keep: int,
+    first_index: int = 0,
+    is_dropped: bool = False,
 ) -> list[GroupReport]:
     """One GroupReport per prompt; completions only for the first `keep` groups."""
     g = rollout.num_generations
@@ -61,13 +63,14 @@ def build_groups(
             ]
         groups.append(
             GroupReport(
-                index=b,
+                index=first_index + b,
                 prompt_id=example.id,
                 prompt=prompts[b],
                 answer=example.answer,
                 rewards=reward_rows[b],
                 advantages=advantage_rows[b],
                 completions=completions,
+                is_dropped=is_dropped,
             )
         )
     return groups
@@ -105,10 +108,11 @@ def _completion(
 def build_step_report(
     step: int, total_steps: int, scalars: dict[str, float], groups: list[GroupReport]
 ) -> StepReport:
-    """The step's scalars and groups with its fixed-bin histograms."""
-    advantages = [a for group in groups for a in group.advantages]
-    rewards = [r for group in groups for r in group.rewards]
-    spreads = [group.reward_std for group in groups]
+    """The step's scalars and groups with the fixed-bin histograms of its trained groups."""
+    trained = [group for group in groups if not group.is_dropped]
+    advantages = [a for group in trained for a in group.advantages]
+    rewards = [r for group in trained for r in group.rewards]
+    spreads = [group.reward_std for group in trained]
     return StepReport(
         step=step,
         total_steps=total_steps,

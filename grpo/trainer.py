@@ -8,6 +8,7 @@ callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from grpo.checkpoint import (
     save_checkpoint,
 )
 from grpo.data import Example, PromptSampler, format_prompt, load_examples
+from grpo.dynamic_sampling import Batch, Filled, fill_with_signal, has_signal
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
@@ -36,7 +38,7 @@ from grpo.optim import build_optimizer, build_scheduler
 from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
 from grpo.precision import autocast, compute_dtype
 from grpo.reference import ReferencePolicy
-from grpo.report import StepReport
+from grpo.report import GroupReport, StepReport
 from grpo.rewards import total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
 from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores
@@ -84,6 +86,7 @@ class Trainer:
         self.sampler = PromptSampler(
             self.examples, batch_size=spec.prompts_per_step, seed=spec.seed
         )
+        self.reserve_samplers: dict[int, PromptSampler] = {}
         model, self.tokenizer = load_policy(
             spec.model,
             cache_dir=Path(cache_dir),
@@ -139,16 +142,10 @@ class Trainer:
     def step(self, step: int) -> StepReport:
         """One GRPO step on the prompts of 1-based `step`, in algorithm order."""
         spec, clock = self.spec, StepClock()
-        examples = self.sampler.batch(step)
-        prompts = [format_prompt(example, spec.data, self.tokenizer) for example in examples]
-        with clock.phase("generate"):
-            rollout = self._generate(prompts, step)
-        with clock.phase("reward"):
-            texts = decode_completions(self.tokenizer, rollout)
-            scored = self._score(step, examples, prompts, texts, rollout)
-            scores = scored.scores
-            rewards = torch.tensor(total_rewards(scores, self.rewarder.weights))
-            rewards = rewards.view(len(examples), -1)  # (B, G)
+        filled = self._sample(step, clock)
+        batch = filled.kept
+        rollout, rewards, scores = batch.rollout, batch.rewards, batch.scores
+        # again over the kept groups: a batch-level std must see the batch that trains
         advantages = self._advantages(rewards, scores)
         with clock.phase("reference"):
             ref_logps = self._reference_logps(rollout)
@@ -158,9 +155,9 @@ class Trainer:
         self._after_update(step, kl=scalars["kl"])
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
         groups = build_groups(
-            examples,
-            prompts,
-            texts=texts,
+            batch.examples,
+            batch.prompts,
+            texts=batch.texts,
             tokenizer=self.tokenizer,
             rollout=rollout,
             scores=scores,
@@ -169,9 +166,93 @@ class Trainer:
             token_kls=token_kls,
             keep=spec.logging.max_groups_per_step,
         )
+        groups += self._dropped_groups(filled.dropped, first_index=len(groups))
         scalars.update(clock.scalars(num_tokens=int(rollout.lengths.sum())))
-        scalars.update({f"time/reward/{label}": s for label, s in scored.seconds.items()})
+        scalars.update({f"time/{name}": s for name, s in clock.seconds.items() if "/" in name})
+        scalars.update(self._dynamic_scalars(step, filled, clock))
         return build_step_report(step, spec.max_steps, scalars, groups)
+
+    def _sample(self, step: int, clock: StepClock) -> Filled:
+        """Round 0 alone, or rounds until the step has prompts_per_step groups with signal."""
+        if not self.spec.dynamic_sampling.enabled:
+            return Filled(self._sample_round(step, 0, clock), None, 1)
+        return fill_with_signal(
+            lambda round_index: self._sample_round(step, round_index, clock),
+            target=self.spec.prompts_per_step,
+            max_rounds=self.spec.dynamic_sampling.max_rounds,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+
+    def _sample_round(self, step: int, round_index: int, clock: StepClock) -> Batch:
+        """Prompts of `step` (round 0) or of a reserve stream (extra rounds), generated and
+        scored; a round's prompts and samples depend only on (seed, step, round)."""
+        spec = self.spec
+        examples = self._sampler(round_index).batch(step)
+        prompts = [format_prompt(example, spec.data, self.tokenizer) for example in examples]
+        with clock.phase("dynamic_sampling") if round_index else nullcontext():
+            with clock.phase("generate"):
+                rollout = self._generate(prompts, step, round_index)
+            with clock.phase("reward"):
+                texts = decode_completions(self.tokenizer, rollout)
+                scored = self._score(step, examples, prompts, texts, rollout)
+                scores = scored.scores
+                rewards = torch.tensor(total_rewards(scores, self.rewarder.weights))
+                rewards = rewards.view(len(examples), -1)  # (B, G)
+        for label, seconds in scored.seconds.items():  # time/reward/<label>, all rounds
+            clock.seconds[f"reward/{label}"] = clock.seconds.get(f"reward/{label}", 0.0) + seconds
+        advantages = self._advantages(rewards, scores)
+        return Batch(examples, prompts, rollout, texts, scores, rewards, advantages)
+
+    def _sampler(self, round_index: int) -> PromptSampler:
+        if round_index == 0:
+            return self.sampler
+        if round_index not in self.reserve_samplers:
+            self.reserve_samplers[round_index] = PromptSampler(
+                self.examples,
+                batch_size=self.spec.prompts_per_step,
+                seed=self.spec.seed * 64 + round_index,  # never the main stream's seed
+            )
+        return self.reserve_samplers[round_index]
+
+    def _dropped_groups(self, dropped: Batch | None, *, first_index: int) -> list[GroupReport]:
+        if dropped is None:
+            return []
+        return build_groups(
+            dropped.examples,
+            dropped.prompts,
+            texts=dropped.texts,
+            tokenizer=self.tokenizer,
+            rollout=dropped.rollout,
+            scores=dropped.scores,
+            rewards=dropped.rewards,
+            advantages=dropped.advantages,
+            token_kls=None,
+            keep=self.spec.logging.max_groups_per_step,
+            first_index=first_index,
+            is_dropped=True,
+        )
+
+    def _dynamic_scalars(self, step: int, filled: Filled, clock: StepClock) -> dict[str, float]:
+        """dynamic_sampling/*: rounds, dropped groups, and what the extra rounds cost."""
+        if not self.spec.dynamic_sampling.enabled:
+            return {}
+        trained = int(has_signal(filled.kept.advantages).sum())
+        if trained < self.spec.prompts_per_step:
+            self.log(
+                "warning",
+                f"step {step}: {trained} of {self.spec.prompts_per_step} groups with signal "
+                f"after {filled.rounds} rounds; training on those",
+            )
+        dropped = 0 if filled.dropped is None else len(filled.dropped.examples)
+        return {
+            "dynamic_sampling/rounds": float(filled.rounds),
+            "dynamic_sampling/dropped_groups": float(dropped),
+            "dynamic_sampling/signal_groups": float(trained),
+            "dynamic_sampling/extra_completions": float(
+                (filled.rounds - 1) * self.spec.completions_per_step
+            ),
+            "time/dynamic_sampling": clock.seconds.get("dynamic_sampling", 0.0),
+        }
 
     def _guarded_step(self, step: int) -> StepReport:
         try:
@@ -184,7 +265,7 @@ class Trainer:
                 raise
             raise out_of_memory(exc, self.spec, step=step, device=str(self.device)) from exc
 
-    def _generate(self, prompts: list[str], step: int) -> Rollout:
+    def _generate(self, prompts: list[str], step: int, round_index: int = 0) -> Rollout:
         spec = self.spec
         ids, mask = tokenize_prompts(
             self.tokenizer,
@@ -195,7 +276,8 @@ class Trainer:
         )
         # a generator per step seeded by (seed, step): resuming at step k samples what the
         # uninterrupted run sampled, whatever consumed the global RNG before
-        generator = torch.Generator(device=self.device).manual_seed(sampling_seed(spec.seed, step))
+        seed = sampling_seed(spec.seed, step, round_index)
+        generator = torch.Generator(device=self.device).manual_seed(seed)
         with autocast(self.device, self.dtype):
             return generate(
                 self.model,
@@ -342,9 +424,10 @@ class Trainer:
         return int(state["step"])
 
 
-def sampling_seed(seed: int, step: int) -> int:
-    """Seed of step's sampling generator: distinct per (seed, step), stable across runs."""
-    return (seed * 1_000_003 + step) % (2**63 - 1)
+def sampling_seed(seed: int, step: int, round_index: int = 0) -> int:
+    """Seed of a step's sampling generator: distinct per (seed, step, dynamic-sampling
+    round), stable across runs."""
+    return (seed * 1_000_003 + step + round_index * 1_000_000_007) % (2**63 - 1)
 
 
 def _load_nonempty(

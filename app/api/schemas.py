@@ -101,6 +101,8 @@ class GroupSummary(BaseModel):
     outcome: Literal["all_fail", "all_pass", "mixed"]
     has_truncated: bool
     has_completions: bool
+    is_dropped: bool
+    """Left out of training by dynamic sampling (no signal)."""
 
 
 class GroupList(BaseModel):

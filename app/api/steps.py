@@ -13,7 +13,7 @@ from app.store import steps
 from app.store.models import StepGroup
 
 router = APIRouter(prefix="/api/runs", tags=["steps"], dependencies=[ReadAccess])
-GroupFilter = Literal["zero_std", "all_fail", "all_pass", "mixed", "truncated"]
+GroupFilter = Literal["zero_std", "all_fail", "all_pass", "mixed", "truncated", "dropped"]
 
 
 def group_summary(group: StepGroup) -> GroupSummary:
@@ -24,7 +24,8 @@ def group_summary(group: StepGroup) -> GroupSummary:
 def list_groups(
     run: RunDep, step: int, filter: Annotated[GroupFilter | None, Query()] = None
 ) -> GroupList:
-    """Every group of the step with its reward stats; `filter` keeps one kind."""
+    """Every group the step trained on with its reward stats; `filter` keeps one kind, and
+    `dropped` shows the groups dynamic sampling left out instead."""
     return GroupList(items=[group_summary(g) for g in steps.list_groups(run.id, step, only=filter)])
 
 

@@ -124,6 +124,8 @@ class StepGroup(Base):
     """all_fail, all_pass or mixed."""
     has_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     has_completions: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_dropped: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Left out of training by dynamic sampling (all rewards equal); kept for the inspector."""
 
     __table_args__ = (
         UniqueConstraint("run_id", "step", "index", name="uq_step_group_run_step_index"),

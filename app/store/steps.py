@@ -91,6 +91,7 @@ def _group_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
         "outcome": group.outcome,
         "has_truncated": any(c.is_truncated for c in completions),
         "has_completions": bool(completions),
+        "is_dropped": group.is_dropped,
     }
 
 
@@ -129,12 +130,17 @@ def list_metrics(
     return [{"step": s, "metrics": m} for s, m in rows]
 
 
-GROUP_FILTERS = ("zero_std", "all_fail", "all_pass", "mixed", "truncated")
+GROUP_FILTERS = ("zero_std", "all_fail", "all_pass", "mixed", "truncated", "dropped")
 
 
 def list_groups(run_id: str, step: int, *, only: str | None = None) -> list[StepGroup]:
-    """Every group of a step, in step order, optionally only one kind."""
-    stmt = select(StepGroup).where(StepGroup.run_id == run_id, StepGroup.step == step)
+    """The groups a step trained on, in step order, optionally only one kind; `dropped`
+    lists instead those dynamic sampling left out."""
+    stmt = select(StepGroup).where(
+        StepGroup.run_id == run_id,
+        StepGroup.step == step,
+        StepGroup.is_dropped.is_(only == "dropped"),
+    )
     match only:
         case "zero_std":
             stmt = stmt.where(StepGroup.reward_std == 0)

@@ -1,0 +1,107 @@
+"""Dynamic sampling (DAPO, Yu et al. 2025, arXiv:2503.14476): keep only groups with signal.
+
+A group whose rewards are all equal gets advantage 0 everywhere and adds nothing to the
+policy gradient. With dynamic sampling on, such groups are dropped and more prompts are
+sampled, round after round, until the step holds `target` groups with a nonzero advantage
+or `max_rounds` rounds have run; then the step trains on what it has. Dropped groups are
+returned too, so the report can show them. Knows nothing of models or rewards' meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from grpo.data import Example
+from grpo.rollout import Rollout, concat_rollouts
+from grpo.scoring import Scores
+
+
+@dataclass(frozen=True)
+class Batch:
+    """B groups of a generation round, scored: row b of rewards is group b."""
+
+    examples: list[Example]
+    prompts: list[str]
+    rollout: Rollout
+    texts: list[str]
+    scores: Scores
+    """Per-function scores of the B x G completions (None: not applicable), by label."""
+    rewards: Tensor  # (B, G)
+    advantages: Tensor  # (B, G)
+
+    def select(self, groups: list[int]) -> Batch:
+        g = self.rollout.num_generations
+        rows = [b * g + i for b in groups for i in range(g)]
+        index = torch.tensor(groups, dtype=torch.long)
+        return Batch(
+            [self.examples[b] for b in groups],
+            [self.prompts[b] for b in groups],
+            self.rollout.select_groups(index.to(self.rollout.prompt_ids.device)),
+            [self.texts[i] for i in rows],
+            {key: [values[i] for i in rows] for key, values in self.scores.items()},
+            self.rewards[index],
+            self.advantages[index],
+        )
+
+
+@dataclass(frozen=True)
+class Filled:
+    kept: Batch
+    """The groups the step trains on."""
+    dropped: Batch | None
+    """Zero-signal groups left out of training, in sampling order."""
+    rounds: int
+    """Generation rounds run, the first included."""
+
+
+def has_signal(advantages: Tensor) -> Tensor:
+    """(B, G) -> (B,) True where some completion's advantage is nonzero (DAPO keeps
+    0 < #correct < G; 'nonzero advantage' says the same for any reward and aggregation)."""
+    return advantages.ne(0).any(dim=1)
+
+
+def fill_with_signal(
+    sample_round: Callable[[int], Batch], *, target: int, max_rounds: int, pad_token_id: int
+) -> Filled:
+    """Rounds 0, 1, ... of sample_round until `target` groups have signal or max_rounds ran.
+
+    Surplus groups with signal from the last round are discarded (DAPO does the same). If
+    no round found any signal, the first round's groups are trained on as they are.
+    """
+    kept: list[Batch] = []
+    dropped: list[Batch] = []
+    found, rounds, first = 0, 0, None
+    while found < target and rounds < max_rounds:
+        batch = sample_round(rounds)
+        first = batch if first is None else first
+        rounds += 1
+        signal = has_signal(batch.advantages).tolist()
+        with_signal = [b for b, s in enumerate(signal) if s][: target - found]
+        kept.append(batch.select(with_signal))
+        dropped.append(batch.select([b for b, s in enumerate(signal) if not s]))
+        found += len(with_signal)
+    trained = concat_batches(kept, pad_token_id=pad_token_id)
+    if trained is None:
+        assert first is not None  # max_rounds >= 1
+        return Filled(first, None, rounds)
+    return Filled(trained, concat_batches(dropped, pad_token_id=pad_token_id), rounds)
+
+
+def concat_batches(batches: list[Batch], *, pad_token_id: int) -> Batch | None:
+    """The groups of all batches in order; None when they hold no group."""
+    batches = [b for b in batches if b.examples]
+    if not batches:
+        return None
+    return Batch(
+        [e for b in batches for e in b.examples],
+        [p for b in batches for p in b.prompts],
+        concat_rollouts([b.rollout for b in batches], pad_token_id=pad_token_id),
+        [t for b in batches for t in b.texts],
+        {key: [v for b in batches for v in b.scores[key]] for key in batches[0].scores},
+        torch.cat([b.rewards for b in batches]),
+        torch.cat([b.advantages for b in batches]),
+    )
