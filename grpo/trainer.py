@@ -154,19 +154,10 @@ class Trainer:
         scalars = self._scalars(rollout, rewards, scores, update)
         self._after_update(step, kl=scalars["kl"])
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
-        groups = build_groups(
-            batch.examples,
-            batch.prompts,
-            texts=batch.texts,
-            tokenizer=self.tokenizer,
-            rollout=rollout,
-            scores=scores,
-            rewards=rewards,
-            advantages=advantages,
-            token_kls=token_kls,
-            keep=spec.logging.max_groups_per_step,
-        )
-        groups += self._dropped_groups(filled.dropped, first_index=len(groups))
+        groups = self._report_groups(batch, advantages, token_kls)
+        if filled.dropped is not None:
+            dropped = filled.dropped
+            groups += self._report_groups(dropped, dropped.advantages, None, first=len(groups))
         scalars.update(clock.scalars(num_tokens=int(rollout.lengths.sum())))
         scalars.update({f"time/{name}": s for name, s in clock.seconds.items() if "/" in name})
         scalars.update(self._dynamic_scalars(step, filled, clock))
@@ -214,22 +205,23 @@ class Trainer:
             )
         return self.reserve_samplers[round_index]
 
-    def _dropped_groups(self, dropped: Batch | None, *, first_index: int) -> list[GroupReport]:
-        if dropped is None:
-            return []
+    def _report_groups(
+        self, batch: Batch, advantages: torch.Tensor, token_kls: torch.Tensor | None, first: int = 0
+    ) -> list[GroupReport]:
+        """The batch's GroupReports; groups after the trained ones (first > 0) are dropped."""
         return build_groups(
-            dropped.examples,
-            dropped.prompts,
-            texts=dropped.texts,
+            batch.examples,
+            batch.prompts,
+            texts=batch.texts,
             tokenizer=self.tokenizer,
-            rollout=dropped.rollout,
-            scores=dropped.scores,
-            rewards=dropped.rewards,
-            advantages=dropped.advantages,
-            token_kls=None,
+            rollout=batch.rollout,
+            scores=batch.scores,
+            rewards=batch.rewards,
+            advantages=advantages,
+            token_kls=token_kls,
             keep=self.spec.logging.max_groups_per_step,
-            first_index=first_index,
-            is_dropped=True,
+            first_index=first,
+            is_dropped=first > 0,
         )
 
     def _dynamic_scalars(self, step: int, filled: Filled, clock: StepClock) -> dict[str, float]:
