@@ -13,7 +13,7 @@ import random
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,9 +38,19 @@ def latest_checkpoint(workdir: Path) -> Path | None:
 
 
 def save_checkpoint(
-    workdir: Path, step: int, *, model: Any, tokenizer: Any, state: dict[str, Any]
+    workdir: Path,
+    step: int,
+    *,
+    model: Any,
+    tokenizer: Any,
+    state: dict[str, Any],
+    before_rename: Callable[[], object] = lambda: None,
 ) -> Path:
-    """Write step's checkpoint atomically and prune old ones; returns its directory."""
+    """Write step's checkpoint atomically and prune old ones; returns its directory.
+
+    `before_rename` may raise to abandon the write (a worker that lost its run must not
+    replace or prune the new owner's checkpoints); the temp directory is then removed.
+    """
     root = checkpoint_root(workdir)
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"step-{step:06d}"
@@ -50,6 +60,7 @@ def save_checkpoint(
             model.save_pretrained(tmp / "model")
             tokenizer.save_pretrained(tmp / "model")
         torch.save({**state, "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
+        before_rename()
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)

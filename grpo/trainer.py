@@ -126,17 +126,22 @@ class Trainer:
         *,
         should_stop: Callable[[], bool] = lambda: False,
         resume: bool = True,
+        fence: Callable[[], object] = lambda: None,
     ) -> FitResult:
-        """Train up to spec.max_steps (1-based steps), checkpointing as the spec says."""
+        """Train up to spec.max_steps (1-based steps), checkpointing as the spec says.
+
+        `fence` runs right before a checkpoint is renamed into place; it raises when this
+        process may no longer write the run's files (another worker owns the run now).
+        """
         step = self._resume() if resume else self._start_fresh()
         saved = step
         while step < self.spec.max_steps and not should_stop():
             step += 1
             on_step(self._guarded_step(step))
             if self.spec.save_steps and step % self.spec.save_steps == 0:
-                saved = self._save(step)
+                saved = self._save(step, fence)
         if step > saved:
-            self._save(step)
+            self._save(step, fence)
         return FitResult(last_step=step, is_stopped=step < self.spec.max_steps)
 
     def step(self, step: int) -> StepReport:
@@ -379,7 +384,7 @@ class Trainer:
         ):
             self.reference.sync(self.model, self.spec.ref_model_mixup_alpha)
 
-    def _save(self, step: int) -> int:
+    def _save(self, step: int, fence: Callable[[], object]) -> int:
         state: dict[str, Any] = {
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
@@ -388,7 +393,12 @@ class Trainer:
         if self.reference is not None and self.spec.sync_ref_model:
             state["reference"] = self.reference.state_dict()
         path = save_checkpoint(
-            self.workdir, step, model=self.model, tokenizer=self.tokenizer, state=state
+            self.workdir,
+            step,
+            model=self.model,
+            tokenizer=self.tokenizer,
+            state=state,
+            before_rename=fence,
         )
         self.log("info", f"checkpoint saved at step {step}: {path}")
         return step

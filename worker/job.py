@@ -1,8 +1,12 @@
 """One training job: claim the run, train it with grpo.Trainer, sink every step to the store.
 
 A duplicate delivery of a run that is not queued does nothing. A run this worker cannot
-fit (its device or free memory) goes back to its queue for another worker. Errors become a
-failed run with a message a user understands; the worker process goes on to the next job.
+fit (its device or free memory) goes back to its queue for another worker. Every write
+for the run is conditional on the lease the claim returned: a worker that finds it lost
+the run (it stalled, the run was requeued and claimed by another) stops at once, writes
+nothing more and says why in its own log. A worker that is told to stop hands the run
+back to the queue at the next step boundary, with a checkpoint. Errors become a failed
+run with a message a user understands; the worker process goes on to the next job.
 """
 
 from __future__ import annotations
@@ -11,22 +15,22 @@ import logging
 import time
 from functools import partial
 
+from app.queue import dispatch_run
 from app.settings import get_settings
-from app.store import events, runs, steps
+from app.store import events, lease, runs, steps
+from app.store.lease import Lease, LeaseLost
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
-from grpo.trainer import Trainer
-from worker.celery_app import enqueue_run
+from grpo.trainer import FitResult, Trainer
 from worker.device import device_label, fit_problem
 from worker.errors import describe_error
-from worker.lifecycle import current_run, worker_name
+from worker.lifecycle import current_run, stopping, worker_name
 
 log = logging.getLogger(__name__)
 _declined: set[str] = set()
 
 
 def run_job(run_id: str) -> None:
-    settings = get_settings()
     queued = runs.get_run(run_id)
     if queued is not None and queued.status == "queued":
         problem = _fit_problem(queued.spec)
@@ -37,31 +41,56 @@ def run_job(run_id: str) -> None:
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return
-    current_run["id"] = run_id  # the housekeeping loop beats its heartbeat from now on
+    held = Lease.of(run)
+    current_run["lease"] = held  # the housekeeping loop beats its heartbeat from now on
     try:
-        trainer = Trainer(
-            JobSpec.model_validate(run.spec),
-            workdir=settings.runs_dir / run_id,
-            cache_dir=settings.resolved_cache_dir,
-            datasets_dir=settings.datasets_dir,
-            model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
-            data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
-            log=partial(events.add_log, run_id),
-            run_id=run_id,
-            reward_hosts=settings.reward_host_list,
-        )
-        result = trainer.fit(
-            partial(steps.save_step, run_id),
-            should_stop=partial(runs.is_cancel_requested, run_id),
-        )
-        runs.finish_run(run_id, status="cancelled" if result.is_stopped else "succeeded")
+        _end(held, _train(held, JobSpec.model_validate(run.spec)), queue=run.queue)
+    except LeaseLost as exc:
+        log.warning("run %s: lost it, stopped without writing more: %s", run_id, exc)
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
-        message = describe_error(exc)
         log.exception("run %s failed", run_id)
-        events.add_log(run_id, "error", message)
-        runs.finish_run(run_id, status="failed", error=message)
+        try:
+            lease.finish(held, status="failed", error=describe_error(exc))
+        except LeaseLost as lost:
+            log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:
-        current_run["id"] = None
+        current_run["lease"] = None
+
+
+def _train(held: Lease, spec: JobSpec) -> FitResult:
+    settings = get_settings()
+    trainer = Trainer(
+        spec,
+        workdir=settings.runs_dir / held.run_id,
+        cache_dir=settings.resolved_cache_dir,
+        datasets_dir=settings.datasets_dir,
+        model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
+        data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
+        log=partial(lease.add_log, held),
+        run_id=held.run_id,
+        reward_hosts=settings.reward_host_list,
+    )
+    return trainer.fit(
+        partial(steps.save_step, held.run_id, lease=held),
+        should_stop=lambda: lease.check(held) or stopping.is_set(),
+        fence=partial(lease.check, held),
+    )
+
+
+def _end(held: Lease, result: FitResult, *, queue: str) -> None:
+    """Succeeded, cancelled, or (this worker is stopping) handed back to the queue."""
+    if not result.is_stopped:
+        lease.finish(held, status="succeeded")
+    elif lease.check(held):  # a cancel wins over a stop
+        lease.finish(held, status="cancelled")
+    else:
+        lease.hand_back(
+            held,
+            reason=f"worker {worker_name()} is stopping: handed the run back to the queue at "
+            f"step {result.last_step} with a checkpoint",
+        )
+        log.warning("run %s handed back to the queue at step %d", held.run_id, result.last_step)
+        dispatch_run(held.run_id, queue=queue)
 
 
 def _fit_problem(spec: dict[str, object]) -> str | None:
@@ -79,4 +108,4 @@ def _decline(run_id: str, problem: str, *, queue: str) -> None:
     log.info("run %s does not fit this worker: %s", run_id, problem)
     # the pause keeps a lone unfit worker from spinning on the same message
     time.sleep(get_settings().decline_pause_seconds)
-    enqueue_run(run_id, queue=queue)
+    dispatch_run(run_id, queue=queue)

@@ -5,23 +5,13 @@ from __future__ import annotations
 from importlib.metadata import version
 
 from fastapi import APIRouter, Response
-from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
 from app.api.schemas import Health
-from app.store.db import get_engine
-from worker.celery_app import is_broker_reachable
+from app.queue import is_broker_reachable
+from app.store.db import is_database_reachable
 
 router = APIRouter(prefix="/api", tags=["health"])
-
-
-def is_database_reachable() -> bool:
-    try:
-        with get_engine().connect() as conn:
-            conn.execute(text("SELECT 1"))
-        return True
-    except Exception:  # noqa: BLE001 - any failure means "not reachable" to a health check
-        return False
 
 
 @router.get("/health")

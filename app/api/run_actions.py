@@ -14,9 +14,9 @@ from app.api.reward_checks import check_rewards
 from app.api.runs import PACKAGE_VERSION, run_out
 from app.api.schemas import RunOut
 from app.api.spec_checks import check_spec
+from app.queue import dispatch_run
 from app.store import runs
 from grpo.spec import JobSpec
-from worker.celery_app import enqueue_run
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[WriteAccess])
 
@@ -39,11 +39,12 @@ def cancel_run(run: RunDep) -> RunOut:
 def resume_run(run: RunDep) -> RunOut:
     """A cancelled or failed run continues from its last checkpoint."""
     updated = runs.requeue_run(run.id)
-    if updated is None:
+    if updated is None:  # re-read: a concurrent resume may have just moved it
+        status = runs.get_status(run.id) or "deleted"
         raise ApiError(
-            409, "conflict", f"run {run.id} is {run.status}; only cancelled or failed runs resume"
+            409, "conflict", f"run {run.id} is {status}; only cancelled or failed runs resume"
         )
-    enqueue_run(updated.id, queue=updated.queue)
+    dispatch_run(updated.id, queue=updated.queue)
     return run_out(updated)
 
 
@@ -69,7 +70,7 @@ def clone_run(
     check_spec(spec, settings)
     check_rewards(spec, settings)
     clone, _ = runs.create_run(spec, package_version=PACKAGE_VERSION)
-    enqueue_run(clone.id, queue=clone.queue)
+    dispatch_run(clone.id, queue=clone.queue)
     response.headers["Location"] = f"/api/runs/{clone.id}"
     return run_out(clone)
 

@@ -23,10 +23,10 @@ from app.api.schemas import (
     RunStatus,
 )
 from app.api.spec_checks import check_spec
+from app.queue import dispatch_run
 from app.store import events, histograms, runs, steps
 from app.store.models import Run
 from grpo.spec import JobSpec
-from worker.celery_app import enqueue_run
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 PACKAGE_VERSION = version("grpo-service")
@@ -50,7 +50,7 @@ def submit_run(
         spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key
     )
     if is_new:
-        enqueue_run(run.id, queue=run.queue)
+        dispatch_run(run.id, queue=run.queue)
     else:
         response.status_code = 200
     response.headers["Location"] = f"/api/runs/{run.id}"

@@ -35,13 +35,18 @@ def lock_run_events(session: Session, run_id: str) -> None:
 
 def add_log(run_id: str, level: str, message: str) -> None:
     """Store a log line and its event in one transaction."""
-    level = level.lower() if level.lower() in LOG_LEVELS else "info"
-    now = utcnow()
     with session_scope() as session:
         lock_run_events(session, run_id)
-        session.add(LogLine(run_id=run_id, level=level, message=message, created_at=now))
-        payload = {"level": level, "message": message, "created_at": now.isoformat()}
-        session.add(Event(run_id=run_id, kind="log", payload=payload, created_at=now))
+        insert_log(session, run_id, level, message)
+
+
+def insert_log(session: Session, run_id: str, level: str, message: str) -> None:
+    """A log line and its event, in a transaction that already holds the run's event lock."""
+    level = level.lower() if level.lower() in LOG_LEVELS else "info"
+    now = utcnow()
+    session.add(LogLine(run_id=run_id, level=level, message=message, created_at=now))
+    payload = {"level": level, "message": message, "created_at": now.isoformat()}
+    session.add(Event(run_id=run_id, kind="log", payload=payload, created_at=now))
 
 
 def events_after(run_id: str, after_id: int, *, limit: int = 500) -> list[StoredEvent]:

@@ -74,6 +74,9 @@ class Run(Base):
     worker: Mapped[str | None] = mapped_column(String(200))
     device: Mapped[str | None] = mapped_column(String(100))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    """Claims since submit or the last resume: what the retry limit counts."""
+    lease: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    """The current owner's fencing token: +1 on every claim, never reset (app/store/lease.py)."""
     is_cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(
         UtcDateTime(), default=utcnow, server_default=func.now()
@@ -81,6 +84,8 @@ class Run(Base):
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    """When its task was last sent; NULL when the send failed (the sweep re-sends it)."""
 
     __table_args__ = (
         Index("ix_run_status_created", "status", "created_at"),

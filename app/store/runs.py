@@ -1,6 +1,8 @@
 """Run rows: create, read, list, and every status transition (each one also an event).
 
-The only code that moves a run's status. Knows nothing of HTTP or Celery.
+With lease.py (the owner's conditional writes), the only code that moves a run's status;
+every transition is a conditional UPDATE whose row count decides who won. Knows nothing
+of HTTP or Celery.
 """
 
 from __future__ import annotations
@@ -82,8 +84,10 @@ def create_run(
         step=0,
         total_steps=spec.max_steps,
         attempts=0,
+        lease=0,
         is_cancel_requested=False,
         created_at=utcnow(),
+        dispatched_at=utcnow(),  # the send follows the commit; a failed one clears this
     )
     values = {c.key: getattr(run, c.key) for c in Run.__table__.columns}
     try:
@@ -141,7 +145,10 @@ def list_runs(
 
 
 def claim_run(run_id: str, *, worker: str, device: str) -> Run | None:
-    """Move a queued run to running for this worker; None when it is not queued (idempotent)."""
+    """Move a queued run to running for this worker; None when it is not queued (idempotent).
+
+    The claim takes the next lease token: `lease.Lease.of(run)` is what the worker holds.
+    """
     now = utcnow()
     with session_scope() as session:
         result = session.execute(
@@ -154,6 +161,7 @@ def claim_run(run_id: str, *, worker: str, device: str) -> Run | None:
                 started_at=now,
                 heartbeat_at=now,
                 attempts=Run.attempts + 1,
+                lease=Run.lease + 1,
                 error=None,
             )
         )
@@ -194,37 +202,44 @@ def request_cancel(run_id: str) -> Run | None:
         return run
 
 
-def is_cancel_requested(run_id: str) -> bool:
-    with session_scope() as session:
-        return bool(session.scalar(select(Run.is_cancel_requested).where(Run.id == run_id)))
-
-
-def touch_heartbeat(run_id: str) -> None:
-    with session_scope() as session:
-        session.execute(update(Run).where(Run.id == run_id).values(heartbeat_at=utcnow()))
-
-
 def requeue_run(run_id: str) -> Run | None:
-    """A cancelled or failed run goes back to queued; it resumes from its last checkpoint."""
+    """A cancelled or failed run goes back to queued; it resumes from its last checkpoint.
+
+    None when the run was not cancelled or failed at that instant: of concurrent resumes,
+    exactly one wins (a conditional update; `with_for_update` is a no-op on SQLite).
+    """
     with session_scope() as session:
-        run = session.get(Run, run_id, with_for_update=True)
-        if run is None or run.status not in ("cancelled", "failed"):
+        result = session.execute(
+            update(Run)
+            .where(Run.id == run_id, Run.status.in_(("cancelled", "failed")))
+            .values(
+                status="queued",
+                error=None,
+                finished_at=None,
+                is_cancel_requested=False,
+                attempts=0,  # the retry count starts again; the lease token does not
+                dispatched_at=utcnow(),
+            )
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
             return None
-        run.status, run.error, run.finished_at = "queued", None, None
-        run.is_cancel_requested = False
-        run.attempts = 0
+        run = session.get(Run, run_id)
+        assert run is not None
+        session.refresh(run)
         add_status_event(session, run)
         return run
 
 
-def requeue_stale_runs(*, stale_before: datetime, max_retries: int) -> tuple[list[Run], list[Run]]:
-    """Runs whose worker stopped beating: requeue (returned first) or, past the limit, fail."""
+def requeue_stale_runs(
+    *, stale_before: datetime, max_retries: int, worker: str | None = None
+) -> tuple[list[Run], list[Run]]:
+    """Runs whose worker stopped beating (or, given `worker`, runs of that worker, known to
+    be dead): requeue (returned first) or, past the retry limit, fail."""
     requeued, failed = [], []
+    lost = Run.worker == worker if worker else Run.heartbeat_at < stale_before
     with session_scope() as session:
         stale = session.scalars(
-            select(Run)
-            .where(Run.status == "running", Run.heartbeat_at < stale_before)
-            .with_for_update(skip_locked=True)
+            select(Run).where(Run.status == "running", lost).with_for_update(skip_locked=True)
         ).all()
         for run in stale:
             if run.attempts > max_retries:
@@ -235,7 +250,7 @@ def requeue_stale_runs(*, stale_before: datetime, max_retries: int) -> tuple[lis
                 )
                 failed.append(run)
             else:
-                run.status = "queued"
+                run.status, run.dispatched_at = "queued", utcnow()
                 run.error = (
                     f"worker {run.worker} stopped responding; requeued from its last checkpoint"
                 )

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.store.bulk import bulk_insert
 from app.store.db import session_scope
 from app.store.events import lock_run_events
+from app.store.lease import Lease, hold
 from app.store.models import Event, Run, Sample, StepGroup, StepMetric
 from grpo.report import GroupReport, StepReport
 
@@ -28,11 +29,17 @@ def compact_scalars(scalars: dict[str, float]) -> dict[str, float]:
     return {key: float(f"{value:.7g}") for key, value in scalars.items()}
 
 
-def save_step(run_id: str, report: StepReport) -> None:
-    """Write one step (replacing an earlier write of the same step) and its event."""
+def save_step(run_id: str, report: StepReport, *, lease: Lease | None = None) -> None:
+    """Write one step (replacing an earlier write of the same step) and its event.
+
+    With the worker's `lease`, nothing is written unless it still owns the run (LeaseLost).
+    """
     report = replace(report, scalars=compact_scalars(report.scalars))
     with session_scope() as session:
-        lock_run_events(session, run_id)
+        if lease is None:
+            lock_run_events(session, run_id)
+        else:
+            hold(session, lease)
         if _is_written(session, run_id, report.step):
             _delete_step(session, run_id, report.step)  # a resumed run replays this step
         session.execute(insert(StepMetric), [_metric_row(run_id, report)])

@@ -16,11 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.queue import TRAIN_TASK, make_celery
 from app.settings import Settings
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
-from worker.celery_app import TRAIN_TASK, make_celery
 
 FAST = {
     "GRPO_HEARTBEAT_SECONDS": "1",

@@ -28,7 +28,9 @@ def test_spec_imports_without_torch() -> None:
     assert "torch" not in _loaded_after("import grpo.spec")
 
 
-def _imported_modules(folder: str) -> set[tuple[str, str]]:
+def _imported_modules(folder: str, *, with_names: bool = False) -> set[tuple[str, str]]:
+    """(file, module) for every import under `folder`, in function bodies too; with_names
+    adds `module.name` for each name of a `from module import name`."""
     found = set()
     for path in (ROOT / folder).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -37,8 +39,62 @@ def _imported_modules(folder: str) -> set[tuple[str, str]]:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
+                if with_names:
+                    names += [f"{node.module}.{a.name}" for a in node.names]
             found |= {(str(path.relative_to(ROOT)), n) for n in names}
     return found
+
+
+PACKAGES = ("app", "worker", "grpo")
+SQL_MODULES = ("sqlalchemy", "psycopg", "psycopg2", "sqlite3", "asyncpg")
+SESSION_MAKERS = (
+    "app.store.db.session_scope",
+    "app.store.db.get_engine",
+    "app.store.db.make_engine",
+)
+
+
+def test_only_the_store_issues_sql() -> None:
+    """No SQL library, and no session or engine of the store, outside app/store/."""
+    bad = {
+        (p, m)
+        for folder in PACKAGES
+        for p, m in _imported_modules(folder, with_names=True)
+        if not p.startswith("app/store/")
+        and (m.split(".")[0] in SQL_MODULES or m in SESSION_MAKERS)
+    }
+    assert not bad, f"SQL outside app/store/: {sorted(bad)}"
+
+
+def _package_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the package graph as a path [a, b, ..., a], or None."""
+
+    def walk(node: str, path: list[str]) -> list[str] | None:
+        for nxt in sorted(edges.get(node, ())):
+            if nxt in path:
+                return [*path[path.index(nxt) :], nxt]
+            if found := walk(nxt, [*path, nxt]):
+                return found
+        return None
+
+    return next((c for start in sorted(edges) if (c := walk(start, [start]))), None)
+
+
+def test_no_cycle_between_top_level_packages() -> None:
+    edges: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for package in PACKAGES:
+        for _, module in _imported_modules(package):
+            target = module.split(".")[0]
+            if target in PACKAGES and target != package:
+                edges[package].add(target)
+    assert _package_cycle(edges) is None, (
+        f"import cycle: {' -> '.join(_package_cycle(edges) or [])}"
+    )
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _package_cycle({"app": {"grpo"}, "worker": {"app", "grpo"}, "grpo": set()}) is None
+    assert _package_cycle({"app": {"worker"}, "worker": {"app"}}) == ["app", "worker", "app"]
 
 
 def test_grpo_library_never_imports_server_queue_or_sql() -> None:

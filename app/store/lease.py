@@ -1,0 +1,113 @@
+"""A worker's lease on the run it claimed: every write the owner makes is conditional on it.
+
+`runs.claim_run` bumps `run.lease` (a fencing token that never goes back) and the worker
+holds `Lease(run_id, token)`. Its heartbeat, step writes, the check before a checkpoint
+rename, the final status and a hand-back to the queue are all
+`UPDATE run ... WHERE id = ? AND lease = ? AND status = 'running'` with the row count
+checked, on SQLite and PostgreSQL alike. A worker that stalled past the stale limit (its
+run requeued and claimed by another) gets `LeaseLost` at its next write, before it has
+written anything, and stops. Knows nothing of Celery or HTTP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.store.db import session_scope
+from app.store.events import insert_log
+from app.store.models import FINAL_STATUSES, Run, utcnow
+from app.store.runs import add_status_event
+
+
+@dataclass(frozen=True)
+class Lease:
+    run_id: str
+    token: int
+
+    @classmethod
+    def of(cls, run: Run) -> Lease:
+        """The lease a fresh claim (runs.claim_run) returned."""
+        return cls(run.id, run.lease)
+
+
+class LeaseLost(RuntimeError):
+    """This worker no longer owns the run: it must stop and write nothing more."""
+
+
+def hold(session: Session, lease: Lease, **values: Any) -> None:
+    """The conditional update every owner write starts with; it also beats the heartbeat and
+    locks the run's row, which serialises the run's event writers (as lock_run_events does)."""
+    result = session.execute(
+        update(Run)
+        .where(Run.id == lease.run_id, Run.lease == lease.token, Run.status == "running")
+        .values(heartbeat_at=utcnow(), **values)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise LeaseLost(_why_lost(session, lease))
+
+
+def _why_lost(session: Session, lease: Lease) -> str:
+    row = session.execute(
+        select(Run.status, Run.lease, Run.worker).where(Run.id == lease.run_id)
+    ).one_or_none()
+    if row is None:
+        return f"run {lease.run_id} no longer exists"
+    status, token, worker = row
+    if token != lease.token:
+        return (
+            f"run {lease.run_id} was claimed again by {worker} (lease {token}); this worker "
+            f"held lease {lease.token}"
+        )
+    return f"run {lease.run_id} is {status}, no longer running under lease {lease.token}"
+
+
+def beat(lease: Lease) -> None:
+    """Refresh the heartbeat; LeaseLost when the run is no longer this worker's."""
+    with session_scope() as session:
+        hold(session, lease)
+
+
+def check(lease: Lease) -> bool:
+    """Whether a cancel was asked for; LeaseLost when the run is no longer this worker's.
+
+    The trainer calls it between steps and right before renaming a checkpoint into place.
+    """
+    with session_scope() as session:
+        hold(session, lease)
+        return bool(session.scalar(select(Run.is_cancel_requested).where(Run.id == lease.run_id)))
+
+
+def add_log(lease: Lease, level: str, message: str) -> None:
+    """A log line of the owner (the trainer's progress notes), written only while it owns."""
+    with session_scope() as session:
+        hold(session, lease)
+        insert_log(session, lease.run_id, level, message)
+
+
+def finish(lease: Lease, *, status: str, error: str | None = None) -> None:
+    """The final status (with the error as a log line first, when there is one)."""
+    assert status in FINAL_STATUSES
+    with session_scope() as session:
+        hold(session, lease, status=status, error=error, finished_at=utcnow())
+        if error:
+            insert_log(session, lease.run_id, "error", error)
+        _add_status_event(session, lease.run_id)
+
+
+def hand_back(lease: Lease, *, reason: str) -> None:
+    """Back to `queued` for the next worker, which resumes from the last checkpoint."""
+    with session_scope() as session:
+        hold(session, lease, status="queued", dispatched_at=utcnow())
+        insert_log(session, lease.run_id, "warning", reason)
+        _add_status_event(session, lease.run_id)
+
+
+def _add_status_event(session: Session, run_id: str) -> None:
+    run = session.get(Run, run_id)
+    assert run is not None
+    session.refresh(run)
+    add_status_event(session, run)

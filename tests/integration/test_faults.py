@@ -1,0 +1,100 @@
+"""The fault suite: real worker processes stalled (SIGSTOP/SIGCONT), killed (SIGKILL) and
+stopped (SIGTERM/SIGINT), and a Redis of the test's own stopped and started again.
+
+What each test proves is listed in the README's "Guarantees". Timings are shortened
+(heartbeat 1 s, stale after 6 s) so each fault is noticed in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from tests.integration.conftest import tiny_spec
+from tests.integration.test_run_lifecycle import FINAL, wait_for_final
+from tests.integration.test_worker_resilience import FAST, wait_for_step
+from tests.sse import read_events
+from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
+
+
+@pytest.fixture
+def pg_fast_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """PostgreSQL + the shared Redis (a private queue), no worker yet: each test starts its own."""
+    url = create_pg_database()
+    try:
+        with running_stack(
+            tmp_path_factory.mktemp("faults"),
+            database_url=url,
+            broker_url=REDIS_URL,
+            extra_env=FAST,
+            with_worker=False,
+        ) as stack:
+            yield stack
+    finally:
+        drop_pg_database(url)
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def worker_process(stack: Stack, worker: str) -> tuple[str, int]:
+    """The stack's name and pid of the worker process whose hostname is `worker`."""
+    (name,) = [n for n in stack.processes if worker.startswith(f"{n}-")]
+    return name, stack.processes[name].pid
+
+
+def assert_every_step_once(client: httpx.Client, run: dict) -> None:
+    steps = [m["step"] for m in client.get(f"/api/runs/{run['id']}/metrics").json()["items"]]
+    assert steps == list(range(1, run["total_steps"] + 1))
+    events = read_events(client, f"/api/runs/{run['id']}/events", timeout=60)
+    finals = [e.data["status"] for e in events if e.kind == "status" and e.data["status"] in FINAL]
+    assert finals == [run["status"]], finals  # exactly one terminal status
+    step_events = [e.data["step"] for e in events if e.kind == "step"]
+    assert step_events == steps
+
+
+def test_a_stalled_worker_loses_its_run_to_another_and_writes_nothing_when_it_wakes(
+    pg_fast_stack: Stack,
+) -> None:
+    stack = pg_fast_stack
+    stack.start_worker("a")
+    stack.start_worker("b")
+    with stack.client() as client:
+        spec = tiny_spec(stack, max_steps=12, save_steps=2, name="stalled")
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        at_stop = wait_for_step(client, run_id, 3)
+        stalled, pid = worker_process(stack, at_stop["worker"])
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            taken_over = wait_for(  # the stale limit, a sweep, a model load, a step
+                lambda: (
+                    (run := client.get(f"/api/runs/{run_id}").json())["attempts"] == 2
+                    and run["step"] > at_stop["step"]
+                ),
+                timeout=120,
+            )
+            assert taken_over, f"no other worker took the run over\n{stack.logs()}"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        final = wait_for_final(client, run_id)
+        assert final["status"] == "succeeded", f"{final['error']}\n{stack.logs()}"
+        assert not final["worker"].startswith(f"{stalled}-")
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()
+        log = stack.data_dir / f"{stalled}.log"
+        assert wait_for(lambda: f"run {run_id}: lost it" in log.read_text(), timeout=30), (
+            stack.logs()
+        )
+        assert "claimed again by" in log.read_text()
+        assert client.get(f"/api/runs/{run_id}/metrics").json() == metrics  # nothing after
+        assert_every_step_once(client, final)
