@@ -5,8 +5,8 @@ but not this), so a worker that lost its run can never hold a token equal to the
 owner's. `dispatched_at` is NULL when a send failed: the housekeeping sweep re-sends
 those, and queued runs nobody claimed since their last send.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-30 06:00:00
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0003"
-down_revision: str | None = "0002"
+revision: str = "0004"
+down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
