@@ -69,9 +69,7 @@ def run_tests(program: str, tests: list[str], entry: CodeReward) -> tuple[float,
     """(fraction of tests passed, a note when the program failed or hit a limit)."""
     nonce = secrets.token_hex(16)
     job = json.dumps({"program": program, "tests": tests, "nonce": nonce})
-    result = run_sandboxed(
-        ["-c", HARNESS], stdin=job, timeout_s=entry.timeout_s, memory_mb=entry.memory_mb
-    )
+    result = run_sandboxed(HARNESS, stdin=job, timeout_s=entry.timeout_s, memory_mb=entry.memory_mb)
     return passed_fraction(result, nonce, len(tests)), _note(result, nonce)
 
 

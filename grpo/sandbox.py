@@ -58,7 +58,7 @@ def require_bubblewrap() -> str:
 def check_sandbox() -> None:
     """Run `print('ok')` in the sandbox once; ValueError with bwrap's words when it cannot."""
     require_bubblewrap()
-    result = run_sandboxed(["-c", "print('ok')"], stdin="", timeout_s=5, memory_mb=256)
+    result = run_sandboxed("print('ok')", stdin="", timeout_s=5, memory_mb=256)
     if result.stdout.strip() != "ok":
         raise ValueError(
             f"the code-reward sandbox does not start on this worker (exit {result.returncode}): "
@@ -74,20 +74,19 @@ def sandbox_python() -> str:
     raise ValueError("code rewards need a python3 under /usr on the worker")
 
 
-def run_sandboxed(
-    args: list[str], *, stdin: str, timeout_s: float, memory_mb: int
-) -> SandboxResult:
-    """Run `python3 args...` in the sandbox, feeding `stdin`; never raises on the program's
-    behaviour (a limit hit is a note)."""
+def run_sandboxed(code: str, *, stdin: str, timeout_s: float, memory_mb: int) -> SandboxResult:
+    """Run the Python source `code` in the sandbox, feeding `stdin`; never raises on the
+    program's behaviour (a limit hit is a note)."""
     command = [
         *_limits(timeout_s=timeout_s, memory_mb=memory_mb),
         *_bwrap_command(),
         sandbox_python(),
         "-I",
         "-S",
-        *args,
+        "-c",
+        _NPROC_PRELUDE + code,
     ]
-    is_root = os.getuid() == 0  # root is exempt from RLIMIT_NPROC; nobody is not
+    is_root = os.getuid() == 0  # root's processes are exempt from RLIMIT_NPROC; nobody's are not
     with tempfile.TemporaryDirectory(prefix="grpo-sandbox-") as scratch:
         out_path, err_path = Path(scratch, "out"), Path(scratch, "err")
         with out_path.open("wb") as out, err_path.open("wb") as err:
@@ -135,6 +134,16 @@ def _bwrap_command() -> list[str]:
     ]  # fmt: skip
 
 
+# RLIMIT_NPROC is set inside the sandbox's user namespace, where the kernel counts only the
+# sandbox's own processes against it; set outside, it would count every process of the
+# worker's user (an unprivileged worker's threads alone can exceed it)
+_NPROC_PRELUDE = (
+    "import resource\n"
+    f"resource.setrlimit(resource.RLIMIT_NPROC, ({MAX_PROCESSES}, {MAX_PROCESSES}))\n"
+    "del resource\n"
+)
+
+
 def _limits(*, timeout_s: float, memory_mb: int) -> list[str]:
     """util-linux `prlimit` sets the rlimits and execs bwrap (no preexec_fn: threads run
     sandboxes concurrently, and preexec_fn is not safe with threads)."""
@@ -147,7 +156,6 @@ def _limits(*, timeout_s: float, memory_mb: int) -> list[str]:
         f"--cpu={cpu}:{cpu + 1}",
         f"--as={memory_mb * 2**20}",
         f"--fsize={MAX_OUTPUT_BYTES}",
-        f"--nproc={MAX_PROCESSES}",
         "--core=0",
         "--",
     ]

@@ -1,0 +1,55 @@
+"""Submit-time checks of reward entries against this server (app/api/reward_checks.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.api.errors import ApiError
+from app.api.reward_checks import check_rewards
+from app.settings import Settings
+from grpo.spec import JobSpec
+
+
+def _refusal(rewards: list[dict[str, object]], settings: Settings) -> dict[str, str]:
+    with pytest.raises(ApiError) as refused:
+        check_rewards(JobSpec(rewards=rewards), settings)
+    assert refused.value.status == 422
+    return refused.value.fields[0]
+
+
+def test_endpoint_hosts_must_be_listed(tmp_path):
+    settings = Settings(data_dir=tmp_path, reward_hosts="judge.internal, 127.0.0.1:8080")
+    check_rewards(JobSpec(rewards=[{"name": "http", "url": "http://judge.internal:9/s"}]), settings)
+    check_rewards(JobSpec(rewards=[{"name": "http", "url": "http://127.0.0.1:8080/s"}]), settings)
+    field = _refusal(
+        [{"name": "accuracy"}, {"name": "http", "url": "http://127.0.0.1:8081/s"}], settings
+    )
+    assert field["loc"] == "rewards.1.url" and "'127.0.0.1:8081'" in field["message"]
+
+
+def test_no_listed_hosts_refuses_every_endpoint(tmp_path):
+    field = _refusal([{"name": "http", "url": "http://localhost/s"}], Settings(data_dir=tmp_path))
+    assert "GRPO_REWARD_HOSTS" in field["message"]
+
+
+def test_plugins_must_be_installed_entry_points(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    check_rewards(JobSpec(rewards=[{"name": "python", "function": "contains_answer"}]), settings)
+    field = _refusal([{"name": "python", "function": "builtins.eval"}], settings)
+    assert field["loc"] == "rewards.0.function" and "contains_answer" in field["message"]
+
+
+def test_code_rewards_are_refused_without_bubblewrap(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on this PATH
+    field = _refusal([{"name": "code"}], Settings(data_dir=tmp_path))
+    assert field["loc"] == "rewards.0" and "bubblewrap" in field["message"]
+
+
+def test_a_local_reward_model_must_lie_inside_the_model_roots(tmp_path):
+    settings = Settings(data_dir=tmp_path, model_roots=str(tmp_path / "models"))
+    check_rewards(JobSpec(rewards=[{"name": "model", "model": "org/reward-model"}]), settings)
+    check_rewards(
+        JobSpec(rewards=[{"name": "model", "model": str(tmp_path / "models" / "rm")}]), settings
+    )
+    field = _refusal([{"name": "model", "model": "/etc/rm"}], settings)
+    assert field["loc"] == "rewards.0.model"
