@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo.records import ChatMessage, Prompt, RecordError, parse_record
 from grpo.sources import LocalRoots, parse_data_source, resolve_local
 from grpo.spec import DataSpec
 
@@ -44,7 +45,8 @@ class Example:
     """One prompt with its reference answer; `id` is stable within its source."""
 
     id: str
-    prompt: str
+    prompt: Prompt
+    """Text, or chat messages rendered with the model's chat template (records.py)."""
     answer: str
     data: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False, compare=False)
     """Every other field of the record, handed to reward functions (tests, metadata)."""
@@ -83,21 +85,15 @@ def arith_examples(split: str) -> list[Example]:
 
 
 def _record_example(record: Any, data: DataSpec, *, where: str, index: int) -> Example:
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    for field in (data.prompt_field, data.answer_field):
-        if field not in record:
-            raise ValueError(f"{where}: missing field {field!r} (has {sorted(record)})")
-    prompt = record[data.prompt_field]
-    if not isinstance(prompt, str):
-        raise ValueError(f"{where}: field {data.prompt_field!r} must be a string")
-    answer = record[data.answer_field]
-    if answer is None:
-        answer_text = ""  # null is "no reference", not the text "null"
-    else:
-        answer_text = answer if isinstance(answer, str) else json.dumps(answer)
-    extra = {k: v for k, v in record.items() if k not in (data.prompt_field, data.answer_field)}
-    return Example(id=str(record.get("id", index)), prompt=prompt, answer=answer_text, data=extra)
+    parsed = parse_record(
+        record, prompt_field=data.prompt_field, answer_field=data.answer_field, where=where
+    )
+    return Example(
+        id=str(record.get("id", index)),
+        prompt=parsed.prompt,
+        answer=parsed.answer,
+        data=parsed.data,
+    )
 
 
 def jsonl_examples(path: Path, data: DataSpec) -> list[Example]:
@@ -113,7 +109,7 @@ def jsonl_examples(path: Path, data: DataSpec) -> list[Example]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: invalid JSON ({exc.msg})") from exc
+                raise RecordError(f"{where}: invalid JSON ({exc.msg})") from exc
             examples.append(_record_example(record, data, where=where, index=line_no))
     if not examples:
         raise ValueError(f"dataset is empty: {path}")
@@ -180,16 +176,56 @@ def load_examples(
     return jsonl_examples(resolve_local(source.value, roots, what="data.source"), data)
 
 
-def format_prompt(example: Example, data: DataSpec, tokenizer: Any) -> str:
-    """The policy's text: the template filled in, then the chat template if asked and present."""
+def has_chat_template(data: DataSpec, tokenizer: Any) -> bool:
+    """Whether prompts are rendered with the tokenizer's chat template."""
+    return data.use_chat_template and bool(getattr(tokenizer, "chat_template", None))
+
+
+def prompt_messages(example: Example, data: DataSpec) -> list[ChatMessage]:
+    """The prompt as chat turns: a string is one user turn; the prompt template fills the
+    last user turn (the question), so a system turn stays as the record wrote it."""
+    if isinstance(example.prompt, str):
+        return [{"role": "user", "content": fill_template(data, example.prompt)}]
+    messages = [dict(m) for m in example.prompt]
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if users:
+        messages[users[-1]]["content"] = fill_template(data, messages[users[-1]]["content"])
+    return messages
+
+
+def fill_template(data: DataSpec, text: str) -> str:
     # replace, not str.format: user prompts may hold braces
-    text = data.prompt_template.replace("{prompt}", example.prompt)
-    if data.use_chat_template and getattr(tokenizer, "chat_template", None):
-        rendered = tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
-        return str(rendered)
-    return text
+    return data.prompt_template.replace("{prompt}", text)
+
+
+def format_prompt(example: Example, data: DataSpec, tokenizer: Any) -> str:
+    """The policy's text: the template filled in, then the chat template if asked and present
+    (with the generation prompt that opens the assistant's turn). Chat-message prompts need
+    the chat template."""
+    if not has_chat_template(data, tokenizer):
+        if not isinstance(example.prompt, str):
+            raise ValueError(_unrenderable(example, data))
+        return fill_template(data, example.prompt)
+    rendered = tokenizer.apply_chat_template(
+        prompt_messages(example, data), tokenize=False, add_generation_prompt=True
+    )
+    return str(rendered)
+
+
+def check_prompts_render(examples: list[Example], data: DataSpec, tokenizer: Any) -> None:
+    """Fail before the first step when chat-message prompts meet no chat template."""
+    if has_chat_template(data, tokenizer):
+        return
+    for example in examples:
+        if not isinstance(example.prompt, str):
+            raise ValueError(_unrenderable(example, data))
+
+
+def _unrenderable(example: Example, data: DataSpec) -> str:
+    why = "the model's tokenizer has no chat template"
+    if not data.use_chat_template:
+        why = "data.use_chat_template is false"
+    return f"prompt {example.id!r} is a list of chat messages, but {why}"
 
 
 def epoch_order(num_examples: int, *, seed: int, epoch: int) -> list[int]:

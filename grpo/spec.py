@@ -261,7 +261,9 @@ class JobSpec(BaseModel):
     """Exclude completions that hit max_completion_length from the loss."""
 
     max_prompt_length: int = Field(512, ge=1, le=131072)
-    """Prompts longer than this (tokens) are cut from the left."""
+    """Prompt tokens at most: a longer prompt loses the start of its content (the prompt
+    text or the last user turn), never its template or other turns (see prompt_fit.py);
+    the metric prompts/truncated counts them. TRL's name."""
     max_completion_length: int = Field(16, ge=1, le=131072)
     """Tokens generated at most per completion."""
     temperature: float = Field(1.0, gt=0, le=10)

@@ -27,7 +27,13 @@ from grpo.checkpoint import (
     remove_checkpoints,
     save_checkpoint,
 )
-from grpo.data import Example, PromptSampler, format_prompt, load_examples
+from grpo.data import (
+    Example,
+    PromptSampler,
+    check_prompts_render,
+    has_chat_template,
+    load_examples,
+)
 from grpo.dynamic_sampling import Batch, Filled, fill_with_signal, has_signal
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.kl_control import adapt_beta
@@ -87,6 +93,7 @@ class Trainer:
             self.examples, batch_size=spec.prompts_per_step, seed=spec.seed
         )
         self.reserve_samplers: dict[int, PromptSampler] = {}
+        self._truncated_prompts = 0
         model, self.tokenizer = load_policy(
             spec.model,
             cache_dir=Path(cache_dir),
@@ -107,9 +114,8 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, spec)
         self.beta = spec.beta
         self.eos_token_ids = eos_token_ids(self.tokenizer, self.model)
-        self.uses_chat_template = spec.data.use_chat_template and bool(
-            getattr(self.tokenizer, "chat_template", None)
-        )
+        self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
+        check_prompts_render(self.examples, spec.data, self.tokenizer)
         for note in spec.notes:
             self.log("warning", note)
         trainable, total = count_parameters(self.model)
@@ -147,6 +153,7 @@ class Trainer:
     def step(self, step: int) -> StepReport:
         """One GRPO step on the prompts of 1-based `step`, in algorithm order."""
         spec, clock = self.spec, StepClock()
+        self._truncated_prompts = 0  # counted by _sample_round over all of the step's rounds
         filled = self._sample(step, clock)
         batch = filled.kept
         rollout, rewards, scores = batch.rollout, batch.rewards, batch.scores
@@ -157,6 +164,7 @@ class Trainer:
         with clock.phase("train"):
             update = self._update(rollout, advantages, ref_logps, step)
         scalars = self._scalars(rollout, rewards, scores, update)
+        scalars["prompts/truncated"] = float(self._truncated_prompts)
         self._after_update(step, kl=scalars["kl"])
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
         groups = self._report_groups(batch, advantages, token_kls)
@@ -182,9 +190,10 @@ class Trainer:
     def _sample_round(self, step: int, round_index: int, clock: StepClock) -> Batch:
         """Prompts of `step` (round 0) or of a reserve stream (extra rounds), generated and
         scored; a round's prompts and samples depend only on (seed, step, round)."""
-        spec = self.spec
         examples = self._sampler(round_index).batch(step)
-        prompts = [format_prompt(example, spec.data, self.tokenizer) for example in examples]
+        fitted = [self._fit_prompt(example) for example in examples]
+        prompts = [f.text for f in fitted]
+        self._truncated_prompts += sum(f.is_truncated for f in fitted)
         with clock.phase("dynamic_sampling") if round_index else nullcontext():
             with clock.phase("generate"):
                 rollout = self._generate(prompts, step, round_index)

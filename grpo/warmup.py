@@ -53,7 +53,7 @@ reduction order (and so the result) independent of the machine's core count."""
 def encode_examples(examples: list[Example], tokenizer: Tokenizer) -> tuple[torch.Tensor, ...]:
     """`<s>prompt answer</s>`, right-padded; labels only on the answer and </s>."""
     eos = tokenizer.eos_token_id
-    sequences = [tokenizer(e.prompt + e.answer)["input_ids"] + [eos] for e in examples]
+    sequences = [tokenizer(f"{e.prompt}{e.answer}")["input_ids"] + [eos] for e in examples]
     length = max(map(len, sequences))
     input_ids = torch.full((len(examples), length), tokenizer.pad_token_id)  # (N, T)
     attention_mask = torch.zeros((len(examples), length), dtype=torch.long)  # (N, T)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,3 +23,15 @@ def one_torch_thread() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer(grpo_cache_dir: Path) -> Any:
+    """builtin:small's tokenizer (32k byte-level BPE, ChatML template), loaded as a hub one."""
+    from transformers import AutoTokenizer
+
+    from grpo.models import builtin_dir
+
+    return AutoTokenizer.from_pretrained(
+        builtin_dir("builtin:small", grpo_cache_dir, progress=False)
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from typing import Annotated
@@ -14,6 +13,7 @@ from app.api.errors import ApiError
 from app.api.schemas import DatasetList, DatasetOut
 from app.store import datasets
 from app.store.models import Dataset
+from grpo.records import RecordError, parse_record_line
 
 router = APIRouter(prefix="/api/datasets", tags=["datasets"])
 FieldName = Annotated[str, Query(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]
@@ -38,28 +38,26 @@ def _bad(message: str) -> ApiError:
 def validate_jsonl(
     body: bytes, *, prompt_field: str, answer_field: str, max_lines: int
 ) -> list[str]:
-    """Check UTF-8, one JSON object per line with string-able prompt and answer; return fields."""
+    """Check UTF-8 and every record as the trainer will read it (grpo/records.py); return
+    the fields the records have."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _bad(f"not UTF-8 at byte {exc.start}") from exc
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not numbered:
         raise _bad("dataset is empty")
-    if len(lines) > max_lines:
-        raise _bad(f"{len(lines)} records; at most {max_lines} are accepted")
-    fields: set[str] = set()
-    for number, line in enumerate(lines, 1):
+    if len(numbered) > max_lines:
+        raise _bad(f"{len(numbered)} records; at most {max_lines} are accepted")
+    fields: set[str] = {prompt_field, answer_field}
+    for number, line in numbered:
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _bad(f"line {number}: not JSON ({exc.msg})") from exc
-        if not isinstance(record, dict):
-            raise _bad(f"line {number}: expected a JSON object")
-        for name in (prompt_field, answer_field):
-            if not isinstance(record.get(name), str | int | float) or record.get(name) == "":
-                raise _bad(f"line {number}: field {name!r} missing or not a string/number")
-        fields |= set(record)
+            record = parse_record_line(
+                line, prompt_field=prompt_field, answer_field=answer_field, where=f"line {number}"
+            )
+        except RecordError as exc:
+            raise _bad(str(exc)) from exc
+        fields |= set(record.data)
     return sorted(fields)
 
 
@@ -71,7 +69,8 @@ async def upload_dataset(
     prompt_field: FieldName = "prompt",
     answer_field: FieldName = "answer",
 ) -> DatasetOut:
-    """Body: JSONL, one record per line, with the prompt and answer fields."""
+    """Body: JSONL, one record per line: the prompt field (text or chat messages), the
+    answer field, and any other fields (handed to reward functions)."""
     body = await request.body()
     if len(body) > settings.max_dataset_bytes:
         raise ApiError(

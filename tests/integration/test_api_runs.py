@@ -148,12 +148,18 @@ def test_validation_errors_name_the_field_path_and_reason(stack: Stack) -> None:
 
 
 def test_uploaded_dataset_is_validated_and_usable_by_name(stack: Stack) -> None:
-    good = b'{"prompt": "2+2=", "answer": "4"}\n{"prompt": "3+3=", "answer": 6}\n'
+    chat = {
+        "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1="}]
+    }
+    good = (
+        b'{"prompt": "2+2=", "answer": "4"}\n{"prompt": "3+3=", "answer": 6}\n'
+        + json.dumps({**chat, "answer": "2", "level": 1}).encode()
+    )
     with stack.client() as client:
         created = client.post("/api/datasets", params={"name": "tiny-set"}, content=good)
         assert created.status_code == 201, created.text
         dataset = created.json()
-        assert dataset["num_records"] == 2 and dataset["fields"] == ["answer", "prompt"]
+        assert dataset["num_records"] == 3 and dataset["fields"] == ["answer", "level", "prompt"]
         assert any(d["id"] == dataset["id"] for d in client.get("/api/datasets").json()["items"])
         run = client.post("/api/runs", json=parked_spec(stack, data={"source": dataset["source"]}))
         assert run.status_code == 201
@@ -163,7 +169,16 @@ def test_uploaded_dataset_is_validated_and_usable_by_name(stack: Stack) -> None:
             (b"\xff\xfe", "UTF-8"),
             (b'{"prompt": "x"}\n', "answer"),
             (b"[1, 2]\n", "object"),
-            (b"not json\n", "not JSON"),
+            (b"not json\n", "line 1: invalid JSON"),
+            (
+                b'{"prompt": 7, "answer": "1"}\n',
+                "line 1: field 'prompt' must be a string or a list",
+            ),
+            (
+                b'{"prompt": "a", "answer": "b"}\n\n'
+                b'{"prompt": [{"role": "user"}], "answer": "1"}\n',
+                "line 3: prompt[0]: a message is",
+            ),
         ]:
             response = client.post("/api/datasets", params={"name": "bad"}, content=body)
             assert response.status_code == 422 and reason in response.json()["error"]["message"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from grpo.data import (
     R1_TEMPLATE,
     Example,
     PromptSampler,
+    check_prompts_render,
     format_prompt,
     load_examples,
 )
@@ -139,3 +141,46 @@ def test_sampler_resumed_at_step_k_matches_uninterrupted_run() -> None:
 def test_sampler_rejects_step_zero() -> None:
     with pytest.raises(ValueError, match="1-based"):
         PromptSampler(_examples(3), batch_size=2, seed=0).batch(0)
+
+
+CONVERSATION = [
+    {"role": "system", "content": "Answer with a number."},
+    {"role": "user", "content": "What is 2+2?"},
+]
+
+
+def test_jsonl_chat_prompts_and_extra_fields_reach_the_example(tmp_path: Path) -> None:
+    record = {"prompt": CONVERSATION, "answer": 4, "id": "c1", "tests": ["assert f() == 4"]}
+    path = _write_jsonl(tmp_path / "d.jsonl", [json.dumps(record)])
+    (example,) = load_examples(DataSpec(source=str(path)))
+    assert example.prompt == CONVERSATION and example.answer == "4"
+    assert example.data == {"id": "c1", "tests": ["assert f() == 4"]}
+
+
+def test_jsonl_malformed_message_names_file_line_and_message(tmp_path: Path) -> None:
+    bad = {"prompt": [{"role": "user", "content": ["x"]}], "answer": "1"}
+    path = _write_jsonl(tmp_path / "d.jsonl", ['{"prompt": "a", "answer": "b"}', json.dumps(bad)])
+    with pytest.raises(ValueError, match=r"d\.jsonl:2: prompt\[0\]: content must be a string"):
+        load_examples(DataSpec(source=str(path)))
+
+
+def test_chat_prompt_renders_with_the_chat_template_and_template_fills_the_user_turn(
+    small_tokenizer: Any,
+) -> None:
+    example = Example("c1", CONVERSATION, "4")
+    data = DataSpec(prompt_template="Q: {prompt} A:")
+    assert format_prompt(example, data, small_tokenizer) == (
+        "<|im_start|>system\nAnswer with a number.<|im_end|>\n"
+        "<|im_start|>user\nQ: What is 2+2? A:<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_chat_prompts_without_a_chat_template_are_refused_before_training(
+    small_tokenizer: Any,
+) -> None:
+    examples = [Example("s", "plain", "1"), Example("c1", CONVERSATION, "4")]
+    check_prompts_render(examples, DataSpec(), small_tokenizer)
+    with pytest.raises(ValueError, match="'c1' is a list of chat messages, but data.use_chat"):
+        check_prompts_render(examples, DataSpec(use_chat_template=False), small_tokenizer)
+    with pytest.raises(ValueError, match="tokenizer has no chat template"):
+        check_prompts_render(examples, DataSpec(), build_char_tokenizer())

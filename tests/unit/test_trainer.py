@@ -48,6 +48,7 @@ SCALAR_KEYS = {
     "time/train",
     "time/step",
     "tokens_per_second",
+    "prompts/truncated",
 }
 
 
@@ -286,3 +287,29 @@ def test_other_precisions_and_optimizers_train(tmp_path, grpo_cache_dir, knobs):
     _, reports, _, _ = run(tiny_spec(max_steps=1, **knobs), tmp_path, grpo_cache_dir)
     assert all(math.isfinite(v) for v in reports[0].scalars.values())
     assert reports[0].scalars["grad_norm"] > 0
+
+
+def test_builtin_small_trains_on_chat_prompts_cut_to_fit_with_their_template(
+    tmp_path, grpo_cache_dir
+):
+    system = {"role": "system", "content": "Answer with one number."}
+    records = [
+        {"prompt": [system, {"role": "user", "content": "word " * 80 + "2+2?"}], "answer": "4"},
+        {"prompt": [system, {"role": "user", "content": "3+3?"}], "answer": "6"},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    spec = tiny_spec(
+        model="builtin:small",
+        data={"source": str(path)},
+        max_prompt_length=40,
+        max_steps=1,
+        num_generations=2,
+        max_completion_length=4,
+        logging={"max_groups_per_step": 2},
+    )
+    _, (report,), _, _ = run(spec, tmp_path / "run", grpo_cache_dir)
+    assert report.scalars["prompts/truncated"] == 1
+    for group in report.groups:
+        assert group.prompt.startswith("<|im_start|>system\nAnswer with one number.<|im_end|>\n")
+        assert group.prompt.endswith("?<|im_end|>\n<|im_start|>assistant\n")
