@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from grpo.models import resolve_model_path
+from grpo.records import Prompt
 from grpo.reward_spec import ModelReward
 from grpo.sources import LocalRoots
 
@@ -47,15 +48,13 @@ class RewardModel:
             )
         self.model = model.to(device).eval().requires_grad_(False)
 
-    def text(self, prompt: str, completion: str) -> str:
-        """Prompt and completion as the classifier reads them."""
+    def text(self, prompt: Prompt, completion: str) -> str:
+        """Prompt (text or the record's chat turns) and completion as the classifier reads them."""
+        turns = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         if getattr(self.tokenizer, "chat_template", None):
-            messages = [
-                {"role": "user", "content": prompt},
-                {"role": "assistant", "content": completion},
-            ]
+            messages = [*turns, {"role": "assistant", "content": completion}]
             return str(self.tokenizer.apply_chat_template(messages, tokenize=False))
-        return prompt + completion
+        return "".join(m["content"] for m in turns) + completion
 
     @torch.inference_mode()
     def score_texts(self, texts: list[str]) -> list[float]:
