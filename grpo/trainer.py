@@ -43,6 +43,7 @@ from grpo.models import load_policy, pick_device
 from grpo.optim import build_optimizer, build_scheduler
 from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
 from grpo.precision import autocast, compute_dtype
+from grpo.prompt_fit import FittedPrompt, fit_prompt
 from grpo.reference import ReferencePolicy
 from grpo.report import GroupReport, StepReport
 from grpo.rewards import total_rewards
@@ -270,6 +271,15 @@ class Trainer:
             if not is_out_of_memory(exc):
                 raise
             raise out_of_memory(exc, self.spec, step=step, device=str(self.device)) from exc
+
+    def _fit_prompt(self, example: Example) -> FittedPrompt:
+        return fit_prompt(
+            example,
+            self.spec.data,
+            self.tokenizer,
+            max_length=self.spec.max_prompt_length,
+            add_special_tokens=not self.uses_chat_template,
+        )
 
     def _generate(self, prompts: list[str], step: int, round_index: int = 0) -> Rollout:
         spec = self.spec
