@@ -2,8 +2,8 @@
 
 Groups written before this revision were all trained on (false).
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-11-30 06:30:00
 """
 
@@ -12,13 +12,13 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0004"
-down_revision: str | None = "0003"
+revision: str = "0003"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-# Plain ALTER TABLE, as 0003: SQLite adds and drops the column in place.
+# Plain ALTER TABLE: SQLite adds and drops the column in place (batch mode would copy it).
 def upgrade() -> None:
     op.add_column(
         "step_group",
