@@ -106,6 +106,50 @@ class Stack:
         )
 
 
+@dataclass
+class RedisServer:
+    """A redis-server of the test's own on a free port (never the machine's shared one), with
+    no persistence: stopping it loses every queued message, as a crashed broker would."""
+
+    port: int
+    data_dir: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--dir", str(self.data_dir)],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise TimeoutError(f"redis-server on port {self.port} did not start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+@contextmanager
+def own_redis(data_dir: Path) -> Iterator[RedisServer]:
+    server = RedisServer(port=free_port(), data_dir=data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def wait_healthy(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +23,14 @@ from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import FINAL, wait_for_final
 from tests.integration.test_worker_resilience import FAST, wait_for_step
 from tests.sse import read_events
-from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
+from tests.stack import (
+    REDIS_URL,
+    Stack,
+    create_pg_database,
+    drop_pg_database,
+    own_redis,
+    running_stack,
+)
 
 
 @pytest.fixture
@@ -98,3 +109,71 @@ def test_a_stalled_worker_loses_its_run_to_another_and_writes_nothing_when_it_wa
         assert "claimed again by" in log.read_text()
         assert client.get(f"/api/runs/{run_id}/metrics").json() == metrics  # nothing after
         assert_every_step_once(client, final)
+
+
+def test_of_ten_concurrent_resumes_one_wins_and_nine_conflict_quoting_the_status(
+    stack: Stack,
+) -> None:
+    with stack.client() as client:
+        # a queue no worker consumes: the run stays where the resumes put it
+        spec = tiny_spec(stack, resources={"queue": f"nobody-{uuid.uuid4().hex[:8]}"})
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        assert client.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+    barrier = threading.Barrier(10)
+
+    def resume() -> httpx.Response:
+        with stack.client() as own:
+            barrier.wait()
+            return own.post(f"/api/runs/{run_id}/resume")
+
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda _: resume(), range(10)))
+    assert sorted(a.status_code for a in answers) == [200] + [409] * 9
+    for answer in answers:
+        if answer.status_code == 409:
+            assert f"run {run_id} is queued" in answer.json()["error"]["message"]
+    with stack.client() as client:
+        assert client.get(f"/api/runs/{run_id}").json()["status"] == "queued"
+        client.post(f"/api/runs/{run_id}/cancel")
+
+
+def test_runs_submitted_while_the_broker_is_down_all_succeed_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    url = create_pg_database()
+    env = {**FAST, "GRPO_REDISPATCH_AFTER_SECONDS": "5"}
+    try:
+        with (
+            own_redis(tmp_path / "redis") as redis,
+            running_stack(
+                tmp_path / "data", database_url=url, broker_url=redis.url, extra_env=env
+            ) as stack,
+            stack.client() as client,
+        ):
+            before = client.post("/api/runs", json=tiny_spec(stack, max_steps=2)).json()["id"]
+            redis.stop()  # the queued message of `before`, if not yet taken, is lost with it
+            keys = [f"down-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+            submitted = []
+            for key in keys:
+                response = client.post(
+                    "/api/runs",
+                    json=tiny_spec(stack, max_steps=2),
+                    headers={"Idempotency-Key": key},
+                )
+                assert response.status_code == 201, response.text  # never a 500
+                submitted.append(response.json()["id"])
+            assert client.get("/api/health").status_code == 503
+            redis.start()
+            for key, run_id in zip(keys, submitted, strict=True):  # the client's one retry
+                again = client.post(
+                    "/api/runs",
+                    json=tiny_spec(stack, max_steps=2),
+                    headers={"Idempotency-Key": key},
+                )
+                assert again.status_code == 200 and again.json()["id"] == run_id
+            for run_id in [before, *submitted]:
+                final = wait_for_final(client, run_id, timeout=180)
+                assert final["status"] == "succeeded", f"{final['error']}\n{stack.logs()}"
+                assert_every_step_once(client, final)
+    finally:
+        drop_pg_database(url)
