@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 
 from app.api.schemas import Preset, PresetList
@@ -24,6 +26,54 @@ DEMO_SPEC = JobSpec(
 )
 """The demo of examples/arith-demo.yaml (a unit test keeps the two equal)."""
 
+
+RECIPES: list[tuple[str, str, dict[str, Any]]] = [
+    # DeepSeekMath (Shao et al. 2024, arXiv:2402.03300): the original GRPO objective
+    (
+        "deepseekmath-grpo",
+        "DeepSeekMath GRPO: per-sequence mean, group std, KL 0.04",
+        {"loss_type": "grpo", "scale_rewards": "group", "beta": 0.04, "epsilon": 0.2},
+    ),
+    # Dr. GRPO (Liu et al. 2025, arXiv:2503.20783): no length or difficulty bias
+    (
+        "dr-grpo",
+        "Dr. GRPO: constant normaliser, no std, no KL",
+        {"loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0},
+    ),
+    # DAPO (Yu et al. 2025, arXiv:2503.14476)
+    (
+        "dapo",
+        "DAPO: clip-higher, dynamic sampling, token-level loss, overlong penalty",
+        {
+            "loss_type": "dapo",
+            "beta": 0.0,
+            "epsilon": 0.2,
+            "epsilon_high": 0.28,
+            "dynamic_sampling": {"enabled": True, "max_rounds": 3},
+            "rewards": [
+                {"name": "accuracy"},
+                {"name": "length", "max_length": 6, "cache_length": 2},
+            ],
+        },
+    ),
+    # GSPO (Zheng et al. 2025, arXiv:2507.18071): its clip ranges; two updates per batch so
+    # the sequence ratio moves off 1 and the clip can act
+    (
+        "gspo",
+        "GSPO: sequence-level importance ratios, tight clip",
+        {
+            "importance_sampling_level": "sequence",
+            "loss_type": "grpo",
+            "beta": 0.0,
+            "epsilon": 3e-4,
+            "epsilon_high": 4e-4,
+            "num_iterations": 2,
+        },
+    ),
+]
+"""Published recipes on the demo task and model: (name, one-line title, knobs). README
+'Algorithm recipes' has a paragraph and the paper for each."""
+
 PRESETS = [
     Preset(
         name="arith-demo",
@@ -33,6 +83,15 @@ PRESETS = [
         "steps) and groups turn from mixed to all-pass.",
         spec=DEMO_SPEC.model_dump(mode="json", exclude_defaults=True),
     ),
+    *[
+        Preset(
+            name=name,
+            title=title,
+            description="",
+            spec=DEMO_SPEC.model_dump(mode="json", exclude_defaults=True) | {"name": name} | knobs,
+        )
+        for name, title, knobs in RECIPES
+    ],
 ]
 
 

@@ -26,7 +26,13 @@ const PANELS = [
     build: outcomesPanel,
   },
   { id: 'loss', title: 'Loss', hint: 'clipped surrogate + β·KL', value: 'loss', build: simple(['loss']) },
-  { id: 'entropy', title: 'Entropy', hint: 'mean token entropy', value: 'entropy', build: simple(['entropy']) },
+  {
+    id: 'entropy',
+    title: 'Entropy',
+    hint: 'mean token entropy · share masked by top_entropy_quantile (right)',
+    value: 'entropy',
+    build: entropyPanel,
+  },
   {
     id: 'length',
     title: 'Completion length',
@@ -41,6 +47,14 @@ const PANELS = [
     value: 'clip_ratio/region',
     unit: '%',
     build: clipPanel,
+  },
+  {
+    id: 'dynamic',
+    title: 'Dynamic sampling',
+    hint: 'groups dropped for no signal · rounds (right)',
+    value: 'dynamic_sampling/dropped_groups',
+    build: dynamicPanel,
+    isOptional: true,
   },
   { id: 'optim', title: 'Grad norm · learning rate', hint: 'lr on the right', value: 'grad_norm', build: optimPanel },
   {
@@ -145,12 +159,46 @@ function lengthPanel() {
   };
 }
 
+function entropyPanel() {
+  return {
+    lines: [
+      { key: 'entropy', name: 'entropy', color: INDIGO },
+      { key: 'entropy_masked_share', name: 'masked', axis: 1, unit: '%', color: GREY, dashed: true },
+    ],
+    axes: [{}, { unit: '%', min: 0, max: 1, scale: false }],
+  };
+}
+
+function dynamicPanel() {
+  return {
+    lines: [
+      { key: 'dynamic_sampling/dropped_groups', name: 'dropped groups', color: '#f79009' },
+      { key: 'dynamic_sampling/signal_groups', name: 'trained with signal', color: BLUE },
+      {
+        key: 'dynamic_sampling/rounds',
+        name: 'rounds',
+        axis: 1,
+        color: GREY,
+        dashed: true,
+        stepped: true,
+        smooth: false,
+      },
+    ],
+    axes: [
+      { min: 0, scale: false },
+      { min: 0, scale: false },
+    ],
+  };
+}
+
 function clipPanel() {
   return {
     lines: [
       { key: 'clip_ratio/region', name: 'region', color: INDIGO, unit: '%' },
       { key: 'clip_ratio/low', name: 'low', color: RED, unit: '%' },
       { key: 'clip_ratio/high', name: 'high', color: GREEN, unit: '%' },
+      { key: 'clip_ratio/delta', name: 'delta cap', color: '#f79009', unit: '%', dashed: true },
+      { key: 'clip_ratio/cispo', name: 'cispo cap', color: '#7a5af8', unit: '%', dashed: true },
     ],
     axes: [{ unit: '%', min: 0, max: shareMax, scale: false }],
   };
@@ -175,6 +223,7 @@ function timePanel(s) {
       { key: 'time/reward', name: 'reward', area: true, stack: 't', color: '#f79009', unit: 's' },
       { key: 'time/reference', name: 'reference', area: true, stack: 't', color: GREY, unit: 's' },
       { key: 'time/train', name: 'train', area: true, stack: 't', color: GREEN, unit: 's' },
+      { key: 'time/dynamic_sampling', name: 'extra rounds', dashed: true, color: RED, unit: 's' },
       ...labels.map((key, i) => ({
         key,
         name: `reward: ${key.slice('time/reward/'.length)}`,
@@ -201,27 +250,29 @@ export class CurvesView {
       const chartEl = h('div', { class: 'chart', id: `chart-${panel.id}`, dataset: { chart: panel.id } });
       const valueEl = h('span', { class: 'value' });
       const emptyEl = h('div', { class: 'chart-empty' }, 'Waiting for the first step…');
-      container.append(
+      const cardEl = h(
+        'div',
+        { class: 'chart-card', id: `card-${panel.id}` },
         h(
           'div',
-          { class: 'chart-card' },
-          h(
-            'div',
-            { class: 'chart-head' },
-            h('h3', null, panel.title),
-            h('span', { class: 'hint' }, panel.hint),
-            valueEl,
-          ),
-          chartEl,
-          emptyEl,
+          { class: 'chart-head' },
+          h('h3', null, panel.title),
+          h('span', { class: 'hint' }, panel.hint),
+          valueEl,
         ),
+        chartEl,
+        emptyEl,
       );
+      // a panel of an optional feature (dynamic sampling) shows only in runs that report it
+      cardEl.hidden = Boolean(panel.isOptional);
+      container.append(cardEl);
       // visible until the observer says otherwise: the first pass draws every chart
       const card = {
         panel,
         chart: mountChart(chartEl, { group: GROUP }),
         valueEl,
         emptyEl,
+        cardEl,
         isDirty: false,
         isVisible: true,
       };
@@ -274,7 +325,8 @@ export class CurvesView {
   async drawDirty() {
     let busy = 0;
     for (;;) {
-      const card = this.cards.find((c) => c.isDirty && c.isVisible);
+      // a hidden optional card is drawn too: drawing is what finds out it has data
+      const card = this.cards.find((c) => c.isDirty && (c.isVisible || c.cardEl.hidden));
       if (!card) break;
       const started = performance.now();
       card.isDirty = false;
@@ -305,6 +357,10 @@ export class CurvesView {
       keep,
     });
     const hasData = option.series.length > 0 && s.size > 0;
+    if (card.panel.isOptional && card.cardEl.hidden === hasData) {
+      card.cardEl.hidden = !hasData;
+      if (hasData) card.chart.resize();
+    }
     card.emptyEl.hidden = hasData;
     card.emptyEl.textContent = s.size
       ? 'Not reported by this run'
