@@ -8,12 +8,14 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import Stack, running_stack
+from tests.unit.test_reward_model import build_classifier
 
 
 def judge(text: str) -> float:
@@ -61,11 +63,20 @@ def reward_server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def reward_stack(tmp_path_factory: pytest.TempPathFactory, reward_server: str) -> Iterator[Stack]:
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """GRPO_MODEL_ROOTS of the stack, holding a small classifier built here (no download)."""
+    root = tmp_path_factory.mktemp("models")
+    build_classifier(root / "rm")
+    return root
+
+
+@pytest.fixture(scope="module")
+def reward_stack(
+    tmp_path_factory: pytest.TempPathFactory, reward_server: str, models_dir: Path
+) -> Iterator[Stack]:
     hosts = reward_server.removeprefix("http://")
-    with running_stack(
-        tmp_path_factory.mktemp("rewards"), extra_env={"GRPO_REWARD_HOSTS": hosts}
-    ) as stack:
+    env = {"GRPO_REWARD_HOSTS": hosts, "GRPO_MODEL_ROOTS": str(models_dir)}
+    with running_stack(tmp_path_factory.mktemp("rewards"), extra_env=env) as stack:
         yield stack
 
 
@@ -165,3 +176,45 @@ def test_the_code_task_runs_through_the_service(reward_stack: Stack) -> None:
         assert "tests" not in detail["prompt"] and all(
             "code" in c["rewards"] for c in detail["completions"]
         )
+
+
+def test_the_worker_checks_endpoint_hosts_again(
+    tmp_path_factory: pytest.TempPathFactory, reward_server: str
+) -> None:
+    # the API allows the host, this worker's own GRPO_REWARD_HOSTS does not
+    hosts = reward_server.removeprefix("http://")
+    with running_stack(
+        tmp_path_factory.mktemp("strict-worker"),
+        extra_env={"GRPO_REWARD_HOSTS": hosts},
+        with_worker=False,
+    ) as stack:
+        stack.env = {**stack.env, "GRPO_REWARD_HOSTS": "judge.internal"}
+        stack.start_worker()
+        with stack.client() as client:
+            response = client.post("/api/runs", json=_http_spec(stack, f"{reward_server}/score"))
+            assert response.status_code == 201, response.text
+            run = wait_for_final(client, response.json()["id"])
+    assert run["status"] == "failed"
+    assert "not in this worker's GRPO_REWARD_HOSTS" in run["error"] and hosts in run["error"]
+
+
+def test_stored_reward_model_scores_are_the_classifiers(
+    reward_stack: Stack, models_dir: Path
+) -> None:
+    from grpo.reward_model import RewardModel
+    from grpo.spec import ModelReward
+
+    entry = {"name": "model", "model": str(models_dir / "rm"), "label": "rm", "batch_size": 3}
+    spec = tiny_spec(reward_stack, max_steps=1, rewards=[entry], logging={"max_groups_per_step": 8})
+    with reward_stack.client() as client:
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        run = wait_for_final(client, run_id)
+        assert run["status"] == "succeeded", f"{run['error']}\n{reward_stack.logs()}"
+        details = [client.get(f"/api/runs/{run_id}/steps/1/groups/{b}").json() for b in (0, 1)]
+    classifier = RewardModel(
+        ModelReward.model_validate(entry), device="cpu", cache_dir=models_dir, roots=None
+    )
+    for detail in details:
+        for c in detail["completions"]:
+            expected = classifier.score_texts([classifier.text(detail["prompt"], c["text"])])[0]
+            assert c["rewards"]["rm"] == pytest.approx(expected, abs=1e-4)

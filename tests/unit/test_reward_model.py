@@ -12,7 +12,8 @@ from grpo.spec import ModelReward
 from grpo.tokenizer import build_char_tokenizer
 
 
-def _classifier(path):
+def build_classifier(path):
+    """A 2-label Llama classifier with the built-in character tokenizer, saved to `path`."""
     tokenizer = build_char_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -31,7 +32,7 @@ def _classifier(path):
 
 
 def test_batched_scores_equal_one_at_a_time_and_the_model_is_frozen(tmp_path):
-    path = _classifier(tmp_path / "rm")
+    path = build_classifier(tmp_path / "rm")
     entry = ModelReward(model=str(path), batch_size=3, label_index=1)
     model = RewardModel(entry, device="cpu", cache_dir=tmp_path, roots=None)
     texts = ["12+3=15", "7", "a much longer completion text", "", "99-9=90"]
@@ -44,7 +45,7 @@ def test_batched_scores_equal_one_at_a_time_and_the_model_is_frozen(tmp_path):
 
 
 def test_rewarder_scores_prompt_plus_completion_per_label(tmp_path):
-    path = _classifier(tmp_path / "rm")
+    path = build_classifier(tmp_path / "rm")
     rewarder = Rewarder([ModelReward(model=str(path), label="rm")], cache_dir=tmp_path)
     batch = RewardBatch(
         run_id="r",
