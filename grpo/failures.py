@@ -58,15 +58,32 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def out_of_memory(exc: BaseException, spec: JobSpec, *, step: int, device: str) -> OutOfMemory:
-    """What ran out, where, and the knobs that shrink a step's memory."""
+    """What ran out, where, and the knobs that shrink a step's memory: the batching knobs
+    first (they bound memory without changing the update), with the sizes that failed."""
     requested = re.search(r"[Tt]ried to allocate ([\d.]+) ?(\w+)", str(exc))
     detail = f" (tried to allocate {_readable(*requested.groups())})" if requested else ""
     return OutOfMemory(
-        f"out of memory on {device} at step {step}{detail}: lower num_generations "
-        f"({spec.num_generations}), prompts_per_step ({spec.prompts_per_step}) or "
-        f"max_completion_length ({spec.max_completion_length}), or enable "
+        f"out of memory on {device} at step {step}{detail}: {_batching_advice(spec)}lower "
+        f"num_generations ({spec.num_generations}), prompts_per_step ({spec.prompts_per_step}) "
+        f"or max_completion_length ({spec.max_completion_length}), or enable "
         "gradient_checkpointing or lora"
     )
+
+
+def _batching_advice(spec: JobSpec) -> str:
+    """Halve micro_batch_size and generation_batch_size (whole groups) while they can shrink."""
+    total, g = spec.completions_per_step, spec.num_generations
+    knobs = []
+    passes = spec.micro_batch_size or total
+    if passes > 1:
+        now = "unset: all" if spec.micro_batch_size is None else "now"
+        knobs.append(f"micro_batch_size ({now} {passes} completions per pass; try {passes // 2})")
+    decoded = spec.generation_batch_size or total
+    if decoded > g:
+        now = "unset: all" if spec.generation_batch_size is None else "now"
+        smaller = max(g, decoded // 2 // g * g)
+        knobs.append(f"generation_batch_size ({now} {decoded} decoded at once; try {smaller})")
+    return f"set {' and '.join(knobs)}, or " if knobs else ""
 
 
 def _readable(amount: str, unit: str) -> str:

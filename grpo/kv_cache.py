@@ -9,6 +9,7 @@ windows, hybrid models) are left as they are. Knows nothing of GRPO.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from torch import Tensor
@@ -79,3 +80,15 @@ def _buffer(states: Tensor, extra_tokens: int) -> Tensor:
     buffer = states.new_empty((n, heads, length + extra_tokens, dim))
     buffer[:, :, :length] = states
     return buffer
+
+
+def cache_argument(module: Any) -> str:
+    """transformers 5.2x renamed `past_key_values` to `cache`; accept both generations."""
+    base = module.get_base_model() if hasattr(module, "get_base_model") else module
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def cache_of(out: Any) -> Any:
+    """The KV cache of a forward pass's output, under either generation's name."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values

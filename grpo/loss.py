@@ -44,12 +44,18 @@ def grpo_loss(
     entropy_mask: Tensor | None = None,
     entropies: Tensor | None = None,
     entropy_coef: float = 0.0,
+    normalizer: float | None = None,
+    entropy_tokens: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Scalar loss and token-mean metrics (kl, clip_ratio/low|high|region).
 
-    logps, old_logps, ref_logps, mask, entropy_mask, entropies: (N, T); advantages: (N,).
+    logps, old_logps, ref_logps, mask, entropy_mask, entropies: (n, T); advantages: (n,).
     entropy_mask (bool) keeps tokens in the policy term only (top_entropy_quantile); the KL
     term stays on every token, as in TRL. Gradients flow to logps and entropies only.
+    When the n rows are one micro-batch of a step, `normalizer` is the whole step's
+    `loss_normalizer` and `entropy_tokens` the step's count of tokens in the entropy bonus:
+    each piece's loss is then its partial sum over the step's denominators, so the pieces'
+    losses (and gradients) add up to the whole step's. None: the rows are the whole step.
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
     if beta != 0 and ref_logps is None:
@@ -66,14 +72,16 @@ def grpo_loss(
     kl = k3_kl(logps, ref_logps.detach()) if ref_logps is not None and beta != 0 else None
     if kl is not None:
         per_token = per_token + beta * kl
-    loss = aggregate(
-        per_token, mask, loss_type=loss_type, max_completion_length=max_completion_length
-    )
+    if normalizer is None:
+        normalizer = loss_normalizer(
+            mask, loss_type=loss_type, max_completion_length=max_completion_length
+        )
+    loss = aggregate(per_token, mask, loss_type=loss_type, normalizer=normalizer)
     if entropy_coef != 0:
         if entropies is None:
             raise ValueError("entropies are required when entropy_coef != 0")
         kept = mask if entropy_mask is None else mask * entropy_mask.to(mask.dtype)
-        loss = loss - entropy_coef * entropy_bonus(entropies, kept)
+        loss = loss - entropy_coef * entropy_bonus(entropies, kept, entropy_tokens)
     ratio = ratio.detach()
     metrics = _metrics(ratio, adv, mask, kl, epsilon=epsilon, epsilon_high=eps_high)
     return loss, {**metrics, **_variant_metrics(ratio, adv, mask, loss_type, delta, eps_high)}
@@ -148,26 +156,44 @@ def entropy_bonus(entropies: Tensor, mask: Tensor, num_tokens: float | None = No
     return (entropies * mask).sum() / count
 
 
-def aggregate(
-    per_token: Tensor, mask: Tensor, *, loss_type: LossType | str, max_completion_length: int | None
-) -> Tensor:
-    """Reduce (N, T) per-token losses to a scalar.
+def loss_normalizer(
+    mask: Tensor, *, loss_type: LossType | str, max_completion_length: int | None
+) -> float:
+    """The denominator of `loss_type`'s average over a whole step's (N, T) loss mask.
 
-    grpo: mean over each sequence's tokens, then over sequences (DeepSeekMath; favours short).
-    bnpo, dapo, cispo: sum over all tokens / token count (DAPO's token-level mean).
-    dr_grpo: sum / (N * max_completion_length) (Dr. GRPO: a constant, so no length bias).
+    grpo: N sequences (each already a mean over its own tokens, DeepSeekMath).
+    bnpo, dapo, cispo: the step's unmasked token count (DAPO's token-level mean).
+    dr_grpo: N * max_completion_length (Dr. GRPO: a constant, so no length bias).
+    """
+    match loss_type:
+        case "grpo":
+            return float(mask.shape[0])
+        case "bnpo" | "dapo" | "cispo":
+            return max(float(mask.sum()), 1.0)
+        case "dr_grpo":
+            length = mask.shape[1] if max_completion_length is None else max_completion_length
+            return float(mask.shape[0] * length)
+        case _:
+            raise ValueError(
+                f"loss_type must be grpo, bnpo, dr_grpo, dapo or cispo, got {loss_type!r}"
+            )
+
+
+def aggregate(
+    per_token: Tensor, mask: Tensor, *, loss_type: LossType | str, normalizer: float
+) -> Tensor:
+    """Sum (n, T) per-token losses the way `loss_type` does, over the step's `normalizer`.
+
+    grpo sums per-sequence means; the others sum tokens. Summation splits over rows, so
+    micro-batches given the whole step's normalizer add up to the step's loss.
     """
     masked = per_token * mask
     match loss_type:
         case "grpo":
             # clamp: a fully masked sequence (truncated and excluded) contributes 0, not NaN
-            per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (N,)
-            return per_seq.mean()
-        case "bnpo" | "dapo" | "cispo":
-            return masked.sum() / mask.sum().clamp(min=1)
-        case "dr_grpo":
-            length = per_token.shape[1] if max_completion_length is None else max_completion_length
-            return masked.sum() / (per_token.shape[0] * length)
+            return (masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum() / normalizer
+        case "bnpo" | "dapo" | "cispo" | "dr_grpo":
+            return masked.sum() / normalizer
         case _:
             raise ValueError(
                 f"loss_type must be grpo, bnpo, dr_grpo, dapo or cispo, got {loss_type!r}"
@@ -207,4 +233,3 @@ def _variant_metrics(
     if loss_type == "cispo":
         metrics["clip_ratio/cispo"] = masked_mean((ratio > cap).to(mask.dtype), mask)
     return metrics
-

@@ -16,8 +16,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo.logprobs import completion_logps
 from grpo.lora import adapter_snapshot, is_lora, swapped_adapter
-from grpo.rollout import Rollout, completion_logps
+from grpo.rollout import Rollout, row_slices
 
 
 class ReferencePolicy:
@@ -30,11 +31,20 @@ class ReferencePolicy:
         """Adapter weights at the last sync (LoRA only); None means adapters disabled."""
 
     @torch.no_grad()
-    def logps(self, policy: Any, rollout: Rollout, *, temperature: float) -> Tensor:
-        """Per-token log-probabilities of the sampled tokens under the reference (N, T)."""
+    def logps(
+        self, policy: Any, rollout: Rollout, *, temperature: float, micro_batch_size: int | None
+    ) -> Tensor:
+        """Per-token log-probabilities of the sampled tokens under the reference (N, T),
+        `micro_batch_size` completions per forward pass."""
+        pieces = row_slices(rollout.completion_ids.shape[0], micro_batch_size)
         with self._as_reference(policy):
             model = policy if self.frozen is None else self.frozen
-            return completion_logps(model, rollout, temperature=temperature)
+            return torch.cat(
+                [
+                    completion_logps(model, rollout, rows=piece, temperature=temperature)
+                    for piece in pieces
+                ]
+            )
 
     @torch.no_grad()
     def sync(self, policy: Any, alpha: float = 1.0) -> None:

@@ -1,25 +1,26 @@
-"""Rollout: sample G completions per prompt and score their tokens' log-probabilities.
+"""Rollout: sample G completions per prompt.
 
-Generation is one batched decode loop over all B x G completions with a KV cache. The G
-completions of a group share their prompt, so the prompt is run once per group (B rows,
+Generation is a batched decode loop over generation_batch_size completions (whole groups;
+all B x G by default) with a KV cache; each group samples from its own seeded stream. The
+G completions of a group share their prompt, so the prompt is run once per group (B rows,
 left-padded) and its cache is repeated G times; the cache grows in place (kv_cache.py),
-and rows that have emitted EOS leave it once they are a quarter of it. The same prompt
-sharing serves the policy and reference passes, gradients included. The sampling
-distribution's entropy is recorded on the way. Knows nothing of rewards or the loss.
+and rows that have emitted EOS leave it once they are a quarter of it. The sampling
+distribution's entropy is recorded on the way; log-probs for the loss are logprobs.py's.
+Knows nothing of rewards or the loss.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from grpo.kv_cache import preallocate
-from grpo.sampling import sample_next_tokens, token_entropy
+from grpo.kv_cache import cache_argument, cache_of, preallocate
+from grpo.sampling import GroupUniforms, sample_next_tokens, token_entropy
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,12 @@ def prompt_positions(prompt_mask: Tensor) -> Tensor:
     return (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, P)
 
 
+def row_slices(num_rows: int, size: int | None) -> list[slice]:
+    """Consecutive batches of at most `size` rows; None is one batch of all rows."""
+    step = max(1, num_rows if size is None else size)
+    return [slice(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
+
+
 @torch.no_grad()
 def generate(
     model: Any,
@@ -118,9 +125,64 @@ def generate(
     top_k: int = 0,
     min_p: float | None = None,
     repetition_penalty: float = 1.0,
-    generator: torch.Generator | None = None,
+    seeds: Sequence[int] | None = None,
+    generation_batch_size: int | None = None,
 ) -> Rollout:
-    """Sample num_generations completions per prompt, each at most max_new_tokens long."""
+    """Sample num_generations completions per prompt, each at most max_new_tokens long,
+    generation_batch_size completions (whole groups) decoded at once; None: all at once.
+
+    Group b draws from its own seeds[b] (sampling.GroupUniforms), so how the groups are
+    batched changes no sample, up to floating-point ties. No seeds: torch's global RNG.
+    """
+    g, device = num_generations, prompt_ids.device
+    decode = partial(
+        _generate_groups,
+        model,
+        num_generations=g,
+        max_new_tokens=max_new_tokens,
+        eos=torch.tensor(list(eos_token_ids), device=device),
+        pad_token_id=pad_token_id,
+        is_penalized=repetition_penalty != 1,
+        draw=partial(
+            sample_next_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            repetition_penalty=repetition_penalty,
+        ),
+        temperature=temperature,
+    )
+    groups_at_once = None if generation_batch_size is None else generation_batch_size // g
+    parts = [
+        decode(
+            prompt_ids[s],
+            prompt_mask[s],
+            GroupUniforms(
+                None if seeds is None else seeds[s], num_rows=g * (s.stop - s.start), device=device
+            ),
+        )
+        for s in row_slices(len(prompt_ids), groups_at_once)
+    ]
+    return parts[0] if len(parts) == 1 else concat_rollouts(parts, pad_token_id=pad_token_id)
+
+
+def _generate_groups(
+    model: Any,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    uniforms: GroupUniforms,
+    *,
+    num_generations: int,
+    max_new_tokens: int,
+    eos: Tensor,
+    pad_token_id: int,
+    is_penalized: bool,
+    draw: Callable[..., Tensor],
+    temperature: float,
+) -> Rollout:
+    """One decode of all completions of the given prompts; `draw` is sample_next_tokens
+    with the sampling knobs set."""
     g = num_generations
     positions = prompt_positions(prompt_mask)  # (B, P)
     out = model(
@@ -130,29 +192,19 @@ def generate(
         use_cache=True,
         logits_to_keep=1,
     )
-    cache = _cache_of(out)
+    cache = cache_of(out)
     preallocate(cache, max_new_tokens)
     cache.batch_repeat_interleave(g)
-
-    is_penalized = repetition_penalty != 1
     seen = _prompt_tokens(out.logits, prompt_ids, prompt_mask, g) if is_penalized else None
 
-    def sample(logits: Tensor, rows: Tensor) -> Tensor:
-        token = sample_next_tokens(
-            logits,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            min_p=min_p,
-            repetition_penalty=repetition_penalty,
-            seen=None if seen is None else seen[rows],
-            generator=generator,
+    def sample(logits: Tensor, rows: Tensor, t: int) -> Tensor:
+        token: Tensor = draw(
+            logits, seen=None if seen is None else seen[rows], uniforms=uniforms.at(t)[rows]
         )
         if seen is not None:
             seen[rows, token] = True
         return token
 
-    eos = torch.tensor(list(eos_token_ids), device=prompt_ids.device)
     tokens, lengths, entropy = _decode(
         model,
         cache,
@@ -188,7 +240,7 @@ def _decode(
     logits: Tensor,
     attention: Tensor,
     next_position: Tensor,
-    sample: Callable[[Tensor, Tensor], Tensor],
+    sample: Callable[[Tensor, Tensor, int], Tensor],
     temperature: float,
     eos: Tensor,
     max_new_tokens: int,
@@ -201,9 +253,9 @@ def _decode(
     lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=device)
     rows = torch.arange(n, device=device)  # completion index of each cache row
     is_alive = torch.ones(n, dtype=torch.bool, device=device)  # per cache row
-    cache_arg = _cache_argument(model)
+    cache_arg = cache_argument(model)
     for t in range(max_new_tokens):
-        token = sample(logits, rows)  # (rows,)
+        token = sample(logits, rows, t)  # (rows,) each row with its own uniform draw
         tokens[rows[is_alive], t] = token[is_alive]
         # the sampling distribution's entropy comes free here, not from the training pass
         entropy[rows[is_alive], t] = token_entropy(logits[is_alive], temperature)
@@ -240,109 +292,3 @@ def decode_completions(tokenizer: Any, rollout: Rollout) -> list[str]:
         for ids, n in zip(rollout.completion_ids, rollout.lengths.tolist(), strict=True)
     ]
     return list(tokenizer.batch_decode(rows, skip_special_tokens=True))
-
-
-def completion_logps(
-    model: Any,
-    rollout: Rollout,
-    *,
-    temperature: float = 1.0,
-    share_prompt: bool = True,
-) -> Tensor:
-    """Per-token log pi(o_t | q, o_<t) of the sampled tokens (N, T).
-
-    Logits are divided by the sampling temperature, so the ratio compares the distributions
-    the tokens were actually drawn from (as TRL does).
-    """
-    logits = _completion_logits(model, rollout, share_prompt).float() / temperature  # (N, T, V)
-    norm = torch.logsumexp(logits, dim=-1)  # (N, T)
-    return logits.gather(-1, rollout.completion_ids[..., None]).squeeze(-1) - norm  # (N, T)
-
-
-def completion_logps_entropy(
-    model: Any,
-    rollout: Rollout,
-    *,
-    temperature: float = 1.0,
-    share_prompt: bool = True,
-) -> tuple[Tensor, Tensor]:
-    """completion_logps and the policy's entropy at each position (N, T), both with
-    gradient (for the entropy bonus)."""
-    logits = _completion_logits(model, rollout, share_prompt).float() / temperature  # (N, T, V)
-    logp_all = torch.log_softmax(logits, dim=-1)  # (N, T, V)
-    entropy = -(logp_all.exp() * logp_all).sum(dim=-1)  # (N, T)
-    return logp_all.gather(-1, rollout.completion_ids[..., None]).squeeze(-1), entropy
-
-
-def _completion_logits(model: Any, rollout: Rollout, share_prompt: bool) -> Tensor:
-    if share_prompt:
-        return _logits_shared_prompt(model, rollout)
-    return _logits_full_sequence(model, rollout)
-
-
-def _logits_shared_prompt(model: Any, rollout: Rollout) -> Tensor:
-    """Run each prompt once, repeat its KV cache G times, then run the completions on it."""
-    g = rollout.num_generations
-    n, width = rollout.completion_ids.shape
-    positions = prompt_positions(rollout.prompt_mask)  # (B, P)
-    out = model(
-        input_ids=rollout.prompt_ids,
-        attention_mask=rollout.prompt_mask,
-        position_ids=positions,
-        use_cache=width > 1,
-        logits_to_keep=1,
-    )
-    first: Tensor = out.logits[:, -1:].repeat_interleave(g, dim=0)  # (N, 1, V) predicts token 0
-    if width == 1:
-        return first
-    cache = _cache_of(out)
-    cache.batch_repeat_interleave(g)
-    # padding after EOS sits at the end, so causal attention keeps it out of every real token
-    attention = torch.cat(
-        [
-            rollout.prompt_mask.repeat_interleave(g, dim=0),
-            rollout.prompt_mask.new_ones(n, width - 1),
-        ],
-        dim=1,
-    )
-    steps = torch.arange(1, width, device=positions.device)
-    completion_positions = positions[:, -1:].repeat_interleave(g, dim=0) + steps  # (N, T-1)
-    rest = model(
-        input_ids=rollout.completion_ids[:, :-1],
-        attention_mask=attention,
-        position_ids=completion_positions,
-        use_cache=True,
-        **{_cache_argument(model): cache},
-    ).logits
-    return torch.cat([first, rest], dim=1)  # (N, T, V)
-
-
-def _logits_full_sequence(model: Any, rollout: Rollout) -> Tensor:
-    """Plain prompt+completion forward of every row (gradient checkpointing takes this path)."""
-    g = rollout.num_generations
-    width = rollout.completion_ids.shape[1]
-    ids = torch.cat([rollout.prompt_ids.repeat_interleave(g, dim=0), rollout.completion_ids], dim=1)
-    attention = torch.cat(
-        [rollout.prompt_mask.repeat_interleave(g, dim=0), torch.ones_like(rollout.completion_ids)],
-        dim=1,
-    )
-    out = model(
-        input_ids=ids,
-        attention_mask=attention,
-        position_ids=prompt_positions(attention),
-        use_cache=False,
-        logits_to_keep=width + 1,
-    )
-    logits: Tensor = out.logits[:, :-1]  # (N, T, V)
-    return logits
-
-
-def _cache_argument(model: Any) -> str:
-    """transformers 5.2x renamed `past_key_values` to `cache`; accept both generations."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-
-
-def _cache_of(out: Any) -> Any:
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values

@@ -8,6 +8,8 @@ Pure tensor math on one decode step's logits; knows nothing of models or caches.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
@@ -21,12 +23,15 @@ def sample_next_tokens(
     min_p: float | None = None,
     repetition_penalty: float = 1.0,
     seen: Tensor | None = None,
-    generator: torch.Generator | None = None,
+    uniforms: Tensor | None = None,
 ) -> Tensor:
     """logits (N, V) -> token ids (N,) drawn from softmax(logits / T) after the filters.
 
     seen (N, V) bool marks tokens already in each row's prompt or completion (for the
-    repetition penalty)."""
+    repetition penalty). Inverse-CDF sampling: row i takes the first token whose cumulative
+    probability reaches uniforms[i] in (0, 1] (fresh draws when None), so a row's token
+    depends on its own distribution and draw only, never on the other rows of the batch.
+    """
     scores = logits.float()  # (N, V)
     if repetition_penalty != 1.0 and seen is not None:
         scores = penalize_repetition(scores, seen, repetition_penalty)
@@ -38,8 +43,48 @@ def sample_next_tokens(
         scores = _nucleus(scores, top_p)
     if min_p is not None and min_p > 0:
         scores = min_p_filter(scores, min_p)
-    probs = torch.softmax(scores, dim=-1)  # (N, V)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+    cdf = torch.softmax(scores, dim=-1).cumsum(dim=-1)  # (N, V)
+    if uniforms is None:
+        uniforms = 1 - torch.rand(len(cdf), device=cdf.device)
+    # (0, 1]: a draw of exactly 0 would pick token 0 even at probability 0
+    target = (uniforms.to(cdf.dtype) * cdf[:, -1])[:, None]  # (N, 1)
+    return torch.searchsorted(cdf, target).squeeze(1).clamp(max=cdf.shape[-1] - 1)
+
+
+class GroupUniforms:
+    """U(0, 1] draws for sample_next_tokens, one per completion and token, G rows per group.
+
+    Each group draws from its own CPU generator seeded with its seed, `block` tokens at a
+    time as decoding reaches them: a group's samples then depend on its seed and the model
+    alone, not on the device, the batch or the other groups. No seeds: torch's global RNG.
+    """
+
+    def __init__(
+        self,
+        seeds: Sequence[int] | None,
+        *,
+        num_rows: int,
+        device: torch.device,
+        block: int = 64,
+    ) -> None:
+        self.generators = (
+            None if seeds is None else [torch.Generator().manual_seed(s) for s in seeds]
+        )
+        self.num_rows, self.device, self.block = num_rows, device, block
+        self.drawn = torch.empty(0)
+
+    def at(self, t: int) -> Tensor:
+        """Draws for token t of every row (N,); t must advance 0, 1, 2, ..."""
+        if t % self.block == 0:
+            if self.generators is None:
+                draws = torch.rand((self.num_rows, self.block))
+            else:
+                rows = self.num_rows // len(self.generators)
+                draws = torch.cat(
+                    [torch.rand((rows, self.block), generator=g) for g in self.generators]
+                )
+            self.drawn = (1 - draws).to(self.device)  # (N, block)
+        return self.drawn[:, t % self.block]
 
 
 def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:

@@ -291,6 +291,14 @@ class JobSpec(BaseModel):
     """Gradient clipping by global norm; None disables."""
     optim: Literal["adamw_torch", "adafactor"] = "adamw_torch"
     """Optimizer."""
+    micro_batch_size: int | None = Field(None, ge=1, le=1_048_576)
+    """Completions per forward/backward pass of the update and of the reference and old-policy
+    passes; gradients accumulate across them and the step equals the full batch's. A group
+    may be split. None: all B x G at once. Bounds activation memory (TRL: per-device batch
+    size with gradient accumulation)."""
+    generation_batch_size: int | None = Field(None, ge=1, le=1_048_576)
+    """Completions decoded at once, in whole groups: a multiple of num_generations. Bounds
+    the KV cache. None: all B x G at once. Samples do not depend on it."""
     gradient_checkpointing: bool = False
     """Recompute activations in backward to save memory."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
@@ -346,6 +354,14 @@ class JobSpec(BaseModel):
         epsilon = info.data.get("epsilon")
         if value is not None and epsilon is not None and value < epsilon:
             raise ValueError(f"must be >= epsilon ({epsilon})")
+        return value
+
+    @field_validator("generation_batch_size")
+    @classmethod
+    def _whole_groups(cls, value: int | None, info: ValidationInfo) -> int | None:
+        g = info.data.get("num_generations")
+        if value is not None and g is not None and value % g:
+            raise ValueError(f"must be a multiple of num_generations ({g}): groups decode whole")
         return value
 
     @field_validator("kl_target")

@@ -290,10 +290,12 @@ class Trainer:
             add_special_tokens=not self.uses_chat_template,
             device=self.device,
         )
-        # a generator per step seeded by (seed, step): resuming at step k samples what the
-        # uninterrupted run sampled, whatever consumed the global RNG before
-        seed = sampling_seed(spec.seed, step, round_index)
-        generator = torch.Generator(device=self.device).manual_seed(seed)
+        # a stream per group seeded by (seed, step, dynamic-sampling round, group position):
+        # resuming at step k samples what the uninterrupted run sampled, whatever consumed
+        # the global RNG before, and generation_batch_size changes no sample
+        seeds = [
+            group_seed(spec.seed, step, position, round_index) for position in range(len(prompts))
+        ]
         with autocast(self.device, self.dtype):
             return generate(
                 self.model,
@@ -308,7 +310,8 @@ class Trainer:
                 top_k=spec.top_k,
                 min_p=spec.min_p,
                 repetition_penalty=spec.repetition_penalty,
-                generator=generator,
+                seeds=seeds,
+                generation_batch_size=spec.generation_batch_size,
             )
 
     def _score(
@@ -350,7 +353,12 @@ class Trainer:
         if self.reference is None:
             return None
         with autocast(self.device, self.dtype):
-            return self.reference.logps(self.model, rollout, temperature=self.spec.temperature)
+            return self.reference.logps(
+                self.model,
+                rollout,
+                temperature=self.spec.temperature,
+                micro_batch_size=self.spec.micro_batch_size,
+            )
 
     def _update(
         self, rollout: Rollout, advantages: torch.Tensor, ref_logps: torch.Tensor | None, step: int
@@ -445,10 +453,12 @@ class Trainer:
         return int(state["step"])
 
 
-def sampling_seed(seed: int, step: int, round_index: int = 0) -> int:
-    """Seed of a step's sampling generator: distinct per (seed, step, dynamic-sampling
-    round), stable across runs."""
-    return (seed * 1_000_003 + step + round_index * 1_000_000_007) % (2**63 - 1)
+def group_seed(seed: int, step: int, position: int, round_index: int = 0) -> int:
+    """Seed of the sampling stream of the group at `position` (0-based) of `step`'s
+    dynamic-sampling round `round_index`: distinct per (seed, step, round, position), stable
+    across runs, batchings and machines."""
+    step_seed = seed * 1_000_003 + step + round_index * 1_000_000_007
+    return (step_seed * 1_000_033 + position) % (2**63 - 1)
 
 
 def _load_nonempty(

@@ -1,8 +1,12 @@
 """The policy update of one GRPO step: mu optimizer steps on one generation batch.
 
-mu = 1 takes the detached current log-probs as the old ones (ratio 1, no extra forward
-pass, the gradient is the same); mu > 1 first records the sampling policy's real
-log-probs so later iterations clip against it. Knows nothing of rewards or reporting.
+Each optimizer step accumulates the gradient over micro-batches of `micro_batch_size`
+completions (a group may be split); every piece's loss is divided by the whole step's
+normalizer (loss.loss_normalizer), so the pieces add up to the full-batch loss and
+gradient. mu = 1 takes the detached current log-probs as the old ones (ratio 1, no extra
+forward pass, the gradient is the same); mu > 1 first records the sampling policy's real
+log-probs, micro-batched too, so later iterations clip against it. Knows nothing of
+rewards or reporting.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo.loss import grpo_loss, high_entropy_mask
-from grpo.rollout import Rollout, completion_logps, completion_logps_entropy, group_rows
+from grpo.logprobs import completion_logps, completion_logps_entropy
+from grpo.loss import grpo_loss, high_entropy_mask, loss_normalizer
+from grpo.rollout import Rollout, group_rows, row_slices
 from grpo.spec import JobSpec
 
 
@@ -49,56 +54,41 @@ def policy_update(
     if groups is not None and len(groups) == 0:
         return _zero_gradient_step(model, optimizer, rollout, spec.num_iterations)
     batch = rollout if groups is None else rollout.select_groups(groups)
-    entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile)
+    pieces = row_slices(batch.completion_ids.shape[0], spec.micro_batch_size)
 
-    def current_logps() -> tuple[Tensor, Tensor | None]:
+    def current_logps(piece: slice) -> tuple[Tensor, Tensor | None]:
+        share_prompt = not spec.gradient_checkpointing
         with autocast():
             if spec.entropy_coef == 0:
                 logps = completion_logps(
                     model,
                     batch,
+                    rows=piece,
                     temperature=spec.temperature,
-                    share_prompt=not spec.gradient_checkpointing,
+                    share_prompt=share_prompt,
                 )
-                return _spread(logps, groups, rollout), None
-            logps, entropies = completion_logps_entropy(
-                model,
-                batch,
-                temperature=spec.temperature,
-                share_prompt=not spec.gradient_checkpointing,
-            )
-        return _spread(logps, groups, rollout), _spread(entropies, groups, rollout)
+                return logps, None  # (n, T)
+            return completion_logps_entropy(
+                model, batch, rows=piece, temperature=spec.temperature, share_prompt=share_prompt
+            )  # (n, T) twice
 
     old_logps = None
     if spec.num_iterations > 1:
         with torch.no_grad():
-            old_logps = current_logps()[0]
+            old_logps = torch.cat([current_logps(piece)[0] for piece in pieces])  # (N', T)
+    terms = _loss_terms(rollout, groups, advantages, ref_logps, loss_mask, spec=spec, beta=beta)
     history: list[dict[str, float]] = []
     first: Tensor | None = None
     for _ in range(spec.num_iterations):
-        logps, entropies = current_logps()
-        old = logps.detach() if old_logps is None else old_logps
-        loss, metrics = grpo_loss(
-            logps,
-            old,
-            ref_logps,
-            advantages,
-            loss_mask,
-            epsilon=spec.epsilon,
-            epsilon_high=spec.epsilon_high,
-            beta=beta,
-            loss_type=spec.loss_type,
-            max_completion_length=spec.max_completion_length,
-            importance_sampling_level=spec.importance_sampling_level,
-            delta=spec.delta,
-            entropy_mask=entropy_mask,
-            entropies=entropies,
-            entropy_coef=spec.entropy_coef,
-        )
-        history.append({**metrics, **_optimizer_step(model, optimizer, loss, spec=spec, step=step)})
-        first = logps.detach() if first is None else first
+        optimizer.zero_grad(set_to_none=True)
+        metrics, logps = _accumulate_gradients(pieces, current_logps, old_logps, terms, step)
+        history.append({**metrics, **_optimizer_step(model, optimizer, spec)})
+        first = logps if first is None else first
     assert first is not None
-    return UpdateResult({**_mean_metrics(history), **_mask_share(entropy_mask, loss_mask)}, first)
+    mask_share = _mask_share(terms.entropy_mask, loss_mask)
+    return UpdateResult(
+        {**_mean_metrics(history), **mask_share}, _spread(first, terms.rows, rollout)
+    )
 
 
 def step_entropy_mask(rollout: Rollout, loss_mask: Tensor, quantile: float) -> Tensor | None:
@@ -118,16 +108,114 @@ def _mask_share(entropy_mask: Tensor | None, loss_mask: Tensor) -> dict[str, flo
     return {"entropy_masked_share": 1 - kept / max(int(tokens.sum()), 1)}
 
 
+def _loss_terms(
+    rollout: Rollout,
+    groups: Tensor | None,
+    advantages: Tensor,
+    ref_logps: Tensor | None,
+    loss_mask: Tensor,
+    *,
+    spec: JobSpec,
+    beta: float,
+) -> LossTerms:
+    """The step-wide inputs of every micro-batch's loss; the denominators count all N rows,
+    skipped ones included, since the whole step's loss is what is divided."""
+    entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile)
+    kept = loss_mask if entropy_mask is None else loss_mask * entropy_mask.to(loss_mask.dtype)
+    return LossTerms(
+        advantages,
+        ref_logps,
+        loss_mask,
+        entropy_mask,
+        _global_rows(rollout, groups),
+        normalizer=loss_normalizer(
+            loss_mask, loss_type=spec.loss_type, max_completion_length=spec.max_completion_length
+        ),
+        entropy_tokens=float(kept.sum()),
+        spec=spec,
+        beta=beta,
+    )
+
+
+@dataclass(frozen=True)
+class LossTerms:
+    """What the loss of every micro-batch needs besides its log-probs, for the whole step."""
+
+    advantages: Tensor  # (N,)
+    ref_logps: Tensor | None  # (N, T)
+    loss_mask: Tensor  # (N, T)
+    entropy_mask: Tensor | None  # (N, T) bool, top_entropy_quantile over the whole step
+    rows: Tensor  # (N',) the step's row of each row being trained
+    normalizer: float
+    """The whole step's loss denominator (loss.loss_normalizer)."""
+    entropy_tokens: float
+    """The whole step's count of tokens in the entropy bonus."""
+    spec: JobSpec
+    beta: float
+
+    def loss(
+        self, logps: Tensor, entropies: Tensor | None, old_logps: Tensor, piece: slice
+    ) -> tuple[Tensor, dict[str, float]]:
+        """This micro-batch's share of the step's loss, and its token-mean metrics."""
+        rows, spec = self.rows[piece], self.spec
+        return grpo_loss(
+            logps,
+            old_logps,
+            None if self.ref_logps is None else self.ref_logps[rows],
+            self.advantages[rows],
+            self.loss_mask[rows],
+            epsilon=spec.epsilon,
+            epsilon_high=spec.epsilon_high,
+            beta=self.beta,
+            loss_type=spec.loss_type,
+            max_completion_length=spec.max_completion_length,
+            importance_sampling_level=spec.importance_sampling_level,
+            delta=spec.delta,
+            entropy_mask=None if self.entropy_mask is None else self.entropy_mask[rows],
+            entropies=entropies,
+            entropy_coef=spec.entropy_coef,
+            normalizer=self.normalizer,
+            entropy_tokens=self.entropy_tokens,
+        )
+
+
+def _accumulate_gradients(
+    pieces: list[slice],
+    current_logps: Callable[[slice], tuple[Tensor, Tensor | None]],
+    old_logps: Tensor | None,
+    terms: LossTerms,
+    step: int,
+) -> tuple[dict[str, float], Tensor]:
+    """Forward and backward one micro-batch at a time; gradients add up in .grad.
+
+    Returns the step's loss and token-mean metrics (each piece's weighted by its unmasked
+    tokens over the step's), and the detached log-probs of every trained row (N', T).
+    """
+    loss, kept = 0.0, []
+    sums: dict[str, float] = {}
+    for piece in pieces:
+        logps, entropies = current_logps(piece)  # (n, T)
+        old = logps.detach() if old_logps is None else old_logps[piece]
+        piece_loss, metrics = terms.loss(logps, entropies, old, piece)
+        _check_finite(piece_loss, step)
+        piece_loss.backward()  # type: ignore[no-untyped-call]
+        loss += float(piece_loss.detach())
+        tokens = float(terms.loss_mask[terms.rows[piece]].sum())
+        for key, value in metrics.items():
+            sums[key] = sums.get(key, 0.0) + value * tokens
+        kept.append(logps.detach())
+    total_tokens = max(float(terms.loss_mask.sum()), 1.0)
+    metrics = {key: value / total_tokens for key, value in sums.items()}
+    return {**metrics, "loss": loss}, torch.cat(kept)
+
+
 def _optimizer_step(
-    model: Any, optimizer: torch.optim.Optimizer, loss: Tensor, *, spec: JobSpec, step: int
+    model: Any, optimizer: torch.optim.Optimizer, spec: JobSpec
 ) -> dict[str, float]:
-    """Backward, clip, step; the loss and the pre-clip gradient norm."""
-    _check_finite(loss, step)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()  # type: ignore[no-untyped-call]
+    """Clip the accumulated gradient and step; the pre-clip gradient norm."""
     grad_norm = _clip_gradients(model, spec.max_grad_norm)
     optimizer.step()
-    return {"loss": float(loss.detach()), "grad_norm": grad_norm}
+    return {"grad_norm": grad_norm}
 
 
 def groups_with_signal(advantages: Tensor, num_generations: int) -> Tensor:
@@ -136,12 +224,17 @@ def groups_with_signal(advantages: Tensor, num_generations: int) -> Tensor:
     return advantages.view(-1, num_generations).ne(0).any(dim=1).nonzero().squeeze(1)
 
 
-def _spread(logps: Tensor, groups: Tensor | None, rollout: Rollout) -> Tensor:
-    """Per-token values of the selected groups' rows placed in a zero (N, T) tensor: skipped
-    rows then have ratio 1 and advantage 0, and the loss normalisation stays that of N rows."""
+def _global_rows(rollout: Rollout, groups: Tensor | None) -> Tensor:
+    """The step's row index of each row trained: all N, or the rows of the groups kept."""
     if groups is None:
+        return torch.arange(rollout.completion_ids.shape[0], device=rollout.completion_ids.device)
+    return group_rows(groups, rollout.num_generations)
+
+
+def _spread(logps: Tensor, rows: Tensor, rollout: Rollout) -> Tensor:
+    """Per-token values of the trained rows placed in a zero (N, T) tensor (skipped rows 0)."""
+    if len(rows) == rollout.completion_ids.shape[0]:
         return logps
-    rows = group_rows(groups, rollout.num_generations)
     return logps.new_zeros(rollout.completion_ids.shape).index_copy(0, rows, logps)
 
 

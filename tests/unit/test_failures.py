@@ -26,16 +26,16 @@ CPU_TEXT = (
             torch.OutOfMemoryError(CUDA_TEXT),
             "cuda:0",
             "out of memory on cuda:0 at step 7 "
-            "(tried to allocate 2.00 GiB): lower num_generations (16), prompts_per_step (8) or "
-            "max_completion_length (1024)",
+            "(tried to allocate 2.00 GiB): set micro_batch_size (unset: all 128 completions per "
+            "pass; try 64) and generation_batch_size (unset: all 128 decoded at once; try 64), "
+            "or lower num_generations (16), prompts_per_step (8) or max_completion_length (1024)",
         ),
         (
             RuntimeError(CPU_TEXT),
             "cpu",
-            "out of memory on cpu at step 7 "
-            "(tried to allocate 1024.1 GiB): lower num_generations (16)",
+            "out of memory on cpu at step 7 (tried to allocate 1024.1 GiB): set micro_batch_size",
         ),
-        (MemoryError(), "cpu", "out of memory on cpu at step 7: lower num_generations"),
+        (MemoryError(), "cpu", "out of memory on cpu at step 7: set micro_batch_size"),
     ],
 )
 def test_out_of_memory_names_device_step_size_and_the_knobs(exc, device, expected):
@@ -43,6 +43,29 @@ def test_out_of_memory_names_device_step_size_and_the_knobs(exc, device, expecte
     message = str(out_of_memory(exc, SPEC, step=7, device=device))
     assert message.startswith(expected)
     assert message.endswith("or enable gradient_checkpointing or lora")
+
+
+@pytest.mark.parametrize(
+    ("knobs", "expected"),
+    [
+        (
+            dict(micro_batch_size=16, generation_batch_size=32),
+            ": set micro_batch_size (now 16 completions per pass; try 8) and "
+            "generation_batch_size (now 32 decoded at once; try 16), or lower num_generations",
+        ),
+        (
+            dict(micro_batch_size=1, generation_batch_size=16),
+            ": lower num_generations (16), prompts_per_step (8)",
+        ),
+        (
+            dict(micro_batch_size=1, generation_batch_size=48),
+            ": set generation_batch_size (now 48 decoded at once; try 16), or lower",
+        ),
+    ],
+)
+def test_out_of_memory_advice_halves_the_batching_knobs_that_can_shrink(knobs, expected):
+    spec = SPEC.model_copy(update=knobs)
+    assert expected in str(out_of_memory(MemoryError(), spec, step=1, device="cpu"))
 
 
 def test_other_runtime_errors_are_not_out_of_memory():

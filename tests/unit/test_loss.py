@@ -18,7 +18,7 @@ import math
 import pytest
 import torch
 
-from grpo.loss import aggregate, grpo_loss, k3_kl
+from grpo.loss import aggregate, grpo_loss, k3_kl, loss_normalizer
 
 RATIOS = [[1.5, 1.0, 0.9], [0.5, 1.1, 1.0]]
 MASK = [[1, 1, 1], [1, 1, 0]]
@@ -159,4 +159,34 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="ref_logps"):
         grpo_loss(logps, old, None, adv, mask, beta=0.04)
     with pytest.raises(ValueError, match="loss_type"):
-        aggregate(logps, mask, loss_type="sum", max_completion_length=None)
+        aggregate(logps, mask, loss_type="sum", normalizer=1.0)
+    with pytest.raises(ValueError, match="loss_type"):
+        loss_normalizer(mask, loss_type="sum", max_completion_length=None)
+
+
+@pytest.mark.parametrize(
+    ("loss_type", "expected"), [("grpo", 2.0), ("bnpo", 5.0), ("dapo", 5.0), ("dr_grpo", 20.0)]
+)
+def test_normalizer_is_the_whole_batch_denominator(loss_type, expected):
+    _, _, _, mask = case()  # N=2 sequences, 5 unmasked tokens, max_completion_length 10
+    assert loss_normalizer(mask, loss_type=loss_type, max_completion_length=10) == expected
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+def test_rows_scored_apart_with_the_whole_normalizer_add_up_to_the_whole(loss_type):
+    logps, old, adv, mask = case()
+    ref = logps.detach() - 0.3
+    knobs = dict(beta=0.1, loss_type=loss_type, max_completion_length=10)
+    whole, _ = grpo_loss(logps, old, ref, adv, mask, **knobs)
+    whole.backward()
+    expected = logps.grad.clone()
+    logps.grad = None
+    norm = loss_normalizer(mask, loss_type=loss_type, max_completion_length=10)
+    rows = [slice(0, 1), slice(1, 2)]
+    pieces = [
+        grpo_loss(logps[r], old[r], ref[r], adv[r], mask[r], normalizer=norm, **knobs)[0]
+        for r in rows
+    ]
+    sum(pieces).backward()
+    assert sum(p.item() for p in pieces) == pytest.approx(whole.item(), abs=1e-6)
+    torch.testing.assert_close(logps.grad, expected)

@@ -1,61 +1,14 @@
-"""Sampling, batched generation with a shared-prompt KV cache, and log-probs (grpo/rollout.py)."""
+"""Sampling and batched generation with a shared-prompt KV cache (grpo/rollout.py,
+grpo/sampling.py)."""
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
-from grpo.rollout import (
-    Rollout,
-    completion_logps,
-    decode_completions,
-    generate,
-    prompt_positions,
-    tokenize_prompts,
-)
+from grpo.rollout import Rollout, decode_completions, prompt_positions, tokenize_prompts
 from grpo.sampling import sample_next_tokens, token_entropy
-from grpo.tokenizer import build_char_tokenizer
+from tests.unit.tiny_lm import CPU, sample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-CPU = torch.device("cpu")
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return build_char_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model(tokenizer):
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    return LlamaForCausalLM(config).eval()
-
-
-def sample(model, tokenizer, prompts, *, g=3, max_new=6, seed=0, **kwargs):
-    ids, mask = tokenize_prompts(
-        tokenizer, prompts, max_length=32, add_special_tokens=True, device=CPU
-    )
-    return generate(
-        model,
-        ids,
-        mask,
-        num_generations=g,
-        max_new_tokens=max_new,
-        eos_token_ids=kwargs.pop("eos", [tokenizer.eos_token_id]),
-        pad_token_id=tokenizer.pad_token_id,
-        generator=torch.Generator().manual_seed(seed),
-        **kwargs,
-    )
 
 
 def test_top_k_one_is_greedy():
@@ -65,19 +18,15 @@ def test_top_k_one_is_greedy():
 
 def test_top_p_keeps_the_smallest_set_reaching_the_mass():
     probs = torch.tensor([[0.5, 0.3, 0.2]])  # mass before token 3 is 0.8 >= 0.7: dropped
-    generator = torch.Generator().manual_seed(0)
-    drawn = {
-        int(sample_next_tokens(probs.log(), top_p=0.7, generator=generator)) for _ in range(200)
-    }
+    uniforms = torch.linspace(0.001, 1.0, 200)
+    drawn = {int(sample_next_tokens(probs.log(), top_p=0.7, uniforms=u[None])) for u in uniforms}
     assert drawn == {0, 1}
 
 
 def test_low_temperature_concentrates_on_the_mode():
     logits = torch.tensor([[1.0, 0.5, 0.0]])
-    generator = torch.Generator().manual_seed(0)
-    drawn = [
-        int(sample_next_tokens(logits, temperature=0.01, generator=generator)) for _ in range(50)
-    ]
+    uniforms = torch.linspace(0.001, 1.0, 50)
+    drawn = [int(sample_next_tokens(logits, temperature=0.01, uniforms=u[None])) for u in uniforms]
     assert set(drawn) == {0}
 
 
@@ -152,40 +101,6 @@ def _full_forward_argmax(model, rollout):
     return logits[:, -width - 1 : -1].argmax(-1)
 
 
-def test_shared_prompt_logps_equal_full_sequence_logps_and_gradients(model, tokenizer):
-    rollout = sample(model, tokenizer, ["1+1=", "23+45=", "7="], g=3, max_new=6, temperature=2.0)
-    mask = rollout.completion_mask.bool()
-    shared = completion_logps(model, rollout, temperature=0.7)
-    full = completion_logps(model, rollout, temperature=0.7, share_prompt=False)
-    torch.testing.assert_close(shared[mask], full[mask], atol=1e-5, rtol=0)
-    assert (shared[mask] < 0).all()
-    grads = []
-    for logps in (shared, full):
-        model.zero_grad()
-        (logps * mask).sum().backward()
-        grads.append(model.model.embed_tokens.weight.grad.clone())
-    torch.testing.assert_close(grads[0], grads[1], atol=1e-4, rtol=1e-4)
-
-
-def test_logps_do_not_depend_on_other_prompts_padding(model, tokenizer):
-    rollout = sample(model, tokenizer, ["1+1=", "123+456="], g=2, max_new=4)
-    alone_ids, alone_mask = tokenize_prompts(
-        tokenizer, ["1+1="], max_length=32, add_special_tokens=True, device=CPU
-    )
-    alone = Rollout(
-        alone_ids,
-        alone_mask,
-        rollout.completion_ids[:2],
-        rollout.completion_mask[:2],
-        rollout.is_truncated[:2],
-        rollout.entropy[:2],
-    )
-    batched = completion_logps(model, rollout)
-    single = completion_logps(model, alone)
-    mask = rollout.completion_mask[:2].bool()
-    torch.testing.assert_close(batched[:2][mask], single[mask], atol=1e-5, rtol=0)
-
-
 def test_decode_drops_padding_and_eos(tokenizer):
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     two, three = tokenizer.convert_tokens_to_ids(["2", "3"])
@@ -221,3 +136,19 @@ def test_select_groups_keeps_prompts_with_their_rows(model, tokenizer):
     assert torch.equal(picked.prompt_ids, rollout.prompt_ids[[2, 0]])
     assert torch.equal(picked.completion_ids, rollout.completion_ids[[4, 5, 0, 1]])
     assert picked.num_generations == 2
+
+
+def test_a_groups_samples_do_not_depend_on_the_groups_decoded_with_it(model, tokenizer):
+    prompts = ["1+1=", "23+45=", "7=", "100-1="]
+    knobs = dict(g=3, max_new=8, temperature=2.0, seeds=[11, 12, 13, 14])
+    together = sample(model, tokenizer, prompts, **knobs)
+    for size in (3, 6):  # one group at a time, two at a time
+        batched = sample(model, tokenizer, prompts, generation_batch_size=size, **knobs)
+        assert torch.equal(batched.completion_ids, together.completion_ids)
+        assert torch.equal(batched.completion_mask, together.completion_mask)
+        torch.testing.assert_close(batched.entropy, together.entropy, atol=1e-6, rtol=0)
+    alone = sample(model, tokenizer, ["23+45="], g=3, max_new=8, temperature=2.0, seeds=[12])
+    width = alone.completion_ids.shape[1]
+    assert torch.equal(alone.completion_ids, together.completion_ids[3:6, :width])
+    other_seed = sample(model, tokenizer, ["23+45="], g=3, max_new=8, temperature=2.0, seeds=[5])
+    assert not torch.equal(other_seed.completion_ids, alone.completion_ids)

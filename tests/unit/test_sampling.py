@@ -21,9 +21,15 @@ def test_min_p_drops_tokens_below_min_p_times_the_top_probability():
 def test_sampling_never_draws_a_filtered_or_penalised_away_token():
     logits = torch.tensor([[3.0, 2.9, -5.0]]).repeat(200, 1)
     seen = torch.tensor([[True, False, False]]).repeat(200, 1)
-    generator = torch.Generator().manual_seed(0)
+    uniforms = torch.linspace(1e-6, 1.0, 200)
     # penalty 100 sends token 0 to 0.03 while token 1 stays at 2.9: min-p 0.5 leaves only 1
     tokens = sample_next_tokens(
-        logits, min_p=0.5, repetition_penalty=100.0, seen=seen, generator=generator
+        logits, min_p=0.5, repetition_penalty=100.0, seen=seen, uniforms=uniforms
     )
     assert tokens.eq(1).all()
+
+
+def test_inverse_cdf_maps_each_uniform_to_the_token_whose_mass_holds_it():
+    logits = torch.tensor([0.5, 0.3, 0.2, 0.0]).log().expand(6, 4)  # last token impossible
+    uniforms = torch.tensor([1e-9, 0.5, 0.51, 0.8, 0.81, 1.0])
+    assert sample_next_tokens(logits, uniforms=uniforms).tolist() == [0, 0, 1, 1, 2, 2]

@@ -34,6 +34,9 @@ def test_defaults_are_trl_like_and_derived_values_are_properties() -> None:
         ({"scale_rewards": "mad"}, "scale_rewards"),
         ({"epsilon": 0.3, "epsilon_high": 0.2}, "epsilon_high"),
         ({"beta": 0.0, "kl_target": 0.05}, "kl_target"),
+        ({"micro_batch_size": 0}, "micro_batch_size"),
+        ({"num_generations": 8, "generation_batch_size": 12}, "generation_batch_size"),
+        ({"generation_batch_size": 0}, "generation_batch_size"),
         ({"model": "builtin:huge"}, "model"),
         ({"data": {"source": "builtin:chess"}}, "data.source"),
         ({"data": {"prompt_template": "no placeholder"}}, "data.prompt_template"),
@@ -47,6 +50,14 @@ def test_defaults_are_trl_like_and_derived_values_are_properties() -> None:
 )
 def test_bad_specs_name_the_field(data: dict[str, object], loc: str) -> None:
     assert any(found.startswith(loc) for found in error_locs(data)), error_locs(data)
+
+
+def test_batching_knobs_default_to_all_at_once_and_take_whole_groups() -> None:
+    assert (JobSpec().micro_batch_size, JobSpec().generation_batch_size) == (None, None)
+    spec = JobSpec(num_generations=8, micro_batch_size=5, generation_batch_size=24)
+    assert (spec.micro_batch_size, spec.generation_batch_size) == (5, 24)
+    with pytest.raises(ValidationError, match=r"multiple of num_generations \(8\)"):
+        JobSpec(num_generations=8, generation_batch_size=12)
 
 
 def test_spec_is_frozen() -> None:

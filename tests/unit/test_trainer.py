@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grpo.failures import OutOfMemory, RewardFunctionError
-from grpo.rollout import completion_logps
+from grpo.logprobs import completion_logps
 from grpo.spec import JobSpec, LoraSpec, RegexReward
 from grpo.trainer import FitResult, Trainer
 from grpo.update import groups_with_signal, policy_update
@@ -228,8 +228,10 @@ def test_running_out_of_memory_names_the_step_and_the_knobs(tmp_path, grpo_cache
     try:
         with pytest.raises(
             OutOfMemory,
-            match=r"out of memory on cpu at step 1 \(tried to allocate [\d.]+ GiB\): lower "
-            r"num_generations \(512\), prompts_per_step \(64\) or max_completion_length",
+            match=r"out of memory on cpu at step 1 \(tried to allocate [\d.]+ GiB\): set "
+            r"micro_batch_size \(unset: all 32768 completions per pass; try 16384\) and "
+            r"generation_batch_size .*, or lower num_generations \(512\), prompts_per_step "
+            r"\(64\) or max_completion_length",
         ):
             run(spec, tmp_path, grpo_cache_dir)
     finally:

@@ -1,0 +1,81 @@
+"""Log-probabilities of chosen tokens from hidden states, never holding all their logits.
+
+A causal LM's logits for n completions of T tokens are an (n, T, V) tensor: with a 152k
+vocabulary, 256 x 128 tokens are 19.9 GB in fp32, several times over once log-softmax and
+autograd keep their copies. Only the sampled token's log-probability is needed, so the LM
+head and the log-softmax run on chunks of at most `LOGITS_BUDGET` logits ("selective
+log-softmax"), and with gradients each chunk is recomputed in backward instead of being
+kept (activation checkpointing of the head alone). Knows nothing of GRPO.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+LOGITS_BUDGET = 2**24
+"""fp32 logits held at once (64 MiB): the chunk is LOGITS_BUDGET // V tokens."""
+
+
+def decoder_and_head(model: Any) -> tuple[Any, Any]:
+    """The transformer body (ids -> hidden states) and the LM head of a causal LM, LoRA or not."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_decoder(), base.get_output_embeddings()
+
+
+def token_logps(
+    hidden: Tensor,
+    head: Any,
+    tokens: Tensor,
+    *,
+    temperature: float,
+    softcap: float | None = None,
+    with_entropy: bool = False,
+    chunk_tokens: int | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """log softmax(head(h) / temperature)[token] per row: hidden (K, H), tokens (K,) -> (K,),
+    and with_entropy the entropy of softmax(head(h) / temperature) per row (K,); both carry
+    gradient (the entropy bonus needs it).
+
+    Dividing by the sampling temperature makes the ratio compare the distributions the
+    tokens were drawn from (as TRL does). `softcap` is Gemma 2's final logit soft-capping.
+    """
+    size = chunk_tokens or max(1, LOGITS_BUDGET // head.weight.shape[0])
+    knobs = (temperature, softcap, with_entropy)
+    if hidden.shape[0] <= size:  # one chunk: within budget, so it may be kept for backward
+        values = _chunk_values(hidden, head, tokens, *knobs)
+    else:
+        is_checkpointed = torch.is_grad_enabled()
+        parts = []
+        for start in range(0, hidden.shape[0], size):
+            args = (hidden[start : start + size], head, tokens[start : start + size], *knobs)
+            if is_checkpointed:
+                parts.append(checkpoint(_chunk_values, *args, use_reentrant=False))
+            else:
+                parts.append(_chunk_values(*args))
+        values = torch.cat(parts)  # (K, 1 or 2)
+    return values[:, 0], values[:, 1] if with_entropy else None
+
+
+def _chunk_values(
+    hidden: Tensor,
+    head: Any,
+    tokens: Tensor,
+    temperature: float,
+    softcap: float | None,
+    with_entropy: bool,
+) -> Tensor:
+    """(k, 1): the chosen tokens' log-probs; (k, 2) with their distributions' entropies."""
+    logits: Tensor = head(hidden).float()  # (k, V)
+    if softcap is not None:
+        logits = softcap * torch.tanh(logits / softcap)
+    scores = logits / temperature
+    norm = torch.logsumexp(scores, dim=-1)  # (k,)
+    logps = scores.gather(-1, tokens[:, None]).squeeze(-1) - norm  # (k,)
+    if not with_entropy:
+        return logps[:, None]
+    entropy = norm - (torch.softmax(scores, dim=-1) * scores).sum(dim=-1)  # (k,)
+    return torch.stack([logps, entropy], dim=-1)

@@ -1,0 +1,116 @@
+"""Log-probs of sampled tokens: shared prompts, micro-batches of rows, and the LM head in
+chunks with no full-vocabulary tensor kept (grpo/logprobs.py, grpo/lm_head.py)."""
+
+import pytest
+import torch
+
+from grpo import lm_head
+from grpo.lm_head import token_logps
+from grpo.logprobs import completion_logps
+from grpo.rollout import Rollout, row_slices, tokenize_prompts
+from tests.unit.tiny_lm import CPU, sample
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_shared_prompt_logps_equal_full_sequence_logps_and_gradients(model, tokenizer):
+    rollout = sample(model, tokenizer, ["1+1=", "23+45=", "7="], g=3, max_new=6, temperature=2.0)
+    mask = rollout.completion_mask.bool()
+    shared = completion_logps(model, rollout, temperature=0.7)
+    full = completion_logps(model, rollout, temperature=0.7, share_prompt=False)
+    torch.testing.assert_close(shared[mask], full[mask], atol=1e-5, rtol=0)
+    assert (shared[mask] < 0).all()
+    grads = []
+    for logps in (shared, full):
+        model.zero_grad()
+        (logps * mask).sum().backward()
+        grads.append(model.model.embed_tokens.weight.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-4, rtol=1e-4)
+
+
+def test_logps_do_not_depend_on_other_prompts_padding(model, tokenizer):
+    rollout = sample(model, tokenizer, ["1+1=", "123+456="], g=2, max_new=4)
+    alone_ids, alone_mask = tokenize_prompts(
+        tokenizer, ["1+1="], max_length=32, add_special_tokens=True, device=CPU
+    )
+    alone = Rollout(
+        alone_ids,
+        alone_mask,
+        rollout.completion_ids[:2],
+        rollout.completion_mask[:2],
+        rollout.is_truncated[:2],
+        rollout.entropy[:2],
+    )
+    batched = completion_logps(model, rollout)
+    single = completion_logps(model, alone)
+    mask = rollout.completion_mask[:2].bool()
+    torch.testing.assert_close(batched[:2][mask], single[mask], atol=1e-5, rtol=0)
+
+
+def test_row_slices_cover_every_row_once_in_order():
+    assert row_slices(12, 5) == [slice(0, 5), slice(5, 10), slice(10, 12)]
+    assert row_slices(12, None) == [slice(0, 12)]
+    assert row_slices(3, 8) == [slice(0, 3)]
+
+
+@pytest.mark.parametrize("share_prompt", [True, False])
+def test_rows_scored_in_pieces_equal_the_whole_with_groups_split(model, tokenizer, share_prompt):
+    rollout = sample(model, tokenizer, ["1+1=", "23+45=", "7="], g=4, max_new=6, temperature=2)
+    mask = rollout.completion_mask.bool()
+    kwargs = dict(temperature=0.7, share_prompt=share_prompt)
+    whole = completion_logps(model, rollout, **kwargs)
+    model.zero_grad()
+    (whole * mask).sum().backward()
+    expected = model.model.embed_tokens.weight.grad.clone()
+    model.zero_grad()
+    pieces = []
+    for rows in row_slices(12, 5):  # [5:10] holds the end of group 1 and the start of group 2
+        logps = completion_logps(model, rollout, rows=rows, **kwargs)
+        (logps * mask[rows]).sum().backward()
+        pieces.append(logps.detach())
+    torch.testing.assert_close(torch.cat(pieces), whole.detach(), atol=1e-5, rtol=0)
+    assert (whole[~mask] == 0).all()
+    torch.testing.assert_close(model.model.embed_tokens.weight.grad, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_chunked_lm_head_gives_the_log_softmax_and_its_gradient():
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 11, bias=False)  # V = 11
+    hidden = torch.randn(10, 8, requires_grad=True)  # (K, H)
+    tokens = torch.randint(0, 11, (10,))
+    weights = torch.randn(10)
+    direct = torch.log_softmax(head(hidden) / 0.7, -1).gather(-1, tokens[:, None]).squeeze(-1)
+    (direct * weights).sum().backward()
+    expected = (hidden.grad.clone(), head.weight.grad.clone())
+    hidden.grad, head.weight.grad = None, None
+    chunked = token_logps(hidden, head, tokens, temperature=0.7, chunk_tokens=3)  # 4 chunks
+    (chunked * weights).sum().backward()
+    torch.testing.assert_close(chunked, direct, atol=1e-6, rtol=0)
+    torch.testing.assert_close(hidden.grad, expected[0], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(head.weight.grad, expected[1], atol=1e-6, rtol=1e-5)
+
+
+def saved_logits_rows(model, rollout, vocab):
+    """The most rows of any (rows, V) tensor autograd keeps for backward."""
+    most = 0
+
+    def pack(t):
+        nonlocal most
+        if t.dim() >= 2 and t.shape[-1] == vocab:
+            most = max(most, t.numel() // vocab)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logps = completion_logps(model, rollout)
+    logps.sum().backward()
+    return most
+
+
+def test_no_full_vocabulary_logits_are_kept_for_backward(model, tokenizer, monkeypatch):
+    rollout = sample(model, tokenizer, ["1+1=", "23+45="], g=4, max_new=6, temperature=2)
+    tokens = int(rollout.completion_mask.sum())
+    vocab = model.config.vocab_size
+    assert saved_logits_rows(model, rollout, vocab) >= tokens  # one chunk: kept whole
+    monkeypatch.setattr(lm_head, "LOGITS_BUDGET", 5 * vocab)  # 5 tokens' logits at once
+    assert saved_logits_rows(model, rollout, vocab) == 0  # recomputed chunk by chunk
+    model.zero_grad()

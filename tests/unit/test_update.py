@@ -1,0 +1,110 @@
+"""The micro-batched update equals the full-batch update (grpo/update.py).
+
+One rollout of 3 prompts x G 4 = 12 completions from builtin:tiny (most cut at the length
+limit, so masking truncated completions changes the loss) is trained once with every
+completion in one pass and once 5 at a time: 5 does not divide 12, and the pieces
+[0:5], [5:10], [10:12] split groups 1 and 2 between passes. Loss, clip and KL metrics,
+the last gradient and the parameters after the optimizer steps must agree to fp32 noise.
+"""
+
+import copy
+from contextlib import nullcontext
+
+import pytest
+import torch
+
+from grpo.logprobs import completion_logps
+from grpo.spec import JobSpec, RegexReward
+from grpo.trainer import Trainer
+from grpo.update import policy_update
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ADVANTAGES = torch.tensor([1.2, -0.4, 0.3, -1.1, 0.0, 0.0, 0.0, 0.0, -0.7, 1.5, 0.2, -1.0])
+"""Group 1 has no signal: with beta 0 its rows are skipped (groups_with_signal)."""
+
+
+def spec(**overrides):
+    knobs = dict(
+        model="builtin:tiny",
+        rewards=(RegexReward(pattern=r"\d"),),
+        prompts_per_step=3,
+        num_generations=4,
+        max_completion_length=8,
+        temperature=1.5,
+        learning_rate=1.0,
+        save_steps=0,
+    )
+    return JobSpec(**{**knobs, **overrides})
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, grpo_cache_dir):
+    trainer = Trainer(spec(), workdir=tmp_path_factory.mktemp("run"), cache_dir=grpo_cache_dir)
+    rollout = trainer._generate(["1+1=", "23+45=", "7-2="], step=1)
+    assert rollout.is_truncated.any() and not rollout.is_truncated.all(), "pick other prompts"
+    reference = copy.deepcopy(trainer.model)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+        ref_logps = completion_logps(reference, rollout, temperature=1.5)
+    return trainer.model, rollout, ref_logps
+
+
+def update(setup, job):
+    model, rollout, ref_logps = setup
+    model = copy.deepcopy(model)
+    # plain SGD: weights move by lr x gradient, so they compare at the gradient's precision
+    # (Adam's first step moves a weight whose gradient is fp32 noise by a noisy part of lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=job.learning_rate)
+    mask = rollout.completion_mask
+    if job.mask_truncated_completions:
+        mask = mask * (~rollout.is_truncated).long()[:, None]
+    result = policy_update(
+        model,
+        optimizer,
+        rollout,
+        ADVANTAGES,
+        ref_logps if job.beta > 0 else None,
+        mask,
+        spec=job,
+        beta=job.beta,
+        autocast=nullcontext,
+        step=1,
+    )
+    grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    return result, grads, params
+
+
+CASES = {
+    "plain": {},
+    "mu3_clipped_kl": dict(num_iterations=3, max_grad_norm=0.05, beta=0.1),
+    "masked_truncated": dict(mask_truncated_completions=True, beta=0.1, num_iterations=2),
+    "beta0_skips_groups": dict(beta=0.0, num_iterations=2, epsilon_high=0.28),
+    "no_clipping": dict(max_grad_norm=None, beta=0.04),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+def test_micro_batches_give_the_full_batch_update(setup, loss_type, case):
+    whole = update(setup, spec(loss_type=loss_type, **CASES[case]))
+    pieces = update(setup, spec(loss_type=loss_type, micro_batch_size=5, **CASES[case]))
+    assert whole[0].metrics.keys() == pieces[0].metrics.keys()
+    for key, value in whole[0].metrics.items():
+        assert pieces[0].metrics[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+    assert whole[0].metrics["grad_norm"] > 0
+    torch.testing.assert_close(pieces[0].logps, whole[0].logps, atol=1e-6, rtol=0)
+    torch.testing.assert_close(pieces[1], whole[1], atol=1e-7, rtol=1e-4)
+    torch.testing.assert_close(pieces[2], whole[2], atol=1e-6, rtol=1e-5)
+    # mu > 1 moves the ratio off 1 after the first step, far enough to reach the clip
+    is_clipped = whole[0].metrics["clip_ratio/region"] > 0
+    assert is_clipped == (CASES[case].get("num_iterations", 1) > 1), "setup changed"
+
+
+def test_one_completion_per_pass_gives_the_full_batch_update(setup):
+    whole = update(setup, spec(loss_type="dapo", beta=0.1))
+    single = update(setup, spec(loss_type="dapo", beta=0.1, micro_batch_size=1))
+    assert single[0].metrics["loss"] == pytest.approx(whole[0].metrics["loss"], rel=1e-5)
+    torch.testing.assert_close(single[1], whole[1], atol=1e-7, rtol=1e-4)

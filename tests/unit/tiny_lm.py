@@ -1,0 +1,41 @@
+"""A tiny random Llama and a sampler for the rollout and log-prob tests (not a test module)."""
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from grpo.rollout import Rollout, generate, tokenize_prompts
+
+CPU = torch.device("cpu")
+
+
+def tiny_llama(tokenizer) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def sample(model, tokenizer, prompts, *, g=3, max_new=6, seed=0, **kwargs) -> Rollout:
+    """G completions of each prompt; group b draws from seed + b."""
+    ids, mask = tokenize_prompts(
+        tokenizer, prompts, max_length=32, add_special_tokens=True, device=CPU
+    )
+    return generate(
+        model,
+        ids,
+        mask,
+        num_generations=g,
+        max_new_tokens=max_new,
+        eos_token_ids=kwargs.pop("eos", [tokenizer.eos_token_id]),
+        pad_token_id=tokenizer.pad_token_id,
+        seeds=kwargs.pop("seeds", [seed + b for b in range(len(prompts))]),
+        **kwargs,
+    )
