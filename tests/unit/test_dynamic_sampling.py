@@ -72,8 +72,11 @@ def test_concat_of_one_rollout_is_that_rollout():
 def test_the_trainer_trains_only_on_groups_with_signal_and_reports_the_dropped(
     tmp_path, grpo_cache_dir
 ):
-    spec = tiny_spec(
-        prompts_per_step=4, max_steps=2, dynamic_sampling={"enabled": True, "max_rounds": 4}
+    spec = tiny_spec(  # seed 2 samples flat groups at step 1, so some are dropped
+        prompts_per_step=4,
+        max_steps=2,
+        seed=2,
+        dynamic_sampling={"enabled": True, "max_rounds": 4},
     )
     _, reports, logs, _ = run(spec, tmp_path, grpo_cache_dir)
     for report in reports:

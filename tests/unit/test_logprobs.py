@@ -73,19 +73,24 @@ def test_rows_scored_in_pieces_equal_the_whole_with_groups_split(model, tokenize
     torch.testing.assert_close(model.model.embed_tokens.weight.grad, expected, atol=1e-5, rtol=1e-4)
 
 
-def test_chunked_lm_head_gives_the_log_softmax_and_its_gradient():
+def test_chunked_lm_head_gives_the_log_softmax_entropy_and_their_gradients():
     torch.manual_seed(0)
     head = torch.nn.Linear(8, 11, bias=False)  # V = 11
     hidden = torch.randn(10, 8, requires_grad=True)  # (K, H)
     tokens = torch.randint(0, 11, (10,))
-    weights = torch.randn(10)
-    direct = torch.log_softmax(head(hidden) / 0.7, -1).gather(-1, tokens[:, None]).squeeze(-1)
-    (direct * weights).sum().backward()
+    weights = torch.randn(2, 10)
+    logp_all = torch.log_softmax(head(hidden) / 0.7, -1)  # (K, V)
+    direct = logp_all.gather(-1, tokens[:, None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    (direct * weights[0] + entropy * weights[1]).sum().backward()
     expected = (hidden.grad.clone(), head.weight.grad.clone())
     hidden.grad, head.weight.grad = None, None
-    chunked = token_logps(hidden, head, tokens, temperature=0.7, chunk_tokens=3)  # 4 chunks
-    (chunked * weights).sum().backward()
+    chunked, chunked_entropy = token_logps(
+        hidden, head, tokens, temperature=0.7, with_entropy=True, chunk_tokens=3
+    )  # 4 chunks, each recomputed in backward
+    (chunked * weights[0] + chunked_entropy * weights[1]).sum().backward()
     torch.testing.assert_close(chunked, direct, atol=1e-6, rtol=0)
+    torch.testing.assert_close(chunked_entropy, entropy, atol=1e-6, rtol=0)
     torch.testing.assert_close(hidden.grad, expected[0], atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(head.weight.grad, expected[1], atol=1e-6, rtol=1e-5)
 
