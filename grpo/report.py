@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 # Fixed, documented histogram bins so steps are comparable across a run and across runs.
 ADVANTAGE_BIN_EDGES: tuple[float, ...] = tuple(round(-3.0 + 0.25 * i, 2) for i in range(25))
@@ -18,6 +19,16 @@ GROUP_REWARD_STD_BIN_EDGES: tuple[float, ...] = tuple(round(0.05 * i, 2) for i i
 """Group reward spread: 30 bins of width 0.05 on [0, 1.5] over each group's population
 reward std (1.5 is the most rewards in [-1, 2] can spread); larger stds go to the last bin.
 The first bin, [0, 0.05), holds the all-equal groups that give no gradient."""
+
+
+class GroupOutcome(StrEnum):
+    """A group by its completions' total rewards: a completion passes when its reward is > 0
+    (for 0/1 rewards all-fail is all 0). The store, the API and the dashboard use these names;
+    metrics.group_scalars counts the same three over a step's reward tensor (groups/<outcome>)."""
+
+    ALL_FAIL = "all_fail"
+    ALL_PASS = "all_pass"
+    MIXED = "mixed"
 
 
 @dataclass(frozen=True)
@@ -64,10 +75,11 @@ class GroupReport:
         return sum(self.rewards) / len(self.rewards)
 
     @property
-    def outcome(self) -> str:
-        """all_pass (every reward > 0), all_fail (none > 0) or mixed; as groups/* in metrics.py."""
+    def outcome(self) -> GroupOutcome:
         passes = [r > 0 for r in self.rewards]
-        return "all_pass" if all(passes) else "all_fail" if not any(passes) else "mixed"
+        if all(passes):
+            return GroupOutcome.ALL_PASS
+        return GroupOutcome.MIXED if any(passes) else GroupOutcome.ALL_FAIL
 
     @property
     def reward_std(self) -> float:

@@ -413,11 +413,6 @@ class JobSpec(BaseModel):
         return notes
 
     @property
-    def effective_epsilon_high(self) -> float:
-        """Upper clip range in force."""
-        return self.epsilon if self.epsilon_high is None else self.epsilon_high
-
-    @property
     def completions_per_step(self) -> int:
         """B x G completions sampled each step."""
         return self.prompts_per_step * self.num_generations

@@ -20,12 +20,11 @@ from app.api.schemas import (
     MetricRow,
     RunList,
     RunOut,
-    RunStatus,
 )
 from app.api.spec_checks import check_spec
 from app.queue import dispatch_run
 from app.store import events, histograms, runs, steps
-from app.store.models import Run
+from app.store.models import Run, RunStatus
 from grpo.spec import JobSpec
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+from app.store.models import GroupOutcome, RunStatus
 
 
 class RunOut(BaseModel):
@@ -98,7 +98,7 @@ class GroupSummary(BaseModel):
     advantages: list[float]
     reward_mean: float
     reward_std: float
-    outcome: Literal["all_fail", "all_pass", "mixed"]
+    outcome: GroupOutcome
     has_truncated: bool
     has_completions: bool
     is_dropped: bool

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -11,9 +11,9 @@ from app.api.errors import ApiError
 from app.api.schemas import CompletionOut, GroupDetail, GroupList, GroupSummary
 from app.store import steps
 from app.store.models import StepGroup
+from app.store.steps import GroupFilter
 
 router = APIRouter(prefix="/api/runs", tags=["steps"], dependencies=[ReadAccess])
-GroupFilter = Literal["zero_std", "all_fail", "all_pass", "mixed", "truncated", "dropped"]
 
 
 def group_summary(group: StepGroup) -> GroupSummary:

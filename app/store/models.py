@@ -7,6 +7,7 @@ the `event` table in id order. Alembic migrations in migrations/ create this sch
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -27,11 +28,25 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+# the API reads a group's outcome names through the store, not the training library
+from grpo.report import GroupOutcome as GroupOutcome
+
 # SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
-RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-FINAL_STATUSES = ("succeeded", "failed", "cancelled")
+class RunStatus(StrEnum):
+    """Where a run is: queued -> running -> one of the final three; resume sends a failed or
+    cancelled run back to queued, and a stale running one is re-queued or failed. The API's
+    `status` (and so the dashboard's type of it) is this enum."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 
 def utcnow() -> datetime:
@@ -62,7 +77,7 @@ class Run(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     package_version: Mapped[str] = mapped_column(String(40))
     queue: Mapped[str] = mapped_column(String(64))

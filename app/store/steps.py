@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Text, cast, delete, func, insert, select, update
@@ -17,7 +18,7 @@ from app.store.bulk import bulk_insert
 from app.store.db import session_scope
 from app.store.events import lock_run_events
 from app.store.lease import Lease, hold
-from app.store.models import Event, Run, Sample, StepGroup, StepMetric
+from app.store.models import Event, GroupOutcome, Run, Sample, StepGroup, StepMetric
 from grpo.report import GroupReport, StepReport
 
 SUMMARY_KEYS = ("reward", "reward_std", "kl", "loss")
@@ -137,24 +138,37 @@ def list_metrics(
     return [{"step": s, "metrics": m} for s, m in rows]
 
 
-GROUP_FILTERS = ("zero_std", "all_fail", "all_pass", "mixed", "truncated", "dropped")
+class GroupFilter(StrEnum):
+    """One kind of a step's groups: an outcome, no reward spread, a completion cut short, or
+    the groups dynamic sampling left out (every other filter lists trained groups only)."""
+
+    ALL_FAIL = GroupOutcome.ALL_FAIL
+    ALL_PASS = GroupOutcome.ALL_PASS
+    MIXED = GroupOutcome.MIXED
+    ZERO_STD = "zero_std"
+    TRUNCATED = "truncated"
+    DROPPED = "dropped"
 
 
-def list_groups(run_id: str, step: int, *, only: str | None = None) -> list[StepGroup]:
+def list_groups(
+    run_id: str, step: int, *, only: GroupFilter | None = None
+) -> list[StepGroup]:
     """The groups a step trained on, in step order, optionally only one kind; `dropped`
     lists instead those dynamic sampling left out."""
     stmt = select(StepGroup).where(
         StepGroup.run_id == run_id,
         StepGroup.step == step,
-        StepGroup.is_dropped.is_(only == "dropped"),
+        StepGroup.is_dropped.is_(only == GroupFilter.DROPPED),
     )
     match only:
-        case "zero_std":
+        case None | GroupFilter.DROPPED:
+            pass
+        case GroupFilter.ZERO_STD:
             stmt = stmt.where(StepGroup.reward_std == 0)
-        case "all_fail" | "all_pass" | "mixed":
-            stmt = stmt.where(StepGroup.outcome == only)
-        case "truncated":
+        case GroupFilter.TRUNCATED:
             stmt = stmt.where(StepGroup.has_truncated.is_(True))
+        case _:
+            stmt = stmt.where(StepGroup.outcome == GroupOutcome(only))
     with session_scope() as session:
         return list(session.scalars(stmt.order_by(StepGroup.index)))
 

@@ -113,6 +113,27 @@ def test_step_histograms_are_served_with_their_bins_streamed_and_exported(stack:
         assert all("reward" in line["metrics"] for line in lines)
 
 
+def test_groups_filter_by_outcome_or_kind_and_name_a_bad_filter(stack: Stack) -> None:
+    with stack.client() as client:
+        run_id = client.post("/api/runs", json=parked_spec(stack)).json()["id"]
+        # claimed and written as a worker would: one step of 8 groups through save_step
+        seed = [sys.executable, "-m", "tests.seed", "live", run_id, "1", "0"]
+        subprocess.run(seed, cwd=ROOT, env=stack.env, input="go\nend\n", text=True, check=True)
+        url = f"/api/runs/{run_id}/steps/1/groups"
+        groups = client.get(url).json()["items"]
+        assert len(groups) == 8
+        for outcome in ("all_fail", "all_pass", "mixed"):
+            kept = client.get(url, params={"filter": outcome}).json()["items"]
+            expected = [g["index"] for g in groups if g["outcome"] == outcome]
+            assert [g["index"] for g in kept] == expected
+        flat = client.get(url, params={"filter": "zero_std"}).json()["items"]
+        assert [g["index"] for g in flat] == [g["index"] for g in groups if g["reward_std"] == 0]
+
+        bad = client.get(url, params={"filter": "all_good"})
+        assert bad.status_code == 422, bad.text
+        assert [f["loc"] for f in bad.json()["error"]["fields"]] == ["query.filter"]
+
+
 def test_validation_errors_name_the_field_path_and_reason(stack: Stack) -> None:
     cases = [
         ({"bogus": 1}, "bogus"),

@@ -17,9 +17,8 @@ def error_locs(data: dict[str, object]) -> list[str]:
 def test_defaults_are_trl_like_and_derived_values_are_properties() -> None:
     spec = JobSpec()
     assert (spec.num_generations, spec.beta, spec.epsilon, spec.loss_type) == (8, 0.04, 0.2, "grpo")
-    assert spec.effective_epsilon_high == 0.2
+    assert spec.epsilon_high is None  # grpo_loss reads None as epsilon
     assert spec.completions_per_step == 64
-    assert JobSpec(epsilon_high=0.28).effective_epsilon_high == 0.28
 
 
 @pytest.mark.parametrize(

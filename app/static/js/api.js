@@ -15,6 +15,7 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').GroupDetail} GroupDetail
  * @typedef {import('./openapi').MetricRow} MetricRow
  * @typedef {import('./openapi').HistogramRow} HistogramRow
+ * @typedef {import('./openapi').HistogramList['bin_edges']} BinEdges
  * @typedef {{ loc: string, message: string }} FieldError
  * @typedef {{ params?: Record<string, unknown>, body?: unknown }} RequestOptions
  */
@@ -103,6 +104,13 @@ export const cloneRun = (id, patch) => request('POST', `${run(id)}/clone`, { bod
 export const deleteRun = (id) => request('DELETE', run(id));
 /** @type {() => Promise<PresetList>} */
 export const listPresets = () => request('GET', '/api/presets');
+/**
+ * A run's histogram bin edges by histogram name (counts[i] is [edges[i], edges[i+1])), read
+ * with the smallest page of its histograms.
+ * @type {(id: string) => Promise<BinEdges>}
+ */
+export const getBinEdges = (id) =>
+  request('GET', `${run(id)}/histograms`, { params: { limit: 1 } }).then((page) => page.bin_edges);
 /** @type {(id: string) => Promise<LogList>} */
 export const getLogs = (id) => request('GET', `${run(id)}/logs`);
 /** @type {(id: string, step: number, filter?: string) => Promise<GroupList>} */

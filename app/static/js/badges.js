@@ -2,8 +2,13 @@
 
 import { h } from './dom.js';
 
-export const ACTIVE = new Set(['queued', 'running']);
-export const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+/** @typedef {import('./openapi').RunStatus} RunStatus */
+
+// every status the API can send is placed here, or tsc names the one that is missing
+/** @type {Record<RunStatus, boolean>} */
+const IS_FINAL = { queued: false, running: false, succeeded: true, failed: true, cancelled: true };
+export const ACTIVE = new Set(Object.entries(IS_FINAL).flatMap(([status, isFinal]) => (isFinal ? [] : [status])));
+export const FINAL = new Set(Object.entries(IS_FINAL).flatMap(([status, isFinal]) => (isFinal ? [status] : [])));
 
 /** `run.is_cancel_requested` shows an active run as "cancelling" until its worker stops it. */
 export function statusPill(status, { cancelling = false } = {}) {

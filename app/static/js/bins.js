@@ -1,11 +1,13 @@
-// Histogram bins, the same as grpo/report.py so a step's counts compare across runs.
+// Histograms over the API's bin edges (GET /runs/{id}/histograms gives them, from
+// grpo/report.py), group outcomes' labels and colours, and per-step outcome shares.
 
-export const ADVANTAGE_EDGES = Array.from({ length: 25 }, (_, i) => Math.round((-3 + 0.25 * i) * 100) / 100);
-export const REWARD_EDGES = Array.from({ length: 31 }, (_, i) => Math.round((-1 + 0.1 * i) * 100) / 100);
-/** Group reward spread: each group's population reward std, bins of 0.05 on [0, 1.5]. */
-export const GROUP_STD_EDGES = Array.from({ length: 31 }, (_, i) => Math.round(0.05 * i * 100) / 100);
+/** @typedef {import('./openapi').GroupOutcome} GroupOutcome */
 
-/** Counts of values in [edges[i], edges[i+1]); out-of-range values land in the end bins. */
+/**
+ * Counts of values in [edges[i], edges[i+1]); out-of-range values land in the end bins.
+ * @param {number[]} values
+ * @param {number[]} edges
+ */
 export function histogram(values, edges) {
   const counts = new Array(edges.length - 1).fill(0);
   for (const v of values) {
@@ -20,14 +22,10 @@ export function binLabels(edges) {
   return edges.slice(0, -1).map((lo, i) => `${lo}…${edges[i + 1]}`);
 }
 
-/** Group outcome as GroupReport.outcome (grpo/report.py) words it: pass = reward > 0. */
-export function outcome(rewards) {
-  const passes = rewards.filter((r) => r > 0).length;
-  if (passes === rewards.length) return 'all_pass';
-  return passes === 0 ? 'all_fail' : 'mixed';
-}
-
+// every outcome the API can send has a label and a colour, or tsc says which is missing
+/** @type {Record<GroupOutcome, string>} */
 export const OUTCOME_LABEL = { all_fail: 'all fail', all_pass: 'all pass', mixed: 'mixed' };
+/** @type {Record<GroupOutcome, string>} */
 export const OUTCOME_COLOR = { all_fail: '#f04438', all_pass: '#12b76a', mixed: '#2e90fa' };
 
 /** [min, Q1, median, Q3, max] with linear interpolation between order statistics. */

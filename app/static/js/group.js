@@ -131,7 +131,7 @@ async function loadGroup(step, index) {
 }
 
 function renderPrompt(g) {
-  const outcome = g.outcome || 'mixed';
+  const outcome = g.outcome;
   fill(
     $('#prompt-card'),
     h(

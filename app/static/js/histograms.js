@@ -1,7 +1,7 @@
 // Advantage, reward and group-spread distributions: the selected step's histogram, and
 // heatmaps of every step's histogram over training (columns bucketed so 10,000 steps stay light).
 
-import { ADVANTAGE_EDGES, binLabels, GROUP_STD_EDGES, REWARD_EDGES } from './bins.js';
+import { binLabels } from './bins.js';
 import { mountChart } from './charts.js';
 
 const AXIS = { color: '#98a2b3', fontSize: 10 };
@@ -13,7 +13,6 @@ const REDRAW_MS = 1000;
 // number of groups (per step, when a column sums several steps)
 export const KINDS = {
   advantage: {
-    edges: ADVANTAGE_EDGES,
     key: 'advantage',
     axis: 'advantage',
     scale: 'shares',
@@ -21,7 +20,6 @@ export const KINDS = {
     color: ['#ffffff', '#c7d2fe', '#4f46e5', '#1e1b4b'],
   },
   reward: {
-    edges: REWARD_EDGES,
     key: 'reward',
     axis: 'reward',
     scale: 'shares',
@@ -29,7 +27,6 @@ export const KINDS = {
     color: ['#ffffff', '#d1fadf', '#12b76a', '#054f31'],
   },
   spread: {
-    edges: GROUP_STD_EDGES,
     key: 'spread',
     axis: 'reward std in group',
     scale: 'groups',
@@ -41,12 +38,17 @@ export const KINDS = {
 
 /** Bars of one step's advantage counts; negative bins red, positive green. */
 export class StepHistogramView {
-  constructor(el) {
+  /**
+   * @param {HTMLElement} el
+   * @param {number[]} edges the advantage histogram's bin edges, from the API
+   */
+  constructor(el, edges) {
     this.chart = mountChart(el);
+    this.edges = edges;
   }
 
   draw(counts) {
-    const edges = ADVANTAGE_EDGES;
+    const edges = this.edges;
     const labels = binLabels(edges);
     this.chart.setOption(
       {
@@ -92,11 +94,13 @@ function binColor(lower) {
 export class HistogramHeatmapView {
   /**
    * @param {HTMLElement} el
-   * @param {string} kind
+   * @param {keyof typeof KINDS} kind
+   * @param {number[]} edges the histogram's bin edges, from the API
    * @param {{ onPickStep?: (step: number) => void, emptyEl?: HTMLElement | null }} [options]
    */
-  constructor(el, kind, { onPickStep = () => {}, emptyEl = null } = {}) {
+  constructor(el, kind, edges, { onPickStep = () => {}, emptyEl = null } = {}) {
     this.kind = KINDS[kind];
+    this.edges = edges;
     this.chart = mountChart(el);
     this.emptyEl = emptyEl;
     this.columns = [];
@@ -143,10 +147,10 @@ export class HistogramHeatmapView {
     const steps = [...histograms.keys()].filter((s) => histograms.get(s)[this.kind.key]).sort((a, b) => a - b);
     this.columns = bucket(steps, histograms, this.kind.key);
     // spreads of 0/1 rewards stop at 0.5: show the bins in use (and one above), not 0..1.5
-    const all = this.kind.edges.length - 1;
+    const all = this.edges.length - 1;
     const rows = this.kind.cropTop ? Math.min(all, topBinInUse(this.columns) + 2) : all;
     const labelEvery = Math.max(1, Math.min(this.kind.labelEvery, Math.ceil(rows / 6)));
-    const labels = binLabels(this.kind.edges).slice(0, rows);
+    const labels = binLabels(this.edges).slice(0, rows);
     const data = this.cells().filter((d) => d[1] < rows);
     const max = this.kind.scale === 'groups' ? Math.max(1, ...data.map((d) => d[2])) : 0.5;
     this.chart.setOption(

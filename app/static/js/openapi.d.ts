@@ -83,6 +83,21 @@ export type DatasetOut = {
   source: string;
 };
 
+/**
+ * DAPO's dynamic sampling (Yu et al. 2025, arXiv:2503.14476): drop groups whose rewards
+ * are all equal (zero advantage, no gradient) and sample more prompts until the step has
+ * prompts_per_step groups with signal or the rounds run out.
+ */
+export type DynamicSamplingSpec = {
+  /** Drop zero-signal groups and refill the step with newly sampled prompts. */
+  enabled?: boolean;
+  /**
+   * Generation rounds per step at most, the first included; then the step trains on what
+   * it has.
+   */
+  max_rounds?: number;
+};
+
 /** 1 when the completion equals the reference answer (after optional strip), else 0. */
 export type ExactMatchReward = {
   name?: "exact_match";
@@ -115,15 +130,29 @@ export type GroupDetail = {
   advantages: number[];
   reward_mean: number;
   reward_std: number;
-  outcome: "all_fail" | "all_pass" | "mixed";
+  outcome: GroupOutcome;
   has_truncated: boolean;
   has_completions: boolean;
+  is_dropped: boolean;
   completions: CompletionOut[];
 };
+
+/**
+ * One kind of a step's groups: an outcome, no reward spread, a completion cut short, or
+ * the groups dynamic sampling left out (every other filter lists trained groups only).
+ */
+export type GroupFilter = "all_fail" | "all_pass" | "mixed" | "zero_std" | "truncated" | "dropped";
 
 export type GroupList = {
   items: GroupSummary[];
 };
+
+/**
+ * A group by its completions' total rewards: a completion passes when its reward is > 0
+ * (for 0/1 rewards all-fail is all 0). The store, the API and the dashboard use these names;
+ * metrics.group_scalars counts the same three over a step's reward tensor (groups/<outcome>).
+ */
+export type GroupOutcome = "all_fail" | "all_pass" | "mixed";
 
 export type GroupSummary = {
   step: number;
@@ -135,9 +164,10 @@ export type GroupSummary = {
   advantages: number[];
   reward_mean: number;
   reward_std: number;
-  outcome: "all_fail" | "all_pass" | "mixed";
+  outcome: GroupOutcome;
   has_truncated: boolean;
   has_completions: boolean;
+  is_dropped: boolean;
 };
 
 export type HTTPValidationError = {
@@ -259,6 +289,8 @@ export type JobSpec = {
    * first (GDPO, arXiv:2601.05242); see grpo/advantages.py.
    */
   multi_objective_aggregation?: "sum_then_normalize" | "normalize_then_sum";
+  /** Drop all-equal-reward groups and sample more (DAPO). */
+  dynamic_sampling?: DynamicSamplingSpec;
   /** Std that divides centred rewards: per group, whole batch, or none (Dr. GRPO). */
   scale_rewards?: "group" | "batch" | "none";
   /** Added to the std so all-equal groups get advantage 0. */
@@ -267,7 +299,11 @@ export type JobSpec = {
   advantage_clip?: number | null;
   /** Exclude completions that hit max_completion_length from the loss. */
   mask_truncated_completions?: boolean;
-  /** Prompts longer than this (tokens) are cut from the left. */
+  /**
+   * Prompt tokens at most: a longer prompt loses the start of its content (the prompt
+   * text or the last user turn), never its template or other turns (see prompt_fit.py);
+   * the metric prompts/truncated counts them. TRL's name.
+   */
   max_prompt_length?: number;
   /** Tokens generated at most per completion. */
   max_completion_length?: number;
@@ -442,7 +478,7 @@ export type RunList = {
 export type RunOut = {
   id: string;
   name: string;
-  status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+  status: RunStatus;
   spec: { [key: string]: any };
   package_version: string;
   step: number;
@@ -458,6 +494,13 @@ export type RunOut = {
   finished_at: string | null;
   heartbeat_at: string | null;
 };
+
+/**
+ * Where a run is: queued -> running -> one of the final three; resume sends a failed or
+ * cancelled run back to queued, and a stale running one is re-queued or failed. The API's
+ * `status` (and so the dashboard's type of it) is this enum.
+ */
+export type RunStatus = "queued" | "running" | "succeeded" | "failed" | "cancelled";
 
 export type ValidationError = {
   loc: (string | number)[];

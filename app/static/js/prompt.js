@@ -1,7 +1,7 @@
 // Prompt history: one prompt's group rewards at every step it was sampled. Did training help it?
 
 import { getPromptHistory, getRun } from './api.js';
-import { OUTCOME_LABEL, outcome } from './bins.js';
+import { OUTCOME_LABEL } from './bins.js';
 import { COLORS, mountChart } from './charts.js';
 import { $, fill, h, seg } from './dom.js';
 import { num, signed } from './format.js';
@@ -167,7 +167,7 @@ function renderTable(items) {
         'tbody',
         null,
         [...items].reverse().map((g) => {
-          const kind = g.outcome || outcome(g.rewards);
+          const kind = g.outcome;
           return h(
             'tr',
             null,

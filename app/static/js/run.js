@@ -4,7 +4,7 @@
 import { dump } from '../vendor/js-yaml.mjs';
 import { eventsUrl, getAllHistograms, getAllMetrics, getRun } from './api.js';
 import { FINAL, progressBar } from './badges.js';
-import { ADVANTAGE_EDGES, histogram } from './bins.js';
+import { histogram } from './bins.js';
 import { CurvesView } from './curves.js';
 import { $, fill, h, seg } from './dom.js';
 import { duration, runSeconds } from './format.js';
@@ -214,7 +214,7 @@ async function showStep(step) {
       drawAdvantages(
         histogram(
           groups.flatMap((g) => g.advantages),
-          ADVANTAGE_EDGES,
+          stepHistogram.edges,
         ),
       );
     if (!known && !groups.length) showAdvantagesEmpty(`No completions stored for step ${step}`);
@@ -263,21 +263,22 @@ function initSmoothing() {
   $('#reset-zoom').addEventListener('click', () => curves.resetZoom());
 }
 
-function buildViews() {
+/** @param {import('./api.js').BinEdges} edges each histogram's bins, as the API gives them */
+function buildViews(edges) {
   curves = new CurvesView($('#curves'), series);
   stepGroups = new StepGroupsView($('#chart-groups'), { runId });
-  stepHistogram = new StepHistogramView($('#chart-advantages'));
+  stepHistogram = new StepHistogramView($('#chart-advantages'), edges.advantage_histogram);
   const pick = (step) => scrubber.select(step, { live: false });
   heatmaps = {
-    spread: new HistogramHeatmapView($('#chart-spread-heatmap'), 'spread', {
+    spread: new HistogramHeatmapView($('#chart-spread-heatmap'), 'spread', edges.group_reward_std_histogram, {
       onPickStep: pick,
       emptyEl: $('#spread-heatmap-empty'),
     }),
-    reward: new HistogramHeatmapView($('#chart-reward-heatmap'), 'reward', {
+    reward: new HistogramHeatmapView($('#chart-reward-heatmap'), 'reward', edges.reward_histogram, {
       onPickStep: pick,
       emptyEl: $('#reward-heatmap-empty'),
     }),
-    advantage: new HistogramHeatmapView($('#chart-advantage-heatmap'), 'advantage', {
+    advantage: new HistogramHeatmapView($('#chart-advantage-heatmap'), 'advantage', edges.advantage_histogram, {
       onPickStep: pick,
       emptyEl: $('#advantage-heatmap-empty'),
     }),
@@ -295,9 +296,9 @@ async function main() {
   initShell();
   // the history was requested by runload.js from the page head; the stream opens once it
   // is drawn, so a long run's replay does not compete with its first paint
-  let run;
+  let run, edges;
   try {
-    run = await loaded.run;
+    [run, edges] = await Promise.all([loaded.run, loaded.binEdges]);
   } catch (error) {
     const title = error.status === 404 ? 'Run not found' : 'Could not load the run';
     fill(
@@ -315,7 +316,7 @@ async function main() {
     );
     return;
   }
-  buildViews();
+  buildViews(edges);
   initSmoothing();
   setRun(run);
   showSpec(run);

@@ -2,7 +2,7 @@
 // library is still loading. Loaded as an async module in <head>; run.js imports the same
 // instance and takes over the requests already in flight.
 
-import { getAllMetrics, getLogs, getRun } from './api.js';
+import { getAllMetrics, getBinEdges, getLogs, getRun } from './api.js';
 
 export const runId = /** @type {HTMLMetaElement} */ (document.querySelector('meta[name="grpo-run-id"]')).content;
 export const run = getRun(runId);
@@ -10,5 +10,7 @@ export const history = getAllMetrics(runId).catch(() => Object.assign([], { last
 export const logLines = getLogs(runId)
   .then((r) => r.items)
   .catch(() => []);
+export const binEdges = getBinEdges(runId);
 // a 404 is shown by run.js; an unawaited rejection here would only add console noise
 run.catch(() => {});
+binEdges.catch(() => {});

@@ -1,7 +1,7 @@
 // The selected step's groups: one reward box per group, sorted by mean; a click opens it.
 
 import { getGroups } from './api.js';
-import { fiveNumbers, OUTCOME_COLOR, OUTCOME_LABEL, outcome } from './bins.js';
+import { fiveNumbers, OUTCOME_COLOR, OUTCOME_LABEL } from './bins.js';
 import { mountChart } from './charts.js';
 import { seg } from './dom.js';
 import { num } from './format.js';
@@ -48,7 +48,7 @@ export class StepGroupsView {
   draw() {
     const groups = this.groups;
     const boxes = groups.map((g) => {
-      const kind = g.outcome || outcome(g.rewards);
+      const kind = g.outcome;
       return {
         value: fiveNumbers(g.rewards),
         itemStyle: { color: `${OUTCOME_COLOR[kind]}22`, borderColor: OUTCOME_COLOR[kind] },
@@ -106,7 +106,7 @@ function points(groups) {
 
 function tooltip(g) {
   if (!g) return '';
-  const kind = g.outcome || outcome(g.rewards);
+  const kind = g.outcome;
   const prompt = g.prompt.length > 80 ? `${g.prompt.slice(0, 80)}…` : g.prompt;
   return (
     `<div class="tt"><div class="tt-head">group #${g.index} · ${OUTCOME_LABEL[kind]}</div>` +
