@@ -335,6 +335,18 @@ export type JobSpec = {
   max_grad_norm?: number | null;
   /** Optimizer. */
   optim?: "adamw_torch" | "adafactor";
+  /**
+   * Completions per forward/backward pass of the update and of the reference and old-policy
+   * passes; gradients accumulate across them and the step equals the full batch's. A group
+   * may be split. None: all B x G at once. Bounds activation memory (TRL: per-device batch
+   * size with gradient accumulation).
+   */
+  micro_batch_size?: number | null;
+  /**
+   * Completions decoded at once, in whole groups: a multiple of num_generations. Bounds
+   * the KV cache. None: all B x G at once. Samples do not depend on it.
+   */
+  generation_batch_size?: number | null;
   /** Recompute activations in backward to save memory. */
   gradient_checkpointing?: boolean;
   /** bf16 autocast where the hardware has it (auto), or forced. */
