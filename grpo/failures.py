@@ -17,21 +17,26 @@ class StepFailure(RuntimeError):
 
 
 class RewardFunctionError(StepFailure):
-    """A reward function raised while scoring completion `index` of the batch."""
+    """A reward function failed scoring completion `index` of the batch (None: the whole
+    batch, as a plugin, an endpoint or a classifier scores it at once)."""
 
-    def __init__(self, name: str, index: int, cause: BaseException, *, where: str = "") -> None:
-        self.name, self.index, self.cause = name, index, cause
+    def __init__(
+        self, name: str, index: int | None, cause: BaseException, *, where: str = ""
+    ) -> None:
+        self.name, self.index, self.cause, self.where = name, index, cause, where
         super().__init__(self.describe(where))
 
     def describe(self, where: str) -> str:
         cause = f"{type(self.cause).__name__}: {self.cause}"
         return f"reward function {self.name!r} failed{where}: {cause}"
 
-    def located(self, *, step: int, prompt_id: str) -> RewardFunctionError:
-        """The same failure, naming the step and the prompt whose group was being scored."""
-        return type(self)(
-            self.name, self.index, self.cause, where=f" at step {step} on prompt {prompt_id!r}"
-        )
+    def located(self, *, step: int, prompt_id: str | None) -> RewardFunctionError:
+        """The same failure, naming the step and the prompt whose group was being scored
+        (once: a failure already located keeps its place)."""
+        if self.where:
+            return self
+        where = f" at step {step}" + (f" on prompt {prompt_id!r}" if prompt_id else "")
+        return type(self)(self.name, self.index, self.cause, where=where)
 
 
 class NoApplicableReward(RewardFunctionError):

@@ -122,7 +122,7 @@ class Rewarder:
             except RewardFunctionError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
-                raise RewardFunctionError(entry.label, 0, exc) from exc
+                raise RewardFunctionError(entry.label, None, exc) from exc
             outcome.seconds[entry.label] = time.perf_counter() - started
         require_applicable(outcome.scores)
         return outcome

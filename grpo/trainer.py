@@ -265,8 +265,7 @@ class Trainer:
         try:
             return self.step(step)
         except RewardFunctionError as exc:
-            example = self.sampler.batch(step)[exc.index // self.spec.num_generations]
-            raise exc.located(step=step, prompt_id=example.id) from exc
+            raise exc.located(step=step, prompt_id=None) from exc  # _score located it
         except (RuntimeError, MemoryError) as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -330,7 +329,12 @@ class Trainer:
             completions=texts,
             num_tokens=rollout.lengths.tolist(),
         )
-        scored = self.rewarder.score(batch)
+        try:
+            scored = self.rewarder.score(batch)
+        except RewardFunctionError as exc:
+            g = self.spec.num_generations
+            prompt_id = None if exc.index is None else examples[exc.index // g].id
+            raise exc.located(step=step, prompt_id=prompt_id) from exc
         if scored.notes:
             more = f" (and {len(scored.notes) - 3} more)" if len(scored.notes) > 3 else ""
             self.log("warning", f"step {step} rewards: {'; '.join(scored.notes[:3])}{more}")

@@ -129,3 +129,10 @@ def test_a_rule_that_raises_fails_naming_its_label():
     )
     with pytest.raises(RewardFunctionError, match="'accuracy'"):
         Rewarder([AccuracyReward()]).score(batch)
+
+
+def test_a_whole_batch_failure_names_the_step_only_and_is_located_once():
+    failure = RewardFunctionError("judge", None, ValueError("down"))
+    located = failure.located(step=2, prompt_id=None)
+    assert str(located) == "reward function 'judge' failed at step 2: ValueError: down"
+    assert str(located.located(step=9, prompt_id="q9")) == str(located)
