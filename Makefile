@@ -49,6 +49,7 @@ lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/mypy app worker grpo
 	$(NODE_BIN)/biome check .
+	$(BIN)/python -m app.api.jstypes
 	$(NODE_BIN)/tsc -p tsconfig.json
 
 bench: install-test

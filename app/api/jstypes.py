@@ -1,8 +1,9 @@
 """The OpenAPI document's schemas as TypeScript declarations, for the dashboard's JSDoc.
 
-`python -m app.api.jstypes` rewrites app/static/js/openapi.d.ts; a unit test fails when the
-file and the API disagree, so a field renamed in a response model is a type error in the
-JavaScript that reads it. Knows nothing of the routes beyond their schemas.
+`python -m app.api.jstypes` writes app/static/js/openapi.d.ts (not committed: `make lint`
+writes it from the code it checks, just before tsc), so a field renamed in a response model
+is a type error in the JavaScript that reads it. Knows nothing of the routes beyond their
+schemas; nothing served reads the file.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 TARGET = Path(__file__).parents[1] / "static" / "js" / "openapi.d.ts"
 HEADER = (
-    "// Generated from the OpenAPI document by `python -m app.api.jstypes`; do not edit.\n"
+    "// Written from the OpenAPI document by `python -m app.api.jstypes` (make lint); not edited.\n"
     "// The dashboard's JSDoc imports these: /** @typedef {import('./openapi').RunOut} RunOut */\n"
 )
 PRIMITIVES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean"}
