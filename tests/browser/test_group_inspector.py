@@ -11,6 +11,7 @@ import httpx
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Console
+from tests.browser.runs import finish, small_spec, submit
 
 BOX_CENTRES_JS = """() => {
   const el = document.getElementById('chart-groups');
@@ -104,3 +105,24 @@ def test_group_without_kept_texts_still_shows_rewards_and_advantages(
     assert shown == sorted(bare["advantages"])
     assert "max_groups_per_step" in page.locator("#completions").inner_text()
     assert console.unexpected() == []
+
+
+def test_a_function_that_does_not_apply_shows_a_dash_under_its_label(
+    page: Any, api: httpx.Client, console: Console
+) -> None:
+    # records without an answer: the example plugin returns null for them; `any` applies
+    records = "".join(json.dumps({"prompt": f"{i}+1=", "answer": ""}) + "\n" for i in range(4))
+    created = api.post("/api/datasets", params={"name": "no-answers"}, content=records.encode())
+    assert created.status_code == 201, created.text
+    rewards = [
+        {"name": "python", "function": "contains_answer", "label": "has_answer"},
+        {"name": "regex", "pattern": ".", "label": "any"},
+    ]
+    spec = small_spec(name="browser-null", max_steps=1, data={"source": created.json()["source"]})
+    run = finish(api, submit(api, {**spec, "rewards": rewards})["id"])
+    assert run["status"] == "succeeded", run["error"]
+    page.goto(f"/runs/{run['id']}/steps/1/groups/0")
+    chips = page.locator("article.completion .completion-fns").first
+    expect(chips).to_contain_text("has_answer –")
+    expect(chips).to_contain_text("any ")
+    assert not console.unexpected()
