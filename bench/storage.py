@@ -45,7 +45,7 @@ for step in range(1, n_steps + 1):
             for text in texts]
         groups.append(GroupReport(index=g, prompt_id=f"p{rng.randint(0, 9999)}", prompt="x" * 60,
             answer="42", rewards=[c.reward for c in comps], advantages=[c.advantage for c in comps],
-            completions=comps))
+            completions=comps, passes=[c.reward >= 1 for c in comps]))
     steps.save_step(run.id, StepReport(step=step, total_steps=n_steps,
         scalars={f"m{i}": rng.random() for i in range(30)}, groups=groups,
         advantage_histogram=[0] * 24, reward_histogram=[0] * 30,

@@ -68,6 +68,7 @@ def big_report(step: int, rng: random.Random) -> StepReport:
                 rewards=[c.reward for c in completions],
                 advantages=[c.advantage for c in completions],
                 completions=completions,
+                passes=[c.reward >= 1 for c in completions],
             )
         )
     return StepReport(

@@ -1,8 +1,8 @@
 """Step metrics from one generation batch: rewards, group outcomes, lengths, token means.
 
 Pure functions of tensors returning plain floats keyed by the metric names the store and
-the dashboard use. A completion *passes* when its total reward is > 0, so for 0/1 rewards
-an all-fail group is all 0 and an all-pass group all positive. Knows nothing of models.
+the dashboard use. Which completion *passes* is grpo/outcome.py's rule. Knows nothing of
+models.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ def reward_scalars(
     return scalars
 
 
-def group_scalars(rewards: Tensor) -> dict[str, float]:
-    """Group outcomes of rewards (B, G): zero-std fraction, all-fail/all-pass/mixed counts."""
+def group_scalars(rewards: Tensor, passes: Tensor) -> dict[str, float]:
+    """Group outcomes of rewards and passes (B, G; outcome.py's rule): zero-std fraction,
+    all-fail/all-pass/mixed counts."""
     is_flat = (rewards == rewards[:, :1]).all(dim=1)  # (B,)
-    passes = rewards > 0  # (B, G)
     all_pass = passes.all(dim=1)
     all_fail = (~passes).all(dim=1)
     return {

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from grpo.outcome import GroupOutcome as GroupOutcome  # the store and API import it here
+from grpo.outcome import group_outcome
 
 # Fixed, documented histogram bins so steps are comparable across a run and across runs.
 ADVANTAGE_BIN_EDGES: tuple[float, ...] = tuple(round(-3.0 + 0.25 * i, 2) for i in range(25))
@@ -19,16 +21,6 @@ GROUP_REWARD_STD_BIN_EDGES: tuple[float, ...] = tuple(round(0.05 * i, 2) for i i
 """Group reward spread: 30 bins of width 0.05 on [0, 1.5] over each group's population
 reward std (1.5 is the most rewards in [-1, 2] can spread); larger stds go to the last bin.
 The first bin, [0, 0.05), holds the all-equal groups that give no gradient."""
-
-
-class GroupOutcome(StrEnum):
-    """A group by its completions' total rewards: a completion passes when its reward is > 0
-    (for 0/1 rewards all-fail is all 0). The store, the API and the dashboard use these names;
-    metrics.group_scalars counts the same three over a step's reward tensor (groups/<outcome>)."""
-
-    ALL_FAIL = "all_fail"
-    ALL_PASS = "all_pass"
-    MIXED = "mixed"
 
 
 @dataclass(frozen=True)
@@ -74,12 +66,13 @@ class GroupReport:
     def reward_mean(self) -> float:
         return sum(self.rewards) / len(self.rewards)
 
+    passes: list[bool] = field(kw_only=True)
+    """Whether each completion passes, in sampling order (G); the rule is grpo/outcome.py's."""
+
     @property
     def outcome(self) -> GroupOutcome:
-        passes = [r > 0 for r in self.rewards]
-        if all(passes):
-            return GroupOutcome.ALL_PASS
-        return GroupOutcome.MIXED if any(passes) else GroupOutcome.ALL_FAIL
+        """all_pass, all_fail or mixed by the passes (grpo/outcome.py), as groups/* counts it."""
+        return group_outcome(self.passes)
 
     @property
     def reward_std(self) -> float:

@@ -148,6 +148,9 @@ class LoggingSpec(BaseModel):
     model_config = _FROZEN
     max_groups_per_step: int = Field(16, ge=0, le=4096)
     """Groups per step whose completion texts are kept (all group stats are always kept)."""
+    pass_threshold: float = Field(1.0, ge=-1e6, le=1e6)
+    """Total reward at which a completion passes when no accuracy-like reward (`accuracy`,
+    `exact_match`, `code`) decides: groups are all_pass, all_fail or mixed by it."""
 
 
 class DynamicSamplingSpec(BaseModel):

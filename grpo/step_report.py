@@ -37,11 +37,13 @@ def build_groups(
     rewards: Tensor,
     advantages: Tensor,
     token_kls: Tensor | None,
+    passes: Sequence[bool],
     keep: int,
     first_index: int = 0,
     is_dropped: bool = False,
 ) -> list[GroupReport]:
-    """One GroupReport per prompt; completions only for the first `keep` groups."""
+    """One GroupReport per prompt; completions only for the first `keep` groups. `passes`
+    is one bool per completion (group-major), by grpo/outcome.py's rule."""
     g = rollout.num_generations
     reward_rows, advantage_rows = rewards.tolist(), advantages.tolist()
     groups = []
@@ -71,6 +73,7 @@ def build_groups(
                 advantages=advantage_rows[b],
                 completions=completions,
                 is_dropped=is_dropped,
+                passes=list(passes[b * g : (b + 1) * g]),
             )
         )
     return groups

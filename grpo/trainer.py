@@ -41,6 +41,7 @@ from grpo.loss import k3_kl
 from grpo.metrics import group_scalars, length_scalars, masked_mean, reward_scalars
 from grpo.models import load_policy, pick_device
 from grpo.optim import build_optimizer, build_scheduler
+from grpo.outcome import completion_passes, pass_label
 from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
 from grpo.precision import autocast, compute_dtype
 from grpo.prompt_fit import FittedPrompt, fit_prompt
@@ -234,9 +235,19 @@ class Trainer:
             rewards=batch.rewards,
             advantages=advantages,
             token_kls=token_kls,
+            passes=self._passes(batch.scores, batch.rewards),
             keep=self.spec.logging.max_groups_per_step,
             first_index=first,
             is_dropped=first > 0,
+        )
+
+    def _passes(self, scores: Scores, rewards: torch.Tensor) -> list[bool]:
+        """Pass or fail of each completion (B x G, group-major) by grpo/outcome.py's rule."""
+        return completion_passes(
+            scores,
+            rewards.flatten().tolist(),
+            label=pass_label(self.spec.rewards),
+            threshold=self.spec.logging.pass_threshold,
         )
 
     def _dynamic_scalars(self, step: int, filled: Filled, clock: StepClock) -> dict[str, float]:
@@ -393,7 +404,7 @@ class Trainer:
     ) -> dict[str, float]:
         return {
             **reward_scalars(rewards, scores),
-            **group_scalars(rewards),
+            **group_scalars(rewards, torch.tensor(self._passes(scores, rewards)).view_as(rewards)),
             **length_scalars(rollout.lengths, rollout.is_truncated),
             **update.metrics,
             "kl": update.metrics.get("kl", 0.0),

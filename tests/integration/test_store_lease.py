@@ -22,7 +22,13 @@ __all__ = ["store"]
 
 def report(step: int) -> StepReport:
     group = GroupReport(
-        index=0, prompt_id="q", prompt="1+1=", answer="2", rewards=[1.0, 0.0], advantages=[1, -1]
+        index=0,
+        prompt_id="q",
+        prompt="1+1=",
+        answer="2",
+        rewards=[1.0, 0.0],
+        advantages=[1, -1],
+        passes=[True, False],
     )
     return StepReport(step=step, total_steps=4, scalars={"reward": 0.5}, groups=[group])
 

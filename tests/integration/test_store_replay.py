@@ -20,7 +20,7 @@ def report(step, reward):
     c = CompletionReport(text="4", num_tokens=1, is_truncated=False, rewards={"accuracy": reward},
                          reward=reward, advantage=0.0, kl=0.0)
     g = GroupReport(index=0, prompt_id="2+2", prompt="2+2=", answer="4", rewards=[reward, 0.0],
-                    advantages=[1.0, -1.0], completions=[c, c])
+                    advantages=[1.0, -1.0], completions=[c, c], passes=[reward >= 1, False])
     return StepReport(step=step, total_steps=6, scalars={"reward": reward}, groups=[g])
 
 run, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=6), package_version="t")

@@ -22,6 +22,7 @@ def group(index: int, rewards: list[float], *, is_kept: bool = False) -> GroupRe
         rewards=rewards,
         advantages=[0.0] * len(rewards),
         completions=[] if is_kept else None,
+        passes=[r >= 1 for r in rewards],
     )
 
 
