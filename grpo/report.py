@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from grpo.outcome import GroupOutcome as GroupOutcome  # the store and API import it here
 from grpo.outcome import group_outcome
+
+FinishReason = Literal["eos", "stop", "length"]
 
 # Fixed, documented histogram bins so steps are comparable across a run and across runs.
 ADVANTAGE_BIN_EDGES: tuple[float, ...] = tuple(round(-3.0 + 0.25 * i, 2) for i in range(25))
@@ -42,6 +45,13 @@ class CompletionReport:
     tokens: list[str] | None = None
     """The text each token adds (same length as token_kls; "" for special tokens): they
     join back to `text`, so a view can shade each token by its KL whatever the tokenizer."""
+    finish_reason: FinishReason | None = None
+    """Why sampling stopped: `eos` (an end-of-sequence token), `stop` (a stop string) or
+    `length` (max_completion_length); None where it was not recorded."""
+    stop: str | None = None
+    """What stopped it: the end-of-sequence token as text (`<|im_end|>`) or the stop string."""
+    stop_token_id: int | None = None
+    """The end-of-sequence id that ended it (a model may have several)."""
 
 
 @dataclass(frozen=True)

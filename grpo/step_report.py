@@ -38,6 +38,7 @@ def build_groups(
     advantages: Tensor,
     token_kls: Tensor | None,
     passes: Sequence[bool],
+    eos_token_ids: Sequence[int],
     keep: int,
     first_index: int = 0,
     is_dropped: bool = False,
@@ -60,6 +61,7 @@ def build_groups(
                     reward=reward_rows[b][i % g],
                     advantage=advantage_rows[b][i % g],
                     token_kls=token_kls,
+                    eos_token_ids=eos_token_ids,
                 )
                 for i in range(b * g, (b + 1) * g)
             ]
@@ -89,6 +91,7 @@ def _completion(
     reward: float,
     advantage: float,
     token_kls: Tensor | None,
+    eos_token_ids: Sequence[int],
 ) -> CompletionReport:
     length = int(rollout.lengths[i])
     kls = token_kls[i, :length].tolist() if token_kls is not None else None
@@ -105,7 +108,19 @@ def _completion(
         kl=sum(kls) / max(1, len(kls)) if kls else 0.0,
         token_kls=kls,
         tokens=pieces,
+        **finish_fields(ids, eos_token_ids=eos_token_ids, tokenizer=tokenizer),
     )
+
+
+def finish_fields(
+    ids: list[int], *, eos_token_ids: Sequence[int], tokenizer: Any
+) -> dict[str, Any]:
+    """finish_reason, stop and stop_token_id of one completion's token ids: it ended on an
+    end-of-sequence id (which one: a model may have several), else it ran to the limit."""
+    if ids and ids[-1] in eos_token_ids:
+        token = str(tokenizer.convert_ids_to_tokens(ids[-1]))
+        return {"finish_reason": "eos", "stop": token, "stop_token_id": ids[-1]}
+    return {"finish_reason": "length", "stop": None, "stop_token_id": None}
 
 
 def build_step_report(

@@ -236,6 +236,7 @@ class Trainer:
             advantages=advantages,
             token_kls=token_kls,
             passes=self._passes(batch.scores, batch.rewards),
+            eos_token_ids=self.eos_token_ids,
             keep=self.spec.logging.max_groups_per_step,
             first_index=first,
             is_dropped=first > 0,

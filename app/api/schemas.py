@@ -120,6 +120,13 @@ class CompletionOut(BaseModel):
     token_kls: list[float] | None
     tokens: list[str] | None = None
     """The text each token adds, aligned with token_kls; joined they are `text`."""
+    finish_reason: Literal["eos", "stop", "length"] | None = None
+    """Why sampling stopped: an end-of-sequence token, a stop string, or the length limit
+    (null for samples stored before it was recorded)."""
+    stop: str | None = None
+    """The end-of-sequence token as text (e.g. `<|im_end|>`) or the stop string."""
+    stop_token_id: int | None = None
+    """The end-of-sequence id that ended it."""
 
 
 class GroupDetail(GroupSummary):

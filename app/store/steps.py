@@ -115,6 +115,9 @@ def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
             "kl": c.kl,
             "token_kls": c.token_kls,
             "tokens": c.tokens,
+            "finish_reason": c.finish_reason,
+            "stop": c.stop,
+            "stop_token_id": c.stop_token_id,
         }
         for c in group.completions or []
     ]

@@ -9,7 +9,7 @@ import pytest
 
 from grpo.report import GROUP_REWARD_STD_BIN_EDGES, GroupReport
 from grpo.spec import JobSpec
-from grpo.step_report import build_step_report
+from grpo.step_report import build_step_report, finish_fields
 from grpo.trainer import Trainer
 
 
@@ -68,3 +68,25 @@ def test_trainer_keeps_token_pieces_that_join_back_to_each_kept_text(
         assert len(c.tokens) == len(c.token_kls) == c.num_tokens
         assert "".join(c.tokens) == c.text
     assert sum(report.group_reward_std_histogram) == 2
+
+
+def test_finish_reason_names_which_of_several_eos_ids_ended_a_completion(
+    small_tokenizer,
+) -> None:
+    im_end, endoftext = small_tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    eos = [im_end, endoftext]
+    assert finish_fields([5, 6, im_end], eos_token_ids=eos, tokenizer=small_tokenizer) == {
+        "finish_reason": "eos",
+        "stop": "<|im_end|>",
+        "stop_token_id": im_end,
+    }
+    assert finish_fields([endoftext], eos_token_ids=eos, tokenizer=small_tokenizer) == {
+        "finish_reason": "eos",
+        "stop": "<|endoftext|>",
+        "stop_token_id": endoftext,
+    }
+    assert finish_fields([5, 6, 7], eos_token_ids=eos, tokenizer=small_tokenizer) == {
+        "finish_reason": "length",
+        "stop": None,
+        "stop_token_id": None,
+    }

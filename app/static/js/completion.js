@@ -46,11 +46,21 @@ export function completionRow(c, rank, { maxAdvantage, klMax = 0, functions = []
             c.is_truncated
               ? h('span', { class: 'flag-truncated', title: 'hit max_completion_length' }, 'truncated')
               : null,
+            finishChip(c),
             h('span', { title: 'sequence mean of the per-token k3 KL' }, `KL ${num(c.kl)}`),
           ),
     ),
     bare ? h('div', { class: 'faint' }, 'text not kept') : textWithKl(c, klMax),
   );
+}
+
+/** What ended the completion: which end-of-sequence token (a model may have several) or stop string. */
+function finishChip(c) {
+  if (c.finish_reason === 'eos')
+    return h('span', { class: 'finish', title: `ended by end-of-sequence id ${c.stop_token_id}` }, `eos ${c.stop}`);
+  if (c.finish_reason === 'stop')
+    return h('span', { class: 'finish', title: 'ended by a stop string' }, `stop ${c.stop}`);
+  return null;
 }
 
 export function advantageBar(advantage, maxAdvantage) {
