@@ -179,7 +179,9 @@ def load_policy(
     progress: bool = True,
     roots: LocalRoots | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Model (fp32 master weights, eval mode) and tokenizer (left padding) on `device`."""
+    """Model (fp32 master weights, eval mode) and tokenizer on `device`. The tokenizer keeps
+    its own padding side (it is saved in checkpoints as it came); code that pads for
+    generation asks for left padding where it pads."""
     with _progress_bars(progress):
         source = resolve_model_path(name, Path(cache_dir), progress=progress, roots=roots)
         try:
@@ -190,7 +192,6 @@ def load_policy(
                 f"cannot load model {name!r}: not a built-in, not a local directory, and "
                 f"not available from the Hugging Face cache or hub ({exc})"
             ) from exc
-    tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         # Many causal LMs ship without a pad token; masked positions never reach the loss.
         tokenizer.pad_token = tokenizer.eos_token

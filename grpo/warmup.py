@@ -71,7 +71,8 @@ def greedy_accuracy(model: PreTrainedModel, tokenizer: Tokenizer, examples: list
     """Fraction of examples whose greedy completion equals the answer exactly."""
     was_training = model.training
     model.eval()
-    batch = tokenizer([e.prompt for e in examples], return_tensors="pt", padding=True)
+    prompts = [str(e.prompt) for e in examples]
+    batch = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left")
     max_answer = max(len(e.answer) for e in examples)
     # GenerationMixin.generate reaches mypy through nn.Module.__getattr__ (typed Tensor)
     output = model.generate(  # type: ignore[operator]

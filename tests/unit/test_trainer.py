@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
+from grpo.checkpoint import latest_checkpoint
 from grpo.failures import OutOfMemory, RewardFunctionError
 from grpo.logprobs import completion_logps
 from grpo.spec import JobSpec, LoraSpec, RegexReward
@@ -310,8 +312,11 @@ def test_builtin_small_trains_on_chat_prompts_cut_to_fit_with_their_template(
         max_completion_length=4,
         logging={"max_groups_per_step": 2},
     )
-    _, (report,), _, _ = run(spec, tmp_path / "run", grpo_cache_dir)
+    _, (report,), _, trainer = run(spec, tmp_path / "run", grpo_cache_dir)
     assert report.scalars["prompts/truncated"] == 1
+    # the checkpoint's tokenizer is the model's own: no padding side leaked from training
+    saved = AutoTokenizer.from_pretrained(latest_checkpoint(tmp_path / "run") / "model")
+    assert saved.padding_side == trainer.tokenizer.padding_side == "right"
     for group in report.groups:
         assert group.prompt.startswith("<|im_start|>system\nAnswer with one number.<|im_end|>\n")
         assert group.prompt.endswith("?<|im_end|>\n<|im_start|>assistant\n")
