@@ -7,6 +7,7 @@ the environment.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,6 +26,9 @@ class Settings(BaseSettings):
     """Celery broker; default filesystem:// under <data_dir>/broker."""
     cache_dir: Path | None = None
     """Built-in models and other caches; default ~/.cache/grpo."""
+    api_processes: int | None = Field(None, ge=1)
+    """API server processes `grpo up` starts; default one per 4 CPUs (1 to 4), leaving the
+    rest to the worker's training."""
     host: str = "127.0.0.1"
     """Interface the server binds to; loopback unless told otherwise."""
     port: int = 8000
@@ -52,6 +56,9 @@ class Settings(BaseSettings):
     """Most records in one uploaded dataset."""
     stream_poll_seconds: float = Field(0.5, gt=0)
     """How often a live stream re-reads the database when nothing wakes it."""
+    stream_queue_events: int = Field(256, ge=1)
+    """Most events a live stream's client may lag behind before the server closes it (the
+    client resumes with Last-Event-ID; other streams never wait for it)."""
     heartbeat_seconds: float = Field(5.0, gt=0)
     """How often a running job refreshes its heartbeat."""
     stale_after_seconds: float = Field(60.0, gt=0)
@@ -67,6 +74,10 @@ class Settings(BaseSettings):
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'grpo.db'}"
+
+    @property
+    def resolved_api_processes(self) -> int:
+        return self.api_processes or max(1, min(4, (os.cpu_count() or 1) // 4))
 
     @property
     def server_url(self) -> str:

@@ -3,10 +3,11 @@ live-update tests and the benches. Run with the stack's GRPO_* environment:
 
     python -m tests.seed STEPS              a finished run of STEPS steps; prints its id
     python -m tests.seed into RUN STEPS     STEPS steps and their events into an existing run
-    python -m tests.seed live RUN STEPS [EVERY_S]
+    python -m tests.seed live RUN STEPS [EVERY_S [LOG_BYTES]]
         claims the (queued) run as a worker would and prints "claimed"; on a line on stdin,
-        writes one step every EVERY_S seconds (default 0.05) through save_step, prints a JSON
-        summary of the writes; on another line, marks the run succeeded
+        writes one step every EVERY_S seconds (default 0.05) through save_step (each followed
+        by a log line of LOG_BYTES characters, if given), prints a JSON summary of the writes;
+        on another line, marks the run succeeded
 
 Bulk seeding goes in big batches (save_step's one transaction per step would take minutes
 for 10,000 steps); live seeding is save_step itself, so the real stream carries each step.
@@ -25,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from app.store import runs, steps
+from app.store import events, runs, steps
 from app.store.bulk import bulk_insert
 from app.store.db import session_scope
 from app.store.models import Event, Run, StepMetric
@@ -136,7 +137,9 @@ def seed_steps(run_id: str, total: int, *, seed: int = 0) -> None:
         run.last_metrics = {k: reports[-1].scalars[k] for k in steps.SUMMARY_KEYS}
 
 
-def write_live(run_id: str, total: int, every: float, *, seed: int = 0) -> dict[str, float]:
+def write_live(
+    run_id: str, total: int, every: float, *, log_bytes: int = 0, seed: int = 0
+) -> dict[str, float]:
     """One save_step every `every` seconds on a fixed schedule (a slow write does not shift
     the ones after it); returns how the writes kept to it."""
     rng = random.Random(seed)
@@ -148,6 +151,8 @@ def write_live(run_id: str, total: int, every: float, *, seed: int = 0) -> dict[
         late = max(late, time.perf_counter() - due)
         began = time.perf_counter()
         steps.save_step(run_id, synthetic_step(step, total, rng))
+        if log_bytes:
+            events.add_log(run_id, "info", f"step {step} " + "x" * log_bytes)
         durations.append(time.perf_counter() - began)
     return {
         "steps": total,
@@ -158,11 +163,11 @@ def write_live(run_id: str, total: int, every: float, *, seed: int = 0) -> dict[
     }
 
 
-def live(run_id: str, total: int, every: float) -> None:
+def live(run_id: str, total: int, every: float, log_bytes: int) -> None:
     assert runs.claim_run(run_id, worker="seed-live", device="cpu") is not None, run_id
     print("claimed", flush=True)
     sys.stdin.readline()
-    print(json.dumps(write_live(run_id, total, every)), flush=True)
+    print(json.dumps(write_live(run_id, total, every, log_bytes=log_bytes)), flush=True)
     sys.stdin.readline()
     runs.finish_run(run_id, status="succeeded")
 
@@ -171,8 +176,9 @@ if __name__ == "__main__":
     match sys.argv[1:]:
         case ["into", run_id, total]:
             seed_steps(run_id, int(total))
-        case ["live", run_id, total, *every]:
-            live(run_id, int(total), float(every[0]) if every else 0.05)
+        case ["live", run_id, total, *rest]:
+            every = float(rest[0]) if rest else 0.05
+            live(run_id, int(total), every, int(rest[1]) if len(rest) > 1 else 0)
         case [total]:
             print(seed_run(int(total)))
         case _:

@@ -35,3 +35,13 @@ def read_events(
             if kind == "end" or (max_events and len(events) >= max_events):
                 break
     return events
+
+
+def follow_events(client: httpx.Client, path: str, *, timeout: float = 300) -> list[SseEvent]:
+    """Every event until `end`, reconnecting with Last-Event-ID whenever the server closes
+    the stream first (as the dashboard and the CLI do)."""
+    events: list[SseEvent] = []
+    while not events or events[-1].kind != "end":
+        last = next((e.id for e in reversed(events) if e.id is not None), None)
+        events += read_events(client, path, last_event_id=last, timeout=timeout)
+    return events

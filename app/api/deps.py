@@ -1,4 +1,8 @@
-"""Shared route dependencies: bearer-token checks and loading a run or answering 404."""
+"""Shared route dependencies: bearer-token checks and loading a run or answering 404.
+
+Those that do no I/O are `async def`: FastAPI would run a plain `def` in the thread pool,
+a hop that costs more than the check itself on every request.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,19 @@ import hmac
 from typing import Annotated
 
 from fastapi import Depends, Header, Path
+from starlette.concurrency import run_in_threadpool
 
 from app.api.errors import ApiError
 from app.settings import Settings, get_settings
-from app.store import runs
+from app.store import events, runs
 from app.store.models import Run
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+async def current_settings() -> Settings:
+    return get_settings()
+
+
+SettingsDep = Annotated[Settings, Depends(current_settings)]
 
 
 def _check_token(settings: Settings, authorization: str | None) -> None:
@@ -28,13 +38,13 @@ def _check_token(settings: Settings, authorization: str | None) -> None:
         raise ApiError(403, "forbidden", "invalid token")
 
 
-def require_write(
+async def require_write(
     settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
 ) -> None:
     _check_token(settings, authorization)
 
 
-def require_read(
+async def require_read(
     settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
 ) -> None:
     if settings.read_requires_token:
@@ -48,6 +58,15 @@ def load_run(run_id: Annotated[str, Path(max_length=32)]) -> Run:
     return run
 
 
+async def load_run_version(run_id: Annotated[str, Path(max_length=32)]) -> int:
+    """The run's newest event id (what its per-step bodies are cached by), or 404."""
+    status, newest = await run_in_threadpool(events.read_head, run_id)
+    if status is None:
+        raise ApiError(404, "not_found", f"run {run_id} not found")
+    return newest
+
+
 WriteAccess = Depends(require_write)
 ReadAccess = Depends(require_read)
 RunDep = Annotated[Run, Depends(load_run)]
+RunVersionDep = Annotated[int, Depends(load_run_version)]

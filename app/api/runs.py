@@ -1,15 +1,21 @@
-"""Runs: submit, list, read, and the step metrics and histograms behind the charts."""
+"""Runs: submit, list, read, and the step metrics and histograms behind the charts.
+
+The per-step bodies are cached by the run's newest event id (body_cache.py): one small
+query answers a reload of a run that has not moved since.
+"""
 
 from __future__ import annotations
 
 import base64
 from datetime import datetime
+from functools import partial
 from importlib.metadata import version
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from app.api.deps import ReadAccess, RunDep, SettingsDep, WriteAccess
+from app.api.body_cache import bodies
+from app.api.deps import ReadAccess, RunDep, RunVersionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
 from app.api.reward_checks import check_rewards
 from app.api.schemas import (
@@ -89,32 +95,52 @@ def get_run(run: RunDep) -> RunOut:
 
 
 @router.get("/{run_id}/metrics", dependencies=[ReadAccess], response_model=MetricList)
-def get_metrics(
-    run: RunDep,
+async def get_metrics(
+    run_id: str,
+    newest_event: RunVersionDep,
     after_step: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
     keys: Annotated[str | None, Query(description="comma-separated metric names")] = None,
 ) -> Response:
     """Step scalars in step order, for curves; `keys` keeps only some metrics."""
-    if keys:
-        key_list = [k for k in keys.split(",") if k]
-        after_event = steps.last_event_id(run.id)
-        rows = steps.list_metrics(run.id, after_step=after_step, limit=limit, keys=key_list)
-        items = [MetricRow(**r) for r in rows]
-        body = MetricList(last_event_id=after_event, items=items).model_dump_json()
-    else:
-        body = steps.metrics_json(run.id, after_step=after_step, limit=limit)
+    key_list = tuple(k for k in (keys or "").split(",") if k)
+    body = await bodies.get(
+        ("metrics", run_id, newest_event, after_step, limit, key_list),
+        partial(_metrics_body, run_id, newest_event, after_step, limit, key_list),
+    )
     return Response(content=body, media_type="application/json")
 
 
+def _metrics_body(
+    run_id: str, newest_event: int, after_step: int, limit: int, keys: tuple[str, ...]
+) -> str:
+    if not keys:
+        return steps.metrics_json(
+            run_id, after_step=after_step, limit=limit, after_event=newest_event
+        )
+    rows = steps.list_metrics(run_id, after_step=after_step, limit=limit, keys=list(keys))
+    items = [MetricRow(**r) for r in rows]
+    return MetricList(last_event_id=newest_event, items=items).model_dump_json()
+
+
 @router.get("/{run_id}/histograms", dependencies=[ReadAccess], response_model=HistogramList)
-def get_histograms(
-    run: RunDep,
+async def get_histograms(
+    run_id: str,
+    newest_event: RunVersionDep,
     after_step: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
 ) -> Response:
     """Each step's advantage, reward and group reward spread histograms, with their bins."""
-    body = histograms.histograms_json(run.id, after_step=after_step, limit=limit)
+    body = await bodies.get(
+        ("histograms", run_id, newest_event, after_step, limit),
+        partial(
+            histograms.histograms_json,
+            run_id,
+            after_step=after_step,
+            limit=limit,
+            after_event=newest_event,
+        ),
+    )
     return Response(content=body, media_type="application/json")
 
 

@@ -1,15 +1,15 @@
-"""Live events of a run as Server-Sent Events, read from the database.
+"""Live events of a run as Server-Sent Events: the database is the log, a feed fans it out.
 
-The event table is the log: a client that reconnects with Last-Event-ID gets every event
-after that id, once, in order. Nothing is pushed from memory, so a server restart loses
-nothing either. A Redis wake-up (when the broker is Redis) ends the wait early; otherwise
-the stream polls. A final status ends it after its last events.
+A client that reconnects with Last-Event-ID gets every event after that id, once, in
+order: history it missed is read from the database (or the feed's ring of recent frames),
+then it joins the run's feed (run_feed.py), which reads each new event once for every
+stream of the run in this process. A server restart loses nothing; a client that lags too
+far behind is closed and resumes the same way. A final status ends the stream after its
+last events.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -18,41 +18,60 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import ReadAccess, RunDep, SettingsDep
-from app.store import events, runs
-from app.store.models import FINAL_STATUSES
-from app.store.wakeup import waker
+from app.api.run_feed import RunFeed, Subscriber, encode_frame, hub
+from app.settings import Settings
+from app.store import events
 
 router = APIRouter(prefix="/api/runs", tags=["stream"])
 KEEPALIVE_SECONDS = 15.0
 
 
-def format_sse(event_id: int, kind: str, payload: object) -> str:
-    return f"id: {event_id}\nevent: {kind}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+async def event_stream(run_id: str, after_id: int, settings: Settings) -> AsyncIterator[bytes]:
+    yield f"retry: {int(settings.stream_poll_seconds * 2000)}\n\n".encode()
+    last = after_id
+    while True:  # catch up from the database until the feed's ring holds the rest
+        feed = hub.feed(
+            run_id,
+            poll_seconds=settings.stream_poll_seconds,
+            queue_limit=settings.stream_queue_events,
+        )
+        await feed.is_ready.wait()
+        if feed.covers(last):
+            break
+        ring_after = feed.ring_after
+        page = await run_in_threadpool(events.events_after, run_id, last)
+        if page:
+            yield b"".join(encode_frame(*event) for event in page)
+            last = page[-1][0]
+        elif hub.feeds.get(run_id) is feed and feed.ring_after == ring_after:
+            last = ring_after  # the feed read every event up to here before we found none
+    frames, subscriber = feed.subscribe(last)
+    try:
+        if frames:
+            yield b"".join(frame for _, frame in frames)
+            last = frames[-1][0]
+        async for chunk in _follow(feed, subscriber, last):
+            yield chunk
+    finally:
+        feed.unsubscribe(subscriber)
 
 
-async def event_stream(run_id: str, after_id: int, poll_seconds: float) -> AsyncIterator[str]:
-    yield f"retry: {int(poll_seconds * 2000)}\n\n"
-    last_sent = time.monotonic()
+async def _follow(feed: RunFeed, subscriber: Subscriber, last: int) -> AsyncIterator[bytes]:
     while True:
-        batch = await run_in_threadpool(events.events_after, run_id, after_id)
-        for event in batch:
-            after_id = event.id
-            yield format_sse(event.id, event.kind, event.payload)
-            last_sent = time.monotonic()
-        if batch:
-            continue
-        status = await run_in_threadpool(runs.get_status, run_id)
-        if status is None or status in FINAL_STATUSES:
-            # The final status may have been committed after the empty read above.
-            for event in await run_in_threadpool(events.events_after, run_id, after_id):
-                yield format_sse(event.id, event.kind, event.payload)
-            final = {"status": status or "deleted"}
-            yield f"event: end\ndata: {json.dumps(final)}\n\n"
+        batches = await subscriber.take(KEEPALIVE_SECONDS)
+        if subscriber.is_dropped:
+            return  # too far behind: a clean close, the client resumes with Last-Event-ID
+        chunk = b"".join(frame for batch in batches for i, frame in batch if i > last)
+        if batches:
+            last = max(last, batches[-1][-1][0])
+        if chunk:
+            yield chunk
+        elif not batches and not subscriber.is_ended:
+            yield b": keepalive\n\n"
+        if subscriber.is_ended:
+            if feed.final_frame is not None:
+                yield feed.final_frame
             return
-        if time.monotonic() - last_sent > KEEPALIVE_SECONDS:
-            yield ": keepalive\n\n"
-            last_sent = time.monotonic()
-        await waker.wait(run_id, poll_seconds)
 
 
 @router.get("/{run_id}/events", dependencies=[ReadAccess])
@@ -65,7 +84,7 @@ async def stream_events(
     """Steps, status changes and log lines; resume with Last-Event-ID (no gaps, no repeats)."""
     start = last_event_id if last_event_id is not None else (after or 0)
     return StreamingResponse(
-        event_stream(run.id, start, settings.stream_poll_seconds),
+        event_stream(run.id, start, settings),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -5,10 +5,9 @@ Knows nothing of HTTP: the stream endpoint turns these rows into Server-Sent Eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from app.store.db import session_scope
@@ -17,11 +16,8 @@ from app.store.models import Event, LogLine, Run, utcnow
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-@dataclass(frozen=True)
-class StoredEvent:
-    id: int
-    kind: str
-    payload: dict[str, Any]
+RawEvent = tuple[int, str, str]
+"""(id, kind, payload as its stored JSON text): what a stream sends, parsed by nobody."""
 
 
 def lock_run_events(session: Session, run_id: str) -> None:
@@ -49,15 +45,35 @@ def insert_log(session: Session, run_id: str, level: str, message: str) -> None:
     session.add(Event(run_id=run_id, kind="log", payload=payload, created_at=now))
 
 
-def events_after(run_id: str, after_id: int, *, limit: int = 500) -> list[StoredEvent]:
+def events_after(run_id: str, after_id: int, *, limit: int = 500) -> list[RawEvent]:
+    with session_scope() as session:
+        return _events_after(session, run_id, after_id, limit)
+
+
+def read_head(run_id: str) -> tuple[str | None, int]:
+    """The run's status (None: no such run) and its newest event id (0: none), one query."""
+    newest = select(func.max(Event.id)).where(Event.run_id == run_id).scalar_subquery()
+    with session_scope() as session:
+        row = session.execute(select(Run.status, newest).where(Run.id == run_id)).first()
+    return (row[0], row[1] or 0) if row else (None, 0)
+
+
+def read_news(run_id: str, after_id: int, *, limit: int = 500) -> tuple[str | None, list[RawEvent]]:
+    """The run's status, then its events after after_id. Read in that order, a final status
+    vouches that the events that preceded it are all in the list (unless it is full)."""
+    with session_scope() as session:
+        status = session.scalar(select(Run.status).where(Run.id == run_id))
+        return status, _events_after(session, run_id, after_id, limit)
+
+
+def _events_after(session: Session, run_id: str, after_id: int, limit: int) -> list[RawEvent]:
     stmt = (
-        select(Event.id, Event.kind, Event.payload)
+        select(Event.id, Event.kind, cast(Event.payload, Text))
         .where(Event.run_id == run_id, Event.id > after_id)
         .order_by(Event.id)
         .limit(limit)
     )
-    with session_scope() as session:
-        return [StoredEvent(i, k, p) for i, k, p in session.execute(stmt).all()]
+    return [(i, k, p) for i, k, p in session.execute(stmt).all()]
 
 
 def list_logs(run_id: str, *, limit: int = 1000) -> list[dict[str, Any]]:

@@ -36,13 +36,16 @@ def list_histograms(
     return [{"step": row[0], **dict(zip(BIN_EDGES, row[1:], strict=True))} for row in rows]
 
 
-def histograms_json(run_id: str, *, after_step: int = 0, limit: int = 100_000) -> str:
+def histograms_json(
+    run_id: str, *, after_step: int = 0, limit: int = 100_000, after_event: int | None = None
+) -> str:
     """The histograms list as a JSON document, spliced from the stored JSON text unparsed
     (as steps.metrics_json: a 10,000-step run is read whole by the heatmaps)."""
     stmt = _select(
         run_id, [cast(column, Text) for column in COLUMNS], after_step=after_step, limit=limit
     )
-    after_event = last_event_id(run_id)  # before the rows: a resumed stream repeats, never skips
+    if after_event is None:  # before the rows: a resumed stream repeats, never skips
+        after_event = last_event_id(run_id)
     with session_scope() as session:
         rows = session.execute(stmt).all()
     items = ",".join(_row_json(row[0], row[1:]) for row in rows)

@@ -27,6 +27,7 @@ from app.store.models import (
     StepMetric,
     utcnow,
 )
+from app.store.wakeup import mark_woken
 from grpo.spec import JobSpec
 
 
@@ -97,6 +98,7 @@ def create_run(
             session.execute(
                 insert(Event), [{"run_id": run.id, "kind": "status", "payload": run_summary(run)}]
             )
+            mark_woken(session, run.id)
     except IntegrityError:
         # Two retries raced on one key: the other insert won; return its run.
         existing = find_by_idempotency_key(idempotency_key or "")

@@ -232,10 +232,13 @@ def last_event_id(run_id: str) -> int:
         return session.scalar(select(func.max(Event.id)).where(Event.run_id == run_id)) or 0
 
 
-def metrics_json(run_id: str, *, after_step: int = 0, limit: int = 100_000) -> str:
+def metrics_json(
+    run_id: str, *, after_step: int = 0, limit: int = 100_000, after_event: int | None = None
+) -> str:
     """The metrics list as a JSON document, spliced from the stored JSON text unparsed.
 
     Parsing and re-serialising 10,000 rows of ~30 scalars costs more than the query itself.
+    `after_event` is the run's newest event id when the caller has read it already.
     """
     stmt = (
         select(StepMetric.step, cast(StepMetric.metrics, Text))
@@ -244,7 +247,8 @@ def metrics_json(run_id: str, *, after_step: int = 0, limit: int = 100_000) -> s
         .limit(limit)
     )
     # Read before the rows: a stream resumed from this id can repeat a step, never skip one.
-    after_event = last_event_id(run_id)
+    if after_event is None:
+        after_event = last_event_id(run_id)
     with session_scope() as session:
         rows = session.execute(stmt).all()
     items = ",".join(f'{{"step":{s},"metrics":{m}}}' for s, m in rows)

@@ -1,0 +1,210 @@
+"""What watching costs training: the demo spec with 0 and with N live SSE watchers.
+
+    python bench/watchers.py                       embedded default (SQLite, no Redis), 2 rounds
+    python bench/watchers.py --store postgres --watchers 1000 --rounds 1 --no-baseline
+
+Each measurement starts a fresh service (API processes as `grpo up` starts them, one
+worker), submits the demo spec (examples/arith-demo.yaml, 150 steps) and, for N > 0,
+opens N streams before the run starts. Every watcher must receive every event of the run
+exactly once and in order (checked against the database). Reported per measurement: the
+median step time (`time/step` of the run's metrics), the delivery delay of every event to
+every watcher (arrival minus the event's commit-time timestamp), the API processes' CPU
+per second of training, the load generator's own CPU, and after the N-watcher run a reload
+storm: 50 GET /metrics + 50 GET /histograms at once on the finished run. Rounds alternate
+0 and N so drift on a shared machine hits both. All load goes to 127.0.0.1, bounded in
+count and time. The last line:
+
+    watchers: n=100 training_slowdown=<t_N/t_0> delivery_p95_s=<p> api_cpu_cores=<c>
+        storm_p95_ms=<m>                                        (one line)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import yaml
+from sqlalchemy import create_engine, select
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.settings import Settings  # noqa: E402
+from app.store.models import Event  # noqa: E402
+from bench.sse_watchers import Watcher, get_once, watch  # noqa: E402
+from tests.stack import REDIS_URL, create_pg_database, drop_pg_database, running_stack  # noqa: E402
+
+STEPS, STORM, RUN_TIMEOUT_S = 150, 50, 900
+FINAL = ("succeeded", "failed", "cancelled")
+
+
+def demo_spec(queue: str) -> dict[str, Any]:
+    spec = yaml.safe_load((ROOT / "examples" / "arith-demo.yaml").read_text())
+    spec.update(max_steps=STEPS, resources={"queue": queue})
+    return dict(spec)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def api_processes(api_pid: int) -> list[psutil.Process]:
+    root = psutil.Process(api_pid)
+    return [root, *root.children(recursive=True)]
+
+
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for proc in processes:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+async def wait_until(client: httpx.AsyncClient, run_id: str, done: Any, deadline: float) -> None:
+    while not done((await client.get(f"/api/runs/{run_id}")).json()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"run {run_id} not done in {RUN_TIMEOUT_S}s")
+        await asyncio.sleep(0.25)
+
+
+async def follow_run(url: str, queue: str, n: int, api_pid: int) -> dict[str, Any]:
+    """Submit the demo, open n watchers at once, and measure CPU from step 1 to the end."""
+    port = int(url.rsplit(":", 1)[1])
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        run_id = (await client.post("/api/runs", json=demo_spec(queue))).json()["id"]
+        watchers = [Watcher() for _ in range(n)]
+        path = f"/api/runs/{run_id}/events"
+        tasks = [asyncio.create_task(watch(port, path, w, deadline=deadline)) for w in watchers]
+        await wait_until(client, run_id, lambda r: r["step"] >= 1, deadline)
+        api, me = api_processes(api_pid), [psutil.Process()]
+        api_start, me_start, wall_start = cpu_seconds(api), cpu_seconds(me), time.monotonic()
+        await wait_until(client, run_id, lambda r: r["status"] in FINAL, deadline)
+        wall = time.monotonic() - wall_start
+        api_cpu = (cpu_seconds(api) - api_start) / wall
+        me_cpu = (cpu_seconds(me) - me_start) / wall
+        await asyncio.gather(*tasks)
+        run = (await client.get(f"/api/runs/{run_id}")).json()
+        metrics = (await client.get(f"/api/runs/{run_id}/metrics")).json()["items"]
+    if run["status"] != "succeeded":
+        raise RuntimeError(f"run {run_id} {run['status']}: {run['error']}")
+    step_s = statistics.median(m["metrics"]["time/step"] for m in metrics)
+    return {"run_id": run_id, "watchers": watchers, "api_cpu": api_cpu, "me_cpu": me_cpu,
+            "step_s": step_s}  # fmt: skip
+
+
+def delivery_delays(database_url: str, run_id: str, watchers: list[Watcher]) -> list[float]:
+    """Arrival minus commit-time stamp of every event at every watcher; raises unless each
+    watcher got exactly the run's events, once each, in order."""
+    engine = create_engine(database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(Event.id, Event.created_at).where(Event.run_id == run_id).order_by(Event.id)
+        ).all()
+    engine.dispose()
+    expected = [event_id for event_id, _ in rows]
+    created = {event_id: at.timestamp() for event_id, at in rows}
+    delays = []
+    for number, watcher in enumerate(watchers):
+        if watcher.ids != expected or not watcher.is_ended:
+            raise AssertionError(
+                f"watcher {number}: {len(watcher.ids)} events (expected {len(expected)}), "
+                f"ended={watcher.is_ended}, errors={watcher.errors[:3]}"
+            )
+        delays += [at - created[i] for i, at in zip(watcher.ids, watcher.arrivals, strict=True)]
+    return delays
+
+
+async def storm(url: str, run_id: str) -> list[float]:
+    """50 /metrics and 50 /histograms at once on fresh connections: a room reloading."""
+    port = int(url.rsplit(":", 1)[1])
+    paths = [f"/api/runs/{run_id}/{what}" for what in ("metrics", "histograms")] * STORM
+    return list(await asyncio.gather(*(get_once(port, p) for p in paths)))
+
+
+def measure(store: str, n: int, data_dir: Path) -> dict[str, Any]:
+    database_url = create_pg_database() if store == "postgres" else None
+    urls = {"database_url": database_url, "broker_url": REDIS_URL} if database_url else {}
+    api_workers = Settings().resolved_api_processes
+    try:
+        with running_stack(data_dir, api_workers=api_workers, **urls) as stack:  # type: ignore[arg-type]
+            api_pid = stack.processes["api"].pid
+            result = asyncio.run(follow_run(stack.url, stack.queue, n, api_pid))
+            url = database_url or f"sqlite:///{data_dir / 'grpo.db'}"
+            result["delays"] = delivery_delays(url, result["run_id"], result["watchers"])
+            result["storm"] = asyncio.run(storm(stack.url, result["run_id"])) if n else []
+            result["api_workers"] = api_workers
+    finally:
+        if database_url:
+            drop_pg_database(database_url)
+    return result
+
+
+def report(n: int, result: dict[str, Any]) -> None:
+    delays, watchers = result["delays"], result["watchers"]
+    line = (
+        f"n={n:<5} step_median_s={result['step_s']:.4f}  api_cpu_cores={result['api_cpu']:.3f}  "
+        f"client_cpu_cores={result['me_cpu']:.3f}  api_processes={result['api_workers']}"
+    )
+    if n:
+        reconnects = sum(w.reconnects for w in watchers)
+        line += (
+            f"  delivery_p50_s={percentile(delays, 0.5):.3f} p95={percentile(delays, 0.95):.3f}"
+            f" max={max(delays):.3f}  events={len(delays)}  reconnects={reconnects}"
+            f"  storm_p50_ms={percentile(result['storm'], 0.5) * 1000:.0f}"
+            f" p95={percentile(result['storm'], 0.95) * 1000:.0f}"
+        )
+    print(line, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--watchers", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--store", choices=["embedded", "postgres"], default="embedded")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the 0-watcher runs")
+    args = parser.parse_args()
+    n = args.watchers
+    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; store {args.store}; "
+          f"demo spec, {STEPS} steps; {n} watchers", flush=True)  # fmt: skip
+    ratios, delays, cpus, storms = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_index in range(args.rounds):
+            step_0 = None
+            for count in [n] if args.no_baseline else [0, n]:
+                data_dir = Path(tmp) / f"r{round_index}-n{count}"
+                result = measure(args.store, count, data_dir)
+                report(count, result)
+                if count == 0:
+                    step_0 = result["step_s"]
+                    continue
+                if step_0:
+                    ratios.append(result["step_s"] / step_0)
+                delays += result["delays"]
+                cpus.append(result["api_cpu"])
+                storms += result["storm"]
+    slowdown = f"{statistics.median(ratios):.2f}" if ratios else "nan"
+    print(
+        f"watchers: n={n} training_slowdown={slowdown} "
+        f"delivery_p95_s={percentile(delays, 0.95):.3f} "
+        f"api_cpu_cores={statistics.median(cpus):.3f} "
+        f"storm_p95_ms={percentile(storms, 0.95) * 1000:.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

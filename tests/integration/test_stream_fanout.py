@@ -1,0 +1,143 @@
+"""Live streams of one run share one reader: a client that stops reading is closed and
+resumes, never waited for; a commit wakes the streams instead of the next poll."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import tiny_spec
+from tests.sse import SseEvent, follow_events, read_events
+from tests.stack import (
+    REDIS_URL,
+    ROOT,
+    Stack,
+    create_pg_database,
+    drop_pg_database,
+    running_stack,
+)
+
+
+@contextmanager
+def parked_stack(tmp_path: Path, store: str, **env: str) -> Iterator[Stack]:
+    """A service with no worker: runs stay queued until the seeder claims them."""
+    url = create_pg_database() if store == "postgres" else None
+    urls = {"database_url": url, "broker_url": REDIS_URL} if url else {}
+    try:
+        with running_stack(tmp_path / "data", with_worker=False, extra_env=env, **urls) as stack:
+            yield stack
+    finally:
+        if url:
+            drop_pg_database(url)
+
+
+@contextmanager
+def seeder(
+    stack: Stack, run_id: str, steps: int, every_s: float, log_bytes: int = 0
+) -> Iterator[subprocess.Popen[str]]:
+    """tests.seed live: claims the run, writes steps through save_step on "go", finishes it."""
+    args = ["live", run_id, str(steps), str(every_s), str(log_bytes)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.seed", *args],
+        cwd=ROOT, env=stack.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdin and proc.stdout
+    try:
+        assert proc.stdout.readline().strip() == "claimed"
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def go_and_finish(proc: subprocess.Popen[str]) -> dict[str, float]:
+    assert proc.stdin and proc.stdout
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    writes: dict[str, float] = json.loads(proc.stdout.readline())
+    proc.communicate("finish\n", timeout=60)
+    return writes
+
+
+def stalled_stream(port: int, path: str) -> socket.socket:
+    """A client that asks for the stream, then reads nothing (a tiny receive buffer)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return sock
+
+
+def read_until_closed(sock: socket.socket, timeout: float = 60) -> bytes:
+    sock.settimeout(timeout)
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def ids_of(events: list[SseEvent]) -> list[int]:
+    return [e.id for e in events if e.id is not None]
+
+
+def test_a_stalled_client_is_closed_and_resumes_while_the_others_get_every_event(
+    tmp_path: Path,
+) -> None:
+    # 300 steps, each with a 32 KB log line: ~10 MB, more than the socket buffers hold
+    # (up to 4 MB on each side), so the server's queue for the stalled stream fills.
+    steps = 300
+    with parked_stack(tmp_path, "embedded", GRPO_STREAM_QUEUE_EVENTS="64") as stack:
+        with stack.client() as client:
+            spec = tiny_spec(stack, max_steps=steps, resources={"queue": "parked"})
+            run_id = client.post("/api/runs", json=spec).json()["id"]
+            path = f"/api/runs/{run_id}/events"
+            with seeder(stack, run_id, steps, 0.005, 32_000) as proc, ThreadPoolExecutor(3) as pool:
+                stalled = stalled_stream(int(stack.url.rsplit(":", 1)[1]), path)
+                readers = [pool.submit(follow_events, stack.client(), path) for _ in range(3)]
+                time.sleep(1.0)  # every stream is open before the first step
+                go_and_finish(proc)
+                fast = [reader.result(timeout=120) for reader in readers]
+            # The others got every event once, in order (reconnecting if they lagged too),
+            # while the stalled client read nothing at all.
+            assert ids_of(fast[0]) == ids_of(fast[1]) == ids_of(fast[2])
+            everything = ids_of(fast[0])
+            assert len([e for e in fast[0] if e.kind == "step"]) == steps
+
+            raw = read_until_closed(stalled)
+            assert b"event: end" not in raw, "the stalled client was not cut off"
+            head = [int(line[4:]) for line in raw.split(b"\n") if line.startswith(b"id: ")]
+            assert head == everything[: len(head)]
+            tail = read_events(client, path, last_event_id=head[-1] if head else None)
+            assert head + ids_of(tail) == everything
+            assert tail[-1].kind == "end"
+
+
+@pytest.mark.parametrize("store", ["embedded", "postgres"])
+def test_a_commit_wakes_the_streams_long_before_the_next_poll(tmp_path: Path, store: str) -> None:
+    with parked_stack(tmp_path, store, GRPO_STREAM_POLL_SECONDS="30") as stack:
+        with stack.client() as client:
+            spec = tiny_spec(stack, max_steps=10, resources={"queue": "parked"})
+            run_id = client.post("/api/runs", json=spec).json()["id"]
+            path = f"/api/runs/{run_id}/events"
+            with seeder(stack, run_id, 10, every_s=0.2) as proc, ThreadPoolExecutor(2) as pool:
+                opened = time.monotonic()
+                readers = [pool.submit(read_events, stack.client(), path) for _ in range(2)]
+                time.sleep(1.0)  # the streams have read what there was: now they wait
+                go_and_finish(proc)
+                streams = [reader.result(timeout=120) for reader in readers]
+                lasted = time.monotonic() - opened
+    for events in streams:
+        assert [e.data["step"] for e in events if e.kind == "step"] == list(range(1, 11))
+        assert events[-1].kind == "end"
+    # Every step was written after the streams' first read: polling alone would deliver
+    # none of them before the next poll, 30 s later.
+    assert lasted < 15, f"the streams took {lasted:.1f} s for a 2 s run"
