@@ -50,6 +50,8 @@ def up(*, host: str, port: int) -> int:
             str(port),
             "--log-level",
             "warning",
+            "--workers",
+            str(settings.resolved_api_processes),
         ],
         env=env,
         cwd=ROOT,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -41,7 +42,14 @@ sys.path.insert(0, str(ROOT))
 from app.settings import Settings  # noqa: E402
 from app.store.models import Event  # noqa: E402
 from bench.sse_watchers import Watcher, get_once, watch  # noqa: E402
-from tests.stack import REDIS_URL, create_pg_database, drop_pg_database, running_stack  # noqa: E402
+from tests.seed import go_and_finish, live_seeder  # noqa: E402
+from tests.stack import (  # noqa: E402
+    REDIS_URL,
+    Stack,
+    create_pg_database,
+    drop_pg_database,
+    running_stack,
+)
 
 STEPS, STORM, RUN_TIMEOUT_S = 150, 50, 900
 FINAL = ("succeeded", "failed", "cancelled")
@@ -81,18 +89,28 @@ async def wait_until(client: httpx.AsyncClient, run_id: str, done: Any, deadline
         await asyncio.sleep(0.25)
 
 
-async def follow_run(url: str, queue: str, n: int, api_pid: int) -> dict[str, Any]:
-    """Submit the demo, open n watchers at once, and measure CPU from step 1 to the end."""
-    port = int(url.rsplit(":", 1)[1])
+async def follow_run(stack: Stack, n: int, *, seed_every: float | None) -> dict[str, Any]:
+    """Submit the demo, open n watchers at once, and measure CPU while the steps come: from
+    step 1 to the end when the worker trains it, or while the seeder writes them."""
+    port = int(stack.url.rsplit(":", 1)[1])
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        run_id = (await client.post("/api/runs", json=demo_spec(queue))).json()["id"]
+    async with httpx.AsyncClient(base_url=stack.url, timeout=60) as client:
+        spec = demo_spec("parked" if seed_every else stack.queue)
+        run_id = (await client.post("/api/runs", json=spec)).json()["id"]
         watchers = [Watcher() for _ in range(n)]
         path = f"/api/runs/{run_id}/events"
+        seeding = live_seeder(stack.env, run_id, STEPS, seed_every) if seed_every else None
+        proc = seeding.__enter__() if seeding else None
         tasks = [asyncio.create_task(watch(port, path, w, deadline=deadline)) for w in watchers]
-        await wait_until(client, run_id, lambda r: r["step"] >= 1, deadline)
-        api, me = api_processes(api_pid), [psutil.Process()]
+        if proc is None:
+            await wait_until(client, run_id, lambda r: r["step"] >= 1, deadline)
+        else:
+            await asyncio.sleep(2.0)  # every watcher is open and caught up
+        api, me = api_processes(stack.processes["api"].pid), [psutil.Process()]
         api_start, me_start, wall_start = cpu_seconds(api), cpu_seconds(me), time.monotonic()
+        if proc is not None:
+            await asyncio.to_thread(go_and_finish, proc)
+            seeding.__exit__(None, None, None)  # type: ignore[union-attr]
         await wait_until(client, run_id, lambda r: r["status"] in FINAL, deadline)
         wall = time.monotonic() - wall_start
         api_cpu = (cpu_seconds(api) - api_start) / wall
@@ -136,14 +154,15 @@ async def storm(url: str, run_id: str) -> list[float]:
     return list(await asyncio.gather(*(get_once(port, p) for p in paths)))
 
 
-def measure(store: str, n: int, data_dir: Path) -> dict[str, Any]:
+def measure(store: str, n: int, data_dir: Path, seed_every: float | None) -> dict[str, Any]:
     database_url = create_pg_database() if store == "postgres" else None
     urls = {"database_url": database_url, "broker_url": REDIS_URL} if database_url else {}
     api_workers = Settings().resolved_api_processes
     try:
-        with running_stack(data_dir, api_workers=api_workers, **urls) as stack:  # type: ignore[arg-type]
-            api_pid = stack.processes["api"].pid
-            result = asyncio.run(follow_run(stack.url, stack.queue, n, api_pid))
+        with running_stack(
+            data_dir, api_workers=api_workers, with_worker=not seed_every, **urls
+        ) as stack:  # type: ignore[arg-type]
+            result = asyncio.run(follow_run(stack, n, seed_every=seed_every))
             url = database_url or f"sqlite:///{data_dir / 'grpo.db'}"
             result["delays"] = delivery_delays(url, result["run_id"], result["watchers"])
             result["storm"] = asyncio.run(storm(stack.url, result["run_id"])) if n else []
@@ -172,27 +191,39 @@ def report(n: int, result: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    global STEPS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--watchers", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--store", choices=["embedded", "postgres"], default="embedded")
     parser.add_argument("--no-baseline", action="store_true", help="skip the 0-watcher runs")
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument(
+        "--seeded",
+        type=float,
+        default=None,
+        metavar="EVERY_S",
+        help="no training: tests.seed writes a step every EVERY_S s (API cost without noise)",
+    )
     args = parser.parse_args()
+    STEPS = args.steps
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the stack on the way out
     n = args.watchers
+    driver = f"seeded every {args.seeded} s" if args.seeded else "trained by the worker"
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; store {args.store}; "
-          f"demo spec, {STEPS} steps; {n} watchers", flush=True)  # fmt: skip
+          f"demo spec, {STEPS} steps {driver}; {n} watchers", flush=True)  # fmt: skip
     ratios, delays, cpus, storms = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for round_index in range(args.rounds):
             step_0 = None
             for count in [n] if args.no_baseline else [0, n]:
                 data_dir = Path(tmp) / f"r{round_index}-n{count}"
-                result = measure(args.store, count, data_dir)
+                result = measure(args.store, count, data_dir, args.seeded)
                 report(count, result)
                 if count == 0:
                     step_0 = result["step_s"]
                     continue
-                if step_0:
+                if step_0 and not args.seeded:
                     ratios.append(result["step_s"] / step_0)
                 delays += result["delays"]
                 cpus.append(result["api_cpu"])

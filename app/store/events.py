@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Text, cast, func, select
+from sqlalchemy import Connection, Integer, Text, bindparam, cast, func, select
 from sqlalchemy.orm import Session
 
-from app.store.db import session_scope
+from app.store.db import read_scope, session_scope
 from app.store.models import Event, LogLine, Run, utcnow
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -46,34 +46,42 @@ def insert_log(session: Session, run_id: str, level: str, message: str) -> None:
 
 
 def events_after(run_id: str, after_id: int, *, limit: int = 500) -> list[RawEvent]:
-    with session_scope() as session:
-        return _events_after(session, run_id, after_id, limit)
+    with read_scope() as conn:
+        return _events_after(conn, run_id, after_id, limit)
+
+
+# Built once: building a statement costs more than running it on these hot paths.
+_HEAD = select(
+    Run.status,
+    select(func.max(Event.id)).where(Event.run_id == bindparam("run_id")).scalar_subquery(),
+).where(Run.id == bindparam("run_id"))
+_STATUS = select(Run.status).where(Run.id == bindparam("run_id"))
+_AFTER = (
+    select(Event.id, Event.kind, cast(Event.payload, Text))
+    .where(Event.run_id == bindparam("run_id"), Event.id > bindparam("after_id"))
+    .order_by(Event.id)
+    .limit(bindparam("limit", type_=Integer))
+)
 
 
 def read_head(run_id: str) -> tuple[str | None, int]:
     """The run's status (None: no such run) and its newest event id (0: none), one query."""
-    newest = select(func.max(Event.id)).where(Event.run_id == run_id).scalar_subquery()
-    with session_scope() as session:
-        row = session.execute(select(Run.status, newest).where(Run.id == run_id)).first()
+    with read_scope() as conn:
+        row = conn.execute(_HEAD, {"run_id": run_id}).first()
     return (row[0], row[1] or 0) if row else (None, 0)
 
 
 def read_news(run_id: str, after_id: int, *, limit: int = 500) -> tuple[str | None, list[RawEvent]]:
     """The run's status, then its events after after_id. Read in that order, a final status
     vouches that the events that preceded it are all in the list (unless it is full)."""
-    with session_scope() as session:
-        status = session.scalar(select(Run.status).where(Run.id == run_id))
-        return status, _events_after(session, run_id, after_id, limit)
+    with read_scope() as conn:
+        status = conn.scalar(_STATUS, {"run_id": run_id})
+        return status, _events_after(conn, run_id, after_id, limit)
 
 
-def _events_after(session: Session, run_id: str, after_id: int, limit: int) -> list[RawEvent]:
-    stmt = (
-        select(Event.id, Event.kind, cast(Event.payload, Text))
-        .where(Event.run_id == run_id, Event.id > after_id)
-        .order_by(Event.id)
-        .limit(limit)
-    )
-    return [(i, k, p) for i, k, p in session.execute(stmt).all()]
+def _events_after(conn: Connection, run_id: str, after_id: int, limit: int) -> list[RawEvent]:
+    params = {"run_id": run_id, "after_id": after_id, "limit": limit}
+    return [(i, k, p) for i, k, p in conn.execute(_AFTER, params).all()]
 
 
 def list_logs(run_id: str, *, limit: int = 1000) -> list[dict[str, Any]]:

@@ -3,10 +3,7 @@ resumes, never waited for; a commit wakes the streams instead of the next poll."
 
 from __future__ import annotations
 
-import json
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,15 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import tiny_spec
+from tests.seed import go_and_finish, live_seeder
 from tests.sse import SseEvent, follow_events, read_events
-from tests.stack import (
-    REDIS_URL,
-    ROOT,
-    Stack,
-    create_pg_database,
-    drop_pg_database,
-    running_stack,
-)
+from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
 
 
 @contextmanager
@@ -38,34 +29,6 @@ def parked_stack(tmp_path: Path, store: str, **env: str) -> Iterator[Stack]:
     finally:
         if url:
             drop_pg_database(url)
-
-
-@contextmanager
-def seeder(
-    stack: Stack, run_id: str, steps: int, every_s: float, log_bytes: int = 0
-) -> Iterator[subprocess.Popen[str]]:
-    """tests.seed live: claims the run, writes steps through save_step on "go", finishes it."""
-    args = ["live", run_id, str(steps), str(every_s), str(log_bytes)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.seed", *args],
-        cwd=ROOT, env=stack.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdin and proc.stdout
-    try:
-        assert proc.stdout.readline().strip() == "claimed"
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-
-
-def go_and_finish(proc: subprocess.Popen[str]) -> dict[str, float]:
-    assert proc.stdin and proc.stdout
-    proc.stdin.write("go\n")
-    proc.stdin.flush()
-    writes: dict[str, float] = json.loads(proc.stdout.readline())
-    proc.communicate("finish\n", timeout=60)
-    return writes
 
 
 def stalled_stream(port: int, path: str) -> socket.socket:
@@ -100,7 +63,10 @@ def test_a_stalled_client_is_closed_and_resumes_while_the_others_get_every_event
             spec = tiny_spec(stack, max_steps=steps, resources={"queue": "parked"})
             run_id = client.post("/api/runs", json=spec).json()["id"]
             path = f"/api/runs/{run_id}/events"
-            with seeder(stack, run_id, steps, 0.005, 32_000) as proc, ThreadPoolExecutor(3) as pool:
+            with (
+                live_seeder(stack.env, run_id, steps, 0.005, 32_000) as proc,
+                ThreadPoolExecutor(3) as pool,
+            ):
                 stalled = stalled_stream(int(stack.url.rsplit(":", 1)[1]), path)
                 readers = [pool.submit(follow_events, stack.client(), path) for _ in range(3)]
                 time.sleep(1.0)  # every stream is open before the first step
@@ -128,7 +94,7 @@ def test_a_commit_wakes_the_streams_long_before_the_next_poll(tmp_path: Path, st
             spec = tiny_spec(stack, max_steps=10, resources={"queue": "parked"})
             run_id = client.post("/api/runs", json=spec).json()["id"]
             path = f"/api/runs/{run_id}/events"
-            with seeder(stack, run_id, 10, every_s=0.2) as proc, ThreadPoolExecutor(2) as pool:
+            with live_seeder(stack.env, run_id, 10, 0.2) as proc, ThreadPoolExecutor(2) as pool:
                 opened = time.monotonic()
                 readers = [pool.submit(read_events, stack.client(), path) for _ in range(2)]
                 time.sleep(1.0)  # the streams have read what there was: now they wait
