@@ -1,7 +1,7 @@
 """Runs: submit, list, read, and the step metrics and histograms behind the charts.
 
-The per-step bodies are cached by the run's newest event id (body_cache.py): one small
-query answers a reload of a run that has not moved since.
+The per-step bodies and the logs are cached by the run's newest event id (body_cache.py):
+one small query answers a reload of a run that has not moved since.
 """
 
 from __future__ import annotations
@@ -144,6 +144,17 @@ async def get_histograms(
     return Response(content=body, media_type="application/json")
 
 
-@router.get("/{run_id}/logs", dependencies=[ReadAccess])
-def get_logs(run: RunDep, limit: Annotated[int, Query(ge=1, le=100_000)] = 1000) -> LogList:
-    return LogList(items=[LogRow(**row) for row in events.list_logs(run.id, limit=limit)])
+@router.get("/{run_id}/logs", dependencies=[ReadAccess], response_model=LogList)
+async def get_logs(
+    run_id: str,
+    newest_event: RunVersionDep,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+) -> Response:
+    key = ("logs", run_id, newest_event, limit)
+    body = await bodies.get(key, partial(_logs_body, run_id, limit))
+    return Response(content=body, media_type="application/json")
+
+
+def _logs_body(run_id: str, limit: int) -> str:
+    rows = events.list_logs(run_id, limit=limit)
+    return LogList(items=[LogRow(**row) for row in rows]).model_dump_json()
