@@ -37,7 +37,7 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.torch
 
 # the example reward plugin too: tests train a run with a `python` reward it registers
 $(VENV)/.installed-test: pyproject.toml examples/reward-plugin/pyproject.toml $(VENV)/.installed
-	$(PIP) install -q -e ".[test]" ./examples/reward-plugin
+	$(PIP) install -q -e ".[test]" -e ./examples/reward-plugin
 	touch $@
 
 # The dashboard's JavaScript is served as written; these tools only check it (package.json).

@@ -41,8 +41,8 @@ def load_reward_function(name: str) -> RewardFunction:
 def call_reward_function(
     function: RewardFunction,
     *,
-    prompts: Sequence[str],
-    completions: Sequence[str],
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
     columns: dict[str, list[Any]],
 ) -> list[float | None]:
     """fn(prompts, completions, **columns) as TRL calls it: one entry per completion in every

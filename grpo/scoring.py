@@ -46,6 +46,15 @@ class RewardBatch:
         """One value per group repeated for each of its G completions."""
         return [v for v in values for _ in range(self.num_generations)]
 
+    def trl_prompts_and_completions(self) -> tuple[list[Any], list[Any]]:
+        """Per completion, as TRL hands them to reward functions: the record's prompt, and
+        the completion text; for chat-message prompts the messages, and the completion as
+        one assistant message `[{"role": "assistant", "content": text}]`."""
+        prompts = self.per_completion([e.prompt for e in self.examples])
+        if not any(isinstance(e.prompt, list) for e in self.examples):
+            return prompts, list(self.completions)
+        return prompts, [[{"role": "assistant", "content": c}] for c in self.completions]
+
     def columns(self) -> dict[str, list[Any]]:
         """`answer` and every extra record field, one entry per completion (TRL's kwargs)."""
         keys = sorted({k for e in self.examples for k in e.data} - {"answer"})
@@ -130,10 +139,11 @@ class Rewarder:
     def _score(self, entry: RewardSpec, batch: RewardBatch, notes: list[str]) -> list[float | None]:
         match entry:
             case PythonReward():
+                prompts, completions = batch.trl_prompts_and_completions()
                 return call_reward_function(
                     self._functions[entry.label],
-                    prompts=batch.per_completion(batch.prompts),
-                    completions=batch.completions,
+                    prompts=prompts,
+                    completions=completions,
                     columns=batch.columns(),
                 )
             case HttpReward():

@@ -42,6 +42,8 @@ def test_batched_scores_equal_one_at_a_time_and_the_model_is_frozen(tmp_path):
     torch.testing.assert_close(torch.tensor(batched), torch.tensor(single), atol=1e-5, rtol=0)
     assert not model.model.training
     assert not any(p.requires_grad for p in model.model.parameters())
+    chat = [{"role": "user", "content": "12+3="}]  # chat-message prompts read as their turns
+    assert model.text(chat, "15") == model.text("12+3=", "15") == "12+3=15"
 
 
 def test_rewarder_scores_prompt_plus_completion_per_label(tmp_path):

@@ -136,3 +136,21 @@ def test_a_whole_batch_failure_names_the_step_only_and_is_located_once():
     located = failure.located(step=2, prompt_id=None)
     assert str(located) == "reward function 'judge' failed at step 2: ValueError: down"
     assert str(located.located(step=9, prompt_id="q9")) == str(located)
+
+
+def test_chat_prompts_reach_plugins_as_trl_hands_them_over():
+    chat = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "1+1="}]
+    batch = _batch(["2", "3"], [Example(id="c", prompt=chat, answer="2")])
+    prompts, completions = batch.trl_prompts_and_completions()
+    assert prompts == [chat, chat]
+    assert completions == [
+        [{"role": "assistant", "content": "2"}],
+        [{"role": "assistant", "content": "3"}],
+    ]
+    outcome = Rewarder([PythonReward(function="contains_answer")]).score(batch)
+    assert outcome.scores["python"] == [1.0, 0.0]
+
+
+def test_text_prompts_reach_plugins_as_the_records_prompt():
+    prompts, completions = _batch(["a", "b", "c", "d"]).trl_prompts_and_completions()
+    assert prompts == ["1+1=", "1+1=", "2+2=", "2+2="] and completions == ["a", "b", "c", "d"]
