@@ -110,5 +110,6 @@ def score_code(entry: CodeReward, batch: RewardBatch, notes: list[str]) -> list[
         results = list(pool.map(lambda job: run_tests(job[0], job[1], entry), jobs))
     for i, (_, note) in enumerate(results):
         if note:
-            notes.append(f"{entry.label}: completion {i}: {note}")
+            where = f"prompt {batch.examples[i // g].id!r} completion {i % g}"
+            notes.append(f"{entry.label}: {where}: {note}")
     return [score for score, _ in results]

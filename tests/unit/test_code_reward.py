@@ -107,3 +107,24 @@ def test_escape_attempts_score_zero_with_a_note_and_leave_the_host_alone(tmp_pat
     assert note is not None and any(word in note for word in words), note
     assert not (tmp_path / "escaped").exists()
     assert time.monotonic() - started < 2 * ENTRY.timeout_s + 5
+
+
+def test_a_step_scores_each_completion_and_notes_which_one_hit_a_limit():
+    from grpo.code_task import code_examples
+    from grpo.scoring import RewardBatch, Rewarder
+
+    add = next(e for e in code_examples("train") if e.id == "add")
+    completions = [f"```python\n{add.answer}\n```", "while True:\n    pass"]
+    batch = RewardBatch(
+        run_id="r",
+        step=1,
+        examples=[add],
+        prompts=[add.prompt],
+        completions=completions,
+        num_tokens=[1, 1],
+    )
+    outcome = Rewarder([CodeReward(timeout_s=1, memory_mb=256)]).score(batch)
+    assert outcome.scores["code"] == [1.0, 0.0]
+    assert len(outcome.notes) == 1 and outcome.notes[0].startswith(
+        "code: prompt 'add' completion 1: "
+    )
