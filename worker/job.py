@@ -19,6 +19,7 @@ from app.queue import dispatch_run
 from app.settings import get_settings
 from app.store import events, lease, runs, steps
 from app.store.lease import Lease, LeaseLost
+from app.store.models import RunStatus
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult, Trainer
@@ -32,7 +33,7 @@ _declined: set[str] = set()
 
 def run_job(run_id: str) -> None:
     queued = runs.get_run(run_id)
-    if queued is not None and queued.status == "queued":
+    if queued is not None and queued.status == RunStatus.QUEUED:
         problem = _fit_problem(queued.spec)
         if problem:
             _decline(run_id, problem, queue=queued.queue)
@@ -50,7 +51,7 @@ def run_job(run_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         log.exception("run %s failed", run_id)
         try:
-            lease.finish(held, status="failed", error=describe_error(exc))
+            lease.finish(held, status=RunStatus.FAILED, error=describe_error(exc))
         except LeaseLost as lost:
             log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:
@@ -80,9 +81,9 @@ def _train(held: Lease, spec: JobSpec) -> FitResult:
 def _end(held: Lease, result: FitResult, *, queue: str) -> None:
     """Succeeded, cancelled, or (this worker is stopping) handed back to the queue."""
     if not result.is_stopped:
-        lease.finish(held, status="succeeded")
+        lease.finish(held, status=RunStatus.SUCCEEDED)
     elif lease.check(held):  # a cancel wins over a stop
-        lease.finish(held, status="cancelled")
+        lease.finish(held, status=RunStatus.CANCELLED)
     else:
         lease.hand_back(
             held,

@@ -13,14 +13,16 @@ from datetime import datetime
 from sqlalchemy import or_, select, update
 
 from app.store.db import session_scope
-from app.store.models import Run, utcnow
+from app.store.models import Run, RunStatus, utcnow
 
 
 def mark_undispatched(run_id: str) -> None:
     """The send after the commit failed: the next sweep sends it."""
     with session_scope() as session:
         session.execute(
-            update(Run).where(Run.id == run_id, Run.status == "queued").values(dispatched_at=None)
+            update(Run)
+            .where(Run.id == run_id, Run.status == RunStatus.QUEUED)
+            .values(dispatched_at=None)
         )
 
 
@@ -32,7 +34,7 @@ def take_due(*, sent_before: datetime, limit: int = 100) -> list[Run]:
         due = session.scalars(
             select(Run)
             .where(
-                Run.status == "queued",
+                Run.status == RunStatus.QUEUED,
                 Run.is_cancel_requested.is_(False),
                 or_(Run.dispatched_at.is_(None), Run.dispatched_at < sent_before),
             )

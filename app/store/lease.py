@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.store.db import session_scope
 from app.store.events import insert_log
-from app.store.models import FINAL_STATUSES, Run, utcnow
+from app.store.models import FINAL_STATUSES, Run, RunStatus, utcnow
 from app.store.runs import add_status_event
 
 
@@ -43,7 +43,7 @@ def hold(session: Session, lease: Lease, **values: Any) -> None:
     locks the run's row, which serialises the run's event writers (as lock_run_events does)."""
     result = session.execute(
         update(Run)
-        .where(Run.id == lease.run_id, Run.lease == lease.token, Run.status == "running")
+        .where(Run.id == lease.run_id, Run.lease == lease.token, Run.status == RunStatus.RUNNING)
         .values(heartbeat_at=utcnow(), **values)
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
@@ -88,7 +88,7 @@ def add_log(lease: Lease, level: str, message: str) -> None:
         insert_log(session, lease.run_id, level, message)
 
 
-def finish(lease: Lease, *, status: str, error: str | None = None) -> None:
+def finish(lease: Lease, *, status: RunStatus, error: str | None = None) -> None:
     """The final status (with the error as a log line first, when there is one)."""
     assert status in FINAL_STATUSES
     with session_scope() as session:
@@ -101,7 +101,7 @@ def finish(lease: Lease, *, status: str, error: str | None = None) -> None:
 def hand_back(lease: Lease, *, reason: str) -> None:
     """Back to `queued` for the next worker, which resumes from the last checkpoint."""
     with session_scope() as session:
-        hold(session, lease, status="queued", dispatched_at=utcnow())
+        hold(session, lease, status=RunStatus.QUEUED, dispatched_at=utcnow())
         insert_log(session, lease.run_id, "warning", reason)
         _add_status_event(session, lease.run_id)
 

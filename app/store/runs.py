@@ -22,6 +22,7 @@ from app.store.models import (
     Event,
     LogLine,
     Run,
+    RunStatus,
     Sample,
     StepGroup,
     StepMetric,
@@ -77,7 +78,7 @@ def create_run(
     run = Run(
         id=uuid.uuid4().hex[:16],
         name=spec.display_name,
-        status="queued",
+        status=RunStatus.QUEUED,
         spec=spec.model_dump(mode="json"),
         package_version=package_version,
         queue=spec.resources.queue,
@@ -155,9 +156,11 @@ def claim_run(run_id: str, *, worker: str, device: str) -> Run | None:
     with session_scope() as session:
         result = session.execute(
             update(Run)
-            .where(Run.id == run_id, Run.status == "queued", Run.is_cancel_requested.is_(False))
+            .where(
+                Run.id == run_id, Run.status == RunStatus.QUEUED, Run.is_cancel_requested.is_(False)
+            )
             .values(
-                status="running",
+                status=RunStatus.RUNNING,
                 worker=worker,
                 device=device,
                 started_at=now,
@@ -176,7 +179,7 @@ def claim_run(run_id: str, *, worker: str, device: str) -> Run | None:
         return run
 
 
-def finish_run(run_id: str, *, status: str, error: str | None = None) -> Run | None:
+def finish_run(run_id: str, *, status: RunStatus, error: str | None = None) -> Run | None:
     """Record a final status (succeeded, failed, cancelled) once; later calls change nothing."""
     assert status in FINAL_STATUSES
     with session_scope() as session:
@@ -197,8 +200,8 @@ def request_cancel(run_id: str) -> Run | None:
         if run is None or run.status in FINAL_STATUSES:
             return run
         run.is_cancel_requested = True
-        if run.status == "queued":
-            run.status = "cancelled"
+        if run.status == RunStatus.QUEUED:
+            run.status = RunStatus.CANCELLED
             run.finished_at = utcnow()
         add_status_event(session, run)
         return run
@@ -213,9 +216,9 @@ def requeue_run(run_id: str) -> Run | None:
     with session_scope() as session:
         result = session.execute(
             update(Run)
-            .where(Run.id == run_id, Run.status.in_(("cancelled", "failed")))
+            .where(Run.id == run_id, Run.status.in_((RunStatus.CANCELLED, RunStatus.FAILED)))
             .values(
-                status="queued",
+                status=RunStatus.QUEUED,
                 error=None,
                 finished_at=None,
                 is_cancel_requested=False,
@@ -241,18 +244,20 @@ def requeue_stale_runs(
     lost = Run.worker == worker if worker else Run.heartbeat_at < stale_before
     with session_scope() as session:
         stale = session.scalars(
-            select(Run).where(Run.status == "running", lost).with_for_update(skip_locked=True)
+            select(Run)
+            .where(Run.status == RunStatus.RUNNING, lost)
+            .with_for_update(skip_locked=True)
         ).all()
         for run in stale:
             if run.attempts > max_retries:
-                run.status, run.finished_at = "failed", utcnow()
+                run.status, run.finished_at = RunStatus.FAILED, utcnow()
                 run.error = (
                     f"worker {run.worker} stopped responding {run.attempts} times; "
                     f"gave up after {max_retries} retries"
                 )
                 failed.append(run)
             else:
-                run.status, run.dispatched_at = "queued", utcnow()
+                run.status, run.dispatched_at = RunStatus.QUEUED, utcnow()
                 run.error = (
                     f"worker {run.worker} stopped responding; requeued from its last checkpoint"
                 )
