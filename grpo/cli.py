@@ -30,13 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in SERVICE_COMMANDS:
         delegate(argv)
     args = build_parser().parse_args(argv)
-    from grpo.failures import StepFailure
+    from grpo.failures import user_message
 
     try:
         return train(args) if args.command == "train" else evaluate(args)
-    except (StepFailure, FloatingPointError, ValueError) as exc:
-        # worded for users already (a bad spec, an empty dataset, out of memory, divergence)
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - one line, as the worker words a failed run
+        print(f"error: {user_message(exc)}", file=sys.stderr)
         return 1
 
 

@@ -1,6 +1,8 @@
-"""Why a training step stopped, worded for the person who submitted the job.
+"""Why training stopped, worded for the person who submitted the job.
 
-Each exception names the step and what to change. Knows nothing of HTTP, SQL or Celery.
+Each StepFailure names the step and what to change; `user_message` words any exception out
+of training, and is what the worker stores as a run's error and `grpo train` prints. Knows
+nothing of HTTP, SQL or Celery.
 """
 
 from __future__ import annotations
@@ -51,6 +53,35 @@ class NoApplicableReward(RewardFunctionError):
 
 class OutOfMemory(StepFailure):
     """The device ran out of memory during a step."""
+
+
+class Diverged(StepFailure):
+    """The loss of a step is NaN or infinite: training has diverged."""
+
+    def __init__(self, value: str, *, step: int) -> None:
+        self.value, self.step = value, step
+        super().__init__(
+            f"training diverged: loss is {value} at step {step}; lower learning_rate, check "
+            "the rewards, or use precision fp32"
+        )
+
+
+def user_message(exc: BaseException) -> str:
+    """The one line a user sees for any exception out of training."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, StepFailure):
+        return text  # worded for users, with the step: out of memory, a reward, divergence
+    if is_out_of_memory(exc):
+        # outside a step: loading the model or the reference already did not fit
+        return (
+            f"out of memory before training started: use a smaller model, lora, or a device "
+            f"with more free memory ({text.splitlines()[0]})"
+        )
+    if isinstance(exc, OSError) and "model" in text.lower():
+        return f"model could not be loaded: {text}"
+    if isinstance(exc, ValueError):
+        return text  # our own checks word these for users already: a bad spec, no data
+    return f"{type(exc).__name__}: {text}"
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo.failures import Diverged
 from grpo.logprobs import completion_logps, completion_logps_entropy
 from grpo.loss import grpo_loss, high_entropy_mask, loss_normalizer
 from grpo.rollout import Rollout, group_rows, row_slices
@@ -255,11 +256,7 @@ def _zero_gradient_step(
 
 def _check_finite(loss: Tensor, step: int) -> None:
     if not bool(torch.isfinite(loss)):
-        value = "NaN" if bool(torch.isnan(loss)) else "infinite"
-        raise FloatingPointError(
-            f"loss is {value} at step {step}; lower learning_rate, check the rewards, or use "
-            "precision fp32"
-        )
+        raise Diverged("NaN" if bool(torch.isnan(loss)) else "infinite", step=step)
 
 
 def _clip_gradients(model: Any, max_norm: float | None) -> float:

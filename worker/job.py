@@ -20,11 +20,11 @@ from app.settings import get_settings
 from app.store import events, lease, runs, steps
 from app.store.lease import Lease, LeaseLost
 from app.store.models import RunStatus
+from grpo.failures import user_message
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult, Trainer
 from worker.device import device_label, fit_problem
-from worker.errors import describe_error
 from worker.lifecycle import current_run, stopping, worker_name
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def run_job(run_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         log.exception("run %s failed", run_id)
         try:
-            lease.finish(held, status=RunStatus.FAILED, error=describe_error(exc))
+            lease.finish(held, status=RunStatus.FAILED, error=user_message(exc))
         except LeaseLost as lost:
             log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:

@@ -1,11 +1,18 @@
-"""Step failures worded for users (grpo/failures.py) and the worker's wording of the rest."""
+"""Step failures worded for users, and user_message's wording of every other exception
+(grpo/failures.py): what the worker stores as a run's error and `grpo train` prints."""
 
 import pytest
 import torch
 
-from grpo.failures import OutOfMemory, RewardFunctionError, is_out_of_memory, out_of_memory
+from grpo.failures import (
+    Diverged,
+    OutOfMemory,
+    RewardFunctionError,
+    is_out_of_memory,
+    out_of_memory,
+    user_message,
+)
 from grpo.spec import JobSpec
-from worker.errors import describe_error
 
 SPEC = JobSpec(num_generations=16, prompts_per_step=8, max_completion_length=1024)
 
@@ -92,10 +99,14 @@ def test_a_located_reward_failure_names_step_and_prompt():
             "out of memory before training started: use a "
             "smaller model, lora, or a device with more free memory (CUDA out of memory.",
         ),
-        (FloatingPointError("loss is NaN at step 4"), "training diverged: loss is NaN at step 4"),
+        (
+            Diverged("NaN", step=4),
+            "training diverged: loss is NaN at step 4; lower learning_rate",
+        ),
+        (OSError("model path /x not found"), "model could not be loaded: model path /x"),
         (ValueError("dataset is empty"), "dataset is empty"),
         (KeyError("x"), "KeyError: 'x'"),
     ],
 )
-def test_the_worker_words_each_failure_for_users(exc, expected):
-    assert describe_error(exc).startswith(expected)
+def test_every_failure_is_worded_for_users_once(exc, expected):
+    assert user_message(exc).startswith(expected)
