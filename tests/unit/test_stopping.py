@@ -1,0 +1,56 @@
+"""Stop strings (grpo/stopping.py): the decode loop's tail check stops exactly where a
+full decode of the completion would first contain a stop string."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grpo.models import load_policy
+from grpo.stopping import StopStrings, first_stop
+from grpo.tokenizer import build_char_tokenizer
+
+
+def first_hit_step(stopper: StopStrings, ids: list[int]) -> int | None:
+    """The 1-based step at which the decode loop would stop this completion."""
+    for t in range(1, len(ids) + 1):
+        if bool(stopper.hits(torch.tensor([ids[:t]]))[0]):
+            return t
+    return None
+
+
+def full_decode_step(tokenizer, ids: list[int], stops: list[str]) -> int | None:
+    for t in range(1, len(ids) + 1):
+        if any(s in tokenizer.decode(ids[:t], skip_special_tokens=True) for s in stops):
+            return t
+    return None
+
+
+def test_character_tokens_stop_on_the_token_that_completes_the_string():
+    tokenizer = build_char_tokenizer()
+    ids = tokenizer("x=12</answer> more", add_special_tokens=False)["input_ids"]
+    stopper = StopStrings(tokenizer, ["</answer>", "\n\n"])
+    assert first_hit_step(stopper, ids) == len("x=12</answer>")
+    # the full stop string, and one character short then padding (a special token: skipped)
+    rows = torch.tensor([ids[:13], ids[:12] + [tokenizer.pad_token_id]])
+    assert stopper.hits(rows).tolist() == [True, False]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["The sum is 1234.\n\nUser: next", "naïve café → done. Human: hi", "<think>ok</think> Human:"],
+)
+def test_byte_level_bpe_stops_where_a_full_decode_first_contains_the_string(tmp_path, text):
+    _, tokenizer = load_policy("builtin:small", cache_dir=tmp_path, progress=False)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    stops = ["\n\nUser:", " Human:", "→"]
+    expected = full_decode_step(tokenizer, ids, stops)
+    assert expected is not None
+    assert first_hit_step(StopStrings(tokenizer, stops), ids) == expected
+
+
+def test_first_stop_names_the_string_that_ended_the_text():
+    assert first_stop("a</b>c\n\n", ["\n\n", "</b>"]) == "</b>"
+    assert first_stop("no stop here", ["</b>"]) is None
+    with pytest.raises(ValueError):
+        StopStrings(build_char_tokenizer(), [""])
