@@ -21,6 +21,7 @@ from torch import Tensor
 
 from grpo.kv_cache import cache_argument, cache_of, preallocate
 from grpo.sampling import GroupUniforms, sample_next_tokens, token_entropy
+from grpo.stopping import StopStrings
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ def generate(
     repetition_penalty: float = 1.0,
     seeds: Sequence[int] | None = None,
     generation_batch_size: int | None = None,
+    stop: StopStrings | None = None,
 ) -> Rollout:
     """Sample num_generations completions per prompt, each at most max_new_tokens long,
     generation_batch_size completions (whole groups) decoded at once; None: all at once.
@@ -152,6 +154,7 @@ def generate(
             repetition_penalty=repetition_penalty,
         ),
         temperature=temperature,
+        stop=stop,
     )
     groups_at_once = None if generation_batch_size is None else generation_batch_size // g
     parts = [
@@ -180,6 +183,7 @@ def _generate_groups(
     is_penalized: bool,
     draw: Callable[..., Tensor],
     temperature: float,
+    stop: StopStrings | None,
 ) -> Rollout:
     """One decode of all completions of the given prompts; `draw` is sample_next_tokens
     with the sampling knobs set."""
@@ -205,7 +209,7 @@ def _generate_groups(
             seen[rows, token] = True
         return token
 
-    tokens, lengths, entropy = _decode(
+    tokens, lengths, entropy, is_stopped = _decode(
         model,
         cache,
         logits=out.logits[:, -1].repeat_interleave(g, dim=0),  # (N, V)
@@ -216,12 +220,14 @@ def _generate_groups(
         eos=eos,
         max_new_tokens=max_new_tokens,
         pad_token_id=pad_token_id,
+        stop=stop,
     )
     width = int(lengths.max())
     mask = torch.arange(width, device=tokens.device)[None, :] < lengths[:, None]  # (N, T)
     ended = torch.isin(tokens.gather(1, (lengths - 1)[:, None]).squeeze(1), eos)  # (N,)
     ids = tokens[:, :width].masked_fill(~mask, pad_token_id)
-    return Rollout(prompt_ids, prompt_mask, ids, mask.long(), ~ended, entropy[:, :width])
+    is_truncated = ~(ended | is_stopped)  # a stop string ends a completion as EOS does
+    return Rollout(prompt_ids, prompt_mask, ids, mask.long(), is_truncated, entropy[:, :width])
 
 
 def _prompt_tokens(logits: Tensor, prompt_ids: Tensor, prompt_mask: Tensor, g: int) -> Tensor:
@@ -245,14 +251,17 @@ def _decode(
     eos: Tensor,
     max_new_tokens: int,
     pad_token_id: int,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The decode loop: tokens (N, max_new_tokens), lengths (N,) incl. EOS, and entropies."""
+    stop: StopStrings | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The decode loop: tokens (N, max_new_tokens), lengths (N,) incl. EOS, entropies, and
+    which rows a stop string ended (N,)."""
     n, device = logits.shape[0], logits.device
     tokens = torch.full((n, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     entropy = torch.zeros((n, max_new_tokens), device=device)
     lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=device)
     rows = torch.arange(n, device=device)  # completion index of each cache row
     is_alive = torch.ones(n, dtype=torch.bool, device=device)  # per cache row
+    is_stopped = torch.zeros(n, dtype=torch.bool, device=device)  # per completion
     cache_arg = cache_argument(model)
     for t in range(max_new_tokens):
         token = sample(logits, rows, t)  # (rows,) each row with its own uniform draw
@@ -260,6 +269,10 @@ def _decode(
         # the sampling distribution's entropy comes free here, not from the training pass
         entropy[rows[is_alive], t] = token_entropy(logits[is_alive], temperature)
         is_eos = torch.isin(token, eos) & is_alive
+        if stop is not None:
+            is_stop = _stop_hits(stop, tokens[:, : t + 1], rows, is_alive & ~is_eos)
+            is_stopped[rows[is_stop]] = True
+            is_eos = is_eos | is_stop
         lengths[rows[is_eos]] = t + 1
         is_alive = is_alive & ~is_eos
         finished = int((~is_alive).sum())
@@ -282,7 +295,16 @@ def _decode(
         )
         logits = out.logits[:, -1]
         next_position = next_position + 1
-    return tokens, lengths, entropy
+    return tokens, lengths, entropy, is_stopped
+
+
+def _stop_hits(stop: StopStrings, tokens: Tensor, rows: Tensor, is_live: Tensor) -> Tensor:
+    """Per cache row: live rows whose completion so far (tokens: (N, t)) now holds a stop
+    string; only those rows' tails are decoded."""
+    hits = torch.zeros_like(is_live)
+    if bool(is_live.any()):
+        hits[is_live] = stop.hits(tokens[rows[is_live]])
+    return hits
 
 
 def decode_completions(tokenizer: Any, rollout: Rollout) -> list[str]:

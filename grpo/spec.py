@@ -281,6 +281,8 @@ class JobSpec(BaseModel):
     repetition_penalty: float = Field(1.0, gt=0, le=10)
     """Logits of tokens already in the prompt or completion are divided by it (multiplied
     when negative; CTRL, arXiv:1909.05858); 1 disables."""
+    stop: tuple[Annotated[str, Field(min_length=1, max_length=200)], ...] = Field((), max_length=16)
+    """Strings that end a completion; the stop string is kept in the completion."""
 
     learning_rate: float = Field(1e-5, gt=0, le=1)
     """Peak learning rate."""

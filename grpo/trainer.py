@@ -53,6 +53,7 @@ from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.step_report import build_groups, build_step_report
+from grpo.stopping import StopStrings
 from grpo.timing import StepClock
 from grpo.update import UpdateResult, policy_update
 
@@ -116,6 +117,7 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, spec)
         self.beta = spec.beta
         self.eos_token_ids = eos_token_ids(self.tokenizer, self.model)
+        self.stop_strings = StopStrings(self.tokenizer, spec.stop) if spec.stop else None
         self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
         check_prompts_render(self.examples, spec.data, self.tokenizer)
         for note in spec.notes:
@@ -323,6 +325,7 @@ class Trainer:
                 repetition_penalty=spec.repetition_penalty,
                 seeds=seeds,
                 generation_batch_size=spec.generation_batch_size,
+                stop=self.stop_strings,
             )
 
     def _score(

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
         {"importance_sampling_level": "sequence", "num_iterations": 2, "delta": 1.5},
         {"loss_type": "cispo", "epsilon_high": 5.0, "num_iterations": 2},
         {"top_entropy_quantile": 0.2, "entropy_coef": 0.01, "beta": 0.0},
-        {"min_p": 0.05, "repetition_penalty": 1.3},
+        {"min_p": 0.05, "repetition_penalty": 1.3, "stop": ["1", "+"]},
         {"sync_ref_model": True, "ref_model_sync_steps": 1, "ref_model_mixup_alpha": 0.5},
     ],
     ids=["gspo-delta", "cispo", "entropy", "sampling", "soft-ref"],

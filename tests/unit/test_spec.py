@@ -100,6 +100,8 @@ def test_inconsistent_algorithm_knobs_are_rejected_with_the_field_named(data, me
         ({"ref_model_mixup_alpha": 2}, "ref_model_mixup_alpha"),
         ({"min_p": 1.5}, "min_p"),
         ({"repetition_penalty": 0}, "repetition_penalty"),
+        ({"stop": [""]}, "stop.0"),
+        ({"dynamic_sampling": {"max_rounds": 0}}, "dynamic_sampling.max_rounds"),
     ],
 )
 def test_new_algorithm_knobs_are_bounded(data, loc):

@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from grpo.models import load_policy
+from grpo.rollout import decode_completions
 from grpo.stopping import StopStrings, first_stop
 from grpo.tokenizer import build_char_tokenizer
+from tests.unit.tiny_lm import sample
 
 
 def first_hit_step(stopper: StopStrings, ids: list[int]) -> int | None:
@@ -54,3 +56,26 @@ def test_first_stop_names_the_string_that_ended_the_text():
     assert first_stop("no stop here", ["</b>"]) is None
     with pytest.raises(ValueError):
         StopStrings(build_char_tokenizer(), [""])
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_generation_ends_at_the_first_stop_string_and_keeps_it(model, tokenizer):
+    # the same per-group streams with and without stop strings: a stopped completion is the
+    # unstopped one cut right after its first stop string, and is not truncated
+    prompts = ["5+5=", "12+3="]
+    kwargs = dict(g=8, max_new=12, temperature=3.0)
+    free = sample(model, tokenizer, prompts, **kwargs)
+    stops = ["5", "J", "?J"]  # "?J" ends where its "J" does: the cut is the same
+    cut = sample(model, tokenizer, prompts, stop=StopStrings(tokenizer, stops), **kwargs)
+    free_texts = decode_completions(tokenizer, free)
+    cut_texts = decode_completions(tokenizer, cut)
+    stopped = 0
+    for i, (whole, text) in enumerate(zip(free_texts, cut_texts, strict=True)):
+        hit = first_stop(whole, stops)
+        if hit is None:
+            assert text == whole and bool(cut.is_truncated[i]) == bool(free.is_truncated[i])
+            continue
+        stopped += 1
+        assert text == whole[: whole.find(hit) + len(hit)] and text.endswith(hit)
+        assert not bool(cut.is_truncated[i])
+    assert stopped > 0
