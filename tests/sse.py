@@ -37,11 +37,14 @@ def read_events(
     return events
 
 
-def follow_events(client: httpx.Client, path: str, *, timeout: float = 300) -> list[SseEvent]:
-    """Every event until `end`, reconnecting with Last-Event-ID whenever the server closes
-    the stream first (as the dashboard and the CLI do)."""
+def follow_events(
+    client: httpx.Client, path: str, *, last_event_id: int | None = None, timeout: float = 300
+) -> list[SseEvent]:
+    """Every event (after last_event_id) until `end`, reconnecting with Last-Event-ID whenever
+    the server closes the stream first (as the dashboard and the CLI do)."""
     events: list[SseEvent] = []
     while not events or events[-1].kind != "end":
-        last = next((e.id for e in reversed(events) if e.id is not None), None)
+        seen = (e.id for e in reversed(events) if e.id is not None)
+        last = next(seen, last_event_id)
         events += read_events(client, path, last_event_id=last, timeout=timeout)
     return events

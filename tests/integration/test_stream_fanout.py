@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,30 @@ def test_a_commit_wakes_the_streams_long_before_the_next_poll(tmp_path: Path, st
     # Every step was written after the streams' first read: polling alone would deliver
     # none of them before the next poll, 30 s later.
     assert lasted < 15, f"the streams took {lasted:.1f} s for a 2 s run"
+
+
+def test_streams_joining_at_any_moment_from_any_id_get_exactly_what_follows_it(
+    tmp_path: Path,
+) -> None:
+    # Late joiners from 0 catch up from the database and then hand over to the run's feed;
+    # joiners from a recent id start from the feed's ring: neither may lose or repeat one.
+    with parked_stack(tmp_path, "embedded") as stack, stack.client() as client:
+        spec = tiny_spec(stack, max_steps=120, resources={"queue": "parked"})
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        path = f"/api/runs/{run_id}/events"
+        seeding = live_seeder(stack.env, run_id, 120, 0.02)
+        with seeding as proc, ThreadPoolExecutor(12) as pool:
+            first = pool.submit(follow_events, stack.client(), path)
+            go = pool.submit(go_and_finish, proc)
+            joiners = []
+            for _ in range(5):
+                time.sleep(0.4)
+                recent = client.get(f"/api/runs/{run_id}/metrics").json()["last_event_id"]
+                joiners.append((0, pool.submit(follow_events, stack.client(), path)))
+                from_recent = partial(follow_events, last_event_id=recent)
+                joiners.append((recent, pool.submit(from_recent, stack.client(), path)))
+            go.result(timeout=120)
+            everything = ids_of(first.result(timeout=120))
+        assert len(everything) == len(set(everything)) >= 120
+        for after, joiner in joiners:
+            assert ids_of(joiner.result(timeout=120)) == [i for i in everything if i > after]
