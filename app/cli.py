@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
+import socket
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 from app.settings import get_settings
+from app.supervisor import Child, Supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,63 +30,32 @@ def migrate() -> None:
 
 
 def up(*, host: str, port: int) -> int:
-    """Migrate, then run one worker and the API until Ctrl-C; stop both cleanly."""
+    """Migrate, then supervise one worker and the API until Ctrl-C; stop both cleanly."""
+    from app.queue import requeue_lost_runs  # loads Celery: not for the client commands
+
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     migrate()
     env = {**os.environ, "GRPO_DATA_DIR": str(settings.data_dir.resolve())}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "--queue", settings.default_queue], env=env, cwd=ROOT
-    )
-    api = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "app.main:app",
-            "--host",
-            host,
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--workers",
-            str(settings.resolved_api_processes),
-        ],
-        env=env,
-        cwd=ROOT,
-    )
+    worker_name = f"worker-{os.getpid()}@{socket.gethostname()}"
+    worker = Child(
+        "worker",
+        [sys.executable, "-m", "worker.cli", "--queue", settings.default_queue,
+         "--hostname", worker_name],
+        on_exit=partial(requeue_lost_runs, worker=worker_name),
+    )  # fmt: skip
+    api = Child(
+        "API",
+        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port),
+         "--log-level", "warning", "--workers", str(settings.resolved_api_processes)],
+    )  # fmt: skip
     print(
         f"GRPO Service: dashboard at http://{host}:{port}  (data in {settings.data_dir.resolve()};"
         " Ctrl-C stops)",
         flush=True,
     )
-    return _wait_then_stop([api, worker])
-
-
-def _wait_then_stop(children: list[subprocess.Popen[bytes]]) -> int:
-    def _stop(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _stop)
-    code = 0
-    try:
-        while all(c.poll() is None for c in children):
-            time.sleep(0.5)
-        code = next(c.returncode for c in children if c.poll() is not None) or 1
-        print("a service process exited; stopping the others", file=sys.stderr)
-    except KeyboardInterrupt:
-        print("\nstopping…", flush=True)
-    for child in children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    for child in children:
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-    return code
+    stop_within = settings.stop_grace_seconds + 10  # the worker's grace, then its exit
+    return Supervisor([api, worker], env=env, cwd=ROOT, stop_within=stop_within).run()
 
 
 def main(argv: list[str] | None = None) -> int:

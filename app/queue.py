@@ -16,7 +16,7 @@ from datetime import timedelta
 from celery import Celery
 
 from app.settings import Settings, get_settings
-from app.store import dispatch
+from app.store import dispatch, events, runs
 from app.store.models import utcnow
 
 TRAIN_TASK = "grpo.train"
@@ -97,6 +97,22 @@ def redispatch_due() -> list[str]:
         if dispatch_run(run.id, queue=run.queue):
             sent.append(run.id)
     return sent
+
+
+def requeue_lost_runs(*, worker: str | None = None) -> None:
+    """Requeue and send (or, past the retry limit, fail) runs whose worker stopped beating,
+    or every running run of `worker` when it is known to be dead (`grpo up` saw it exit)."""
+    settings = get_settings()
+    cutoff = utcnow() - timedelta(seconds=settings.stale_after_seconds)
+    requeued, failed = runs.requeue_stale_runs(
+        stale_before=cutoff, max_retries=settings.max_retries, worker=worker
+    )
+    for run in requeued:
+        events.add_log(run.id, "warning", run.error or "requeued")
+        dispatch_run(run.id, queue=run.queue)
+        log.warning("requeued run %s of lost worker %s", run.id, run.worker)
+    for run in failed:
+        events.add_log(run.id, "error", run.error or "failed")
 
 
 def is_broker_reachable() -> bool:

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     """Requeues of a run whose worker died before it is marked failed."""
     decline_pause_seconds: float = Field(5.0, ge=0)
     """How long a worker holds a run it cannot fit before sending it back to its queue."""
+    stop_grace_seconds: float = Field(20.0, gt=0)
+    """How long a stopping worker waits for its job's next step boundary (to checkpoint and
+    hand the run back) before it hands the run back without it and exits."""
     redispatch_after_seconds: float = Field(300.0, gt=0)
     """A queued run nobody claimed this long after its task was sent is sent again (a send
     that failed is sent again at the next sweep)."""

@@ -150,6 +150,40 @@ def own_redis(data_dir: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
+@contextmanager
+def grpo_up(
+    workdir: Path, *, extra_env: dict[str, str] | None = None, port: int | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`grpo up` as a user starts it (data in workdir/data), in its own process group so a
+    test can signal the group as a terminal's Ctrl-C does; yields it and its URL once
+    healthy, and kills whatever is left at the end."""
+    port = port or free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
+    if "GRPO_CACHE_DIR" in os.environ:
+        env["GRPO_CACHE_DIR"] = os.environ["GRPO_CACHE_DIR"]
+    env.update(GRPO_DATA_DIR=str(workdir / "data"), GRPO_PORT=str(port), PYTHONUNBUFFERED="1")
+    env.update(extra_env or {})
+    log = open(workdir / f"up-{port}.log", "a")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "grpo"), "up"],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, timeout=90)
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        log.close()
+
+
 def wait_healthy(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

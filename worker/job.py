@@ -33,6 +33,10 @@ _declined: set[str] = set()
 
 def run_job(run_id: str) -> None:
     queued = runs.get_run(run_id)
+    if stopping.is_set() and queued is not None:
+        # taken between its own run's hand-back and the exit: leave it to the next worker
+        dispatch_run(run_id, queue=queued.queue)
+        return
     if queued is not None and queued.status == RunStatus.QUEUED:
         problem = _fit_problem(queued.spec)
         if problem:

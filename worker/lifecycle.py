@@ -1,25 +1,34 @@
 """A worker's life beside its jobs: it beats its running job's heartbeat, reports itself,
-requeues runs of dead workers and sends queued runs whose send failed or was lost.
+requeues runs of dead workers, sends queued runs whose send failed or was lost, and stops
+promptly.
 
 Every worker sweeps on start and then periodically; conditional updates let only one
 worker requeue a given run. Runs the sweep found are sent to their queue again and resume
 from their last checkpoint.
+
+Stopping (SIGTERM or SIGINT, once or repeated; `docker compose stop`): Celery's warm
+shutdown would wait for the whole training task, hours maybe, and a second Ctrl-C would
+kill it mid-step, leaving its run `running` for the stale sweep. Instead the first signal
+makes the job stop at its next step boundary, checkpoint and hand the run back to the
+queue; later signals only say so; and past GRPO_STOP_GRACE_SECONDS the run is handed back
+without waiting (it resumes from its last checkpoint) and the process exits.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import socket
 import threading
-from datetime import timedelta
+import time
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 
-from app.queue import dispatch_run, redispatch_due
+from app.queue import dispatch_run, redispatch_due, requeue_lost_runs
 from app.settings import get_settings
-from app.store import events, lease, runs, workers
+from app.store import lease, runs, workers
 from app.store.lease import Lease, LeaseLost
-from app.store.models import utcnow
 from worker.device import free_memory_mb
 
 log = logging.getLogger(__name__)
@@ -32,21 +41,6 @@ _identity: dict[str, str] = {}
 
 def worker_name() -> str:
     return _identity.get("name") or socket.gethostname()
-
-
-def sweep_stale_runs(*, worker: str | None = None) -> None:
-    """Requeue (or fail) runs whose worker stopped beating, or runs of `worker`, known dead."""
-    settings = get_settings()
-    cutoff = utcnow() - timedelta(seconds=settings.stale_after_seconds)
-    requeued, failed = runs.requeue_stale_runs(
-        stale_before=cutoff, max_retries=settings.max_retries, worker=worker
-    )
-    for run in requeued:
-        events.add_log(run.id, "warning", run.error or "requeued")
-        dispatch_run(run.id, queue=run.queue)
-        log.warning("requeued run %s of lost worker %s", run.id, run.worker)
-    for run in failed:
-        events.add_log(run.id, "error", run.error or "failed")
 
 
 def _report() -> None:
@@ -76,7 +70,7 @@ def _loop(every_seconds: float) -> None:
         try:
             _beat()
             _report()
-            sweep_stale_runs()
+            requeue_lost_runs()
             redispatch_due()
         except Exception:  # noqa: BLE001 - a failed sweep must not kill the worker
             log.exception("worker housekeeping failed; retrying")
@@ -92,7 +86,7 @@ def _on_ready(sender: object, **_: object) -> None:
         name=str(getattr(consumer, "hostname", "worker")), queues=queues, device=device_label()
     )
     _report()
-    sweep_stale_runs()
+    requeue_lost_runs()
     redispatch_due()
     every = min(get_settings().heartbeat_seconds, get_settings().stale_after_seconds / 3)
     threading.Thread(target=_loop, args=(every,), name="worker-housekeeping", daemon=True).start()
@@ -103,3 +97,43 @@ def _on_shutdown(**_: object) -> None:
     _stopped.set()
     if "name" in _identity:
         workers.forget_worker(_identity["name"])
+
+
+@worker_shutting_down.connect
+def _on_shutting_down(**_: object) -> None:
+    """Celery's shutdown began (it runs this in its signal handler, on the main thread)."""
+    if stopping.is_set():
+        return
+    stopping.set()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # no escalation to Celery's cold shutdown
+        signal.signal(sig, _already_stopping)
+    grace = get_settings().stop_grace_seconds
+    threading.Thread(target=_stop_by, args=(grace,), name="worker-stop", daemon=True).start()
+    log.warning("stopping: the running job hands its run back at its next step boundary")
+
+
+def _already_stopping(*_: object) -> None:
+    log.warning("already stopping (within %.0f s)", get_settings().stop_grace_seconds)
+
+
+def _stop_by(grace: float) -> None:
+    """Past the grace, hand the run back without the step in flight, and exit."""
+    time.sleep(grace)
+    held = current_run["lease"]
+    if held is not None:
+        try:
+            lease.hand_back(
+                held,
+                reason=f"worker {worker_name()} stopped mid-step after {grace:.0f} s: handed "
+                "the run back to the queue; it resumes from its last checkpoint",
+            )
+            run = runs.get_run(held.run_id)
+            dispatch_run(held.run_id, queue=run.queue if run else get_settings().default_queue)
+        except LeaseLost:
+            pass
+        except Exception:  # noqa: BLE001 - exiting matters more than this write
+            log.exception("could not hand run %s back; the stale sweep requeues it", held.run_id)
+    if "name" in _identity:
+        workers.forget_worker(_identity["name"])
+    log.warning("stopped after %.0f s without reaching a step boundary", grace)
+    os._exit(1)

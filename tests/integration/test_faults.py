@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from tests.integration.conftest import tiny_spec
@@ -28,6 +31,8 @@ from tests.stack import (
     Stack,
     create_pg_database,
     drop_pg_database,
+    free_port,
+    grpo_up,
     own_redis,
     running_stack,
 )
@@ -57,6 +62,11 @@ def wait_for(condition: Callable[[], bool], *, timeout: float) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def is_running_past(client: httpx.Client, run_id: str, step: int) -> bool:
+    run = client.get(f"/api/runs/{run_id}").json()
+    return bool(run["status"] == "running" and run["step"] > step)
 
 
 def worker_process(stack: Stack, worker: str) -> tuple[str, int]:
@@ -177,3 +187,97 @@ def test_runs_submitted_while_the_broker_is_down_all_succeed_once_it_is_back(
                 assert_every_step_once(client, final)
     finally:
         drop_pg_database(url)
+
+
+UP_ENV = {**FAST, "GRPO_STALE_AFTER_SECONDS": "600"}  # no stale sweep: only supervision helps
+
+
+def up_child(proc: subprocess.Popen[str], module: str) -> psutil.Process:
+    (child,) = [c for c in psutil.Process(proc.pid).children() if module in c.cmdline()]
+    return child
+
+
+def test_grpo_up_restarts_a_killed_worker_and_its_run_resumes_at_once(tmp_path: Path) -> None:
+    port = free_port()
+    with grpo_up(tmp_path, extra_env=UP_ENV, port=port) as (proc, url):
+        with httpx.Client(base_url=url, timeout=30) as client:
+            spec = tiny_spec_for_up(max_steps=10, save_steps=2)
+            run_id = client.post("/api/runs", json=spec).json()["id"]
+            wait_for_step(client, run_id, 3)
+            up_child(proc, "worker.cli").kill()
+            assert client.get("/api/health").status_code == 200  # the API keeps answering
+            final = wait_for_final(client, run_id, timeout=120)
+            assert final["status"] == "succeeded", final["error"]
+            assert final["attempts"] == 2
+            assert_every_step_once(client, final)
+            logs = [
+                line["message"] for line in client.get(f"/api/runs/{run_id}/logs").json()["items"]
+            ]
+            assert any("stopped responding; requeued" in m for m in logs), logs
+    output = (tmp_path / f"up-{port}.log").read_text()
+    assert "grpo up: the worker exited with code -9; restarting it in 1 s" in output, output
+
+
+def tiny_spec_for_up(**overrides: object) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "model": "builtin:tiny",
+        "prompts_per_step": 2,
+        "num_generations": 4,
+        "max_completion_length": 6,
+        **overrides,
+    }
+    return spec
+
+
+STOP_PATTERNS: dict[str, Callable[[subprocess.Popen[str]], None]] = {
+    "SIGTERM to grpo up": lambda p: p.send_signal(signal.SIGTERM),
+    "SIGTERM to grpo up, again while it stops": lambda p: (
+        p.send_signal(signal.SIGTERM),
+        time.sleep(0.5),
+        p.send_signal(signal.SIGTERM),
+    ),
+    "Ctrl-C twice (SIGINT to the process group)": lambda p: (
+        os.killpg(p.pid, signal.SIGINT),
+        time.sleep(0.5),
+        os.killpg(p.pid, signal.SIGINT),
+    ),
+}
+
+
+def test_every_stop_of_grpo_up_ends_all_within_30_s_and_hands_the_run_back(
+    tmp_path: Path,
+) -> None:
+    """One run across four starts of `grpo up`, stopped three ways mid-run."""
+    run_id, port = None, free_port()
+    for name, stop in STOP_PATTERNS.items():
+        with grpo_up(tmp_path, extra_env=UP_ENV, port=port) as (proc, url):
+            with httpx.Client(base_url=url, timeout=30) as client:
+                if run_id is None:
+                    spec = tiny_spec_for_up(max_steps=16, save_steps=5)
+                    run_id = client.post("/api/runs", json=spec).json()["id"]
+                last = client.get(f"/api/runs/{run_id}").json()["step"]
+                mid_run = partial(is_running_past, client, run_id, last)
+                assert wait_for(mid_run, timeout=120), name  # on this start's worker
+            children = psutil.Process(proc.pid).children(recursive=True)
+            began = time.monotonic()
+            stop(proc)
+            proc.wait(timeout=40)
+            took = time.monotonic() - began
+            print(f"\n{name}: every process ended in {took:.1f} s")
+            output = (tmp_path / f"up-{port}.log").read_text()
+            assert proc.returncode == 0 and "Traceback" not in output, f"{name}\n{output}"
+            assert took < 30, name
+            assert not [c for c in children if c.is_running() and c.status() != "zombie"], name
+    with grpo_up(tmp_path, extra_env=UP_ENV, port=port) as (proc, url):
+        with httpx.Client(base_url=url, timeout=30) as client:
+            final = wait_for_final(client, run_id or "", timeout=180)
+            assert final["status"] == "succeeded", final["error"]
+            assert_every_step_once(client, final)
+            events = read_events(client, f"/api/runs/{run_id}/events", timeout=60)
+            statuses = [e.data["status"] for e in events if e.kind == "status"]
+            expected = ["queued", *["running", "queued"] * 3, "running", "succeeded"]
+            assert statuses == expected, statuses
+            logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+            assert len([m for m in logs if "handed the run back to the queue at step" in m]) == 3
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=40)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,27 +10,12 @@ import httpx
 import psutil
 
 from tests.integration.test_run_lifecycle import wait_for_final
-from tests.stack import free_port, wait_healthy
+from tests.stack import free_port, grpo_up
 
 
 def test_grpo_up_serves_trains_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
-    if "GRPO_CACHE_DIR" in os.environ:
-        env["GRPO_CACHE_DIR"] = os.environ["GRPO_CACHE_DIR"]
-    env.update(GRPO_DATA_DIR=str(tmp_path / "data"), GRPO_PORT=str(port), PYTHONUNBUFFERED="1")
-    grpo = Path(sys.executable).parent / "grpo"
-    proc = subprocess.Popen(
-        [str(grpo), "up"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, timeout=90)
+    with grpo_up(tmp_path, port=port) as (proc, url):
         assert (tmp_path / "data" / "grpo.db").exists()
         with httpx.Client(base_url=url, timeout=30) as client:
             assert 'id="demo"' in client.get("/").text  # the first screen offers the demo
@@ -49,10 +31,8 @@ def test_grpo_up_serves_trains_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> No
         children = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) >= 2  # the API and the worker
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        proc.wait(timeout=60)
+    output = (tmp_path / f"up-{port}.log").read_text()
     assert proc.returncode == 0, output
     assert f"http://127.0.0.1:{port}" in output
     time.sleep(0.5)

@@ -37,6 +37,14 @@ def test_compose_has_the_full_stack_with_healthchecks_volumes_and_a_gpu_worker()
         ].startswith("redis")
 
 
+def test_compose_waits_for_a_stopping_worker_to_hand_its_run_back() -> None:
+    from app.settings import Settings
+
+    worker = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["worker"]
+    grace = int(worker["stop_grace_period"].removesuffix("s"))
+    assert grace >= Settings().stop_grace_seconds + 5  # the hand-back, then the exit
+
+
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
