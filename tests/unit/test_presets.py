@@ -26,7 +26,7 @@ def test_every_preset_is_a_valid_spec_and_the_recipes_set_their_papers_knobs() -
     assert list(specs)[0] == "arith-demo"
     assert specs["dr-grpo"].loss_type == "dr_grpo" and specs["dr-grpo"].scale_rewards == "none"
     dapo = specs["dapo"]
-    assert (dapo.loss_type, dapo.effective_epsilon_high) == ("dapo", 0.28)
+    assert (dapo.loss_type, dapo.epsilon_high) == ("dapo", 0.28)
     assert dapo.dynamic_sampling.enabled and [r.name for r in dapo.rewards] == [
         "accuracy",
         "length",
