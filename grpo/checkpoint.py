@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from grpo.lora import is_lora
+from grpo.report import SavedCheckpoint
 
 KEEP_CHECKPOINTS = 3
 """Older checkpoints are deleted once a newer one is complete."""
@@ -69,6 +70,19 @@ def save_checkpoint(
     for old in _complete_checkpoints(root)[:-KEEP_CHECKPOINTS]:
         shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def saved_checkpoint(path: Path, *, is_final: bool) -> SavedCheckpoint:
+    """What save_checkpoint left at `path`, and which checkpoints its pruning kept."""
+    kept = [_step_of(p) for p in _complete_checkpoints(path.parent)]
+    num_bytes = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return SavedCheckpoint(_step_of(path), str(path), num_bytes, is_final, tuple(kept))
+
+
+def _step_of(path: Path) -> int:
+    match = _STEP_DIR.match(path.name)
+    assert match, path
+    return int(match.group(1))
 
 
 def load_checkpoint(path: Path, *, model: Any, device: torch.device) -> dict[str, Any]:

@@ -91,6 +91,18 @@ class GroupReport:
 
 
 @dataclass(frozen=True)
+class SavedCheckpoint:
+    """A checkpoint renamed into place: its step, directory and size on disk, whether it is the
+    run's last, and the steps whose checkpoints remain beside it (older ones are pruned)."""
+
+    step: int
+    path: str
+    num_bytes: int
+    is_final: bool
+    kept_steps: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class StepReport:
     """Everything one step produced. `scalars` keys are the metric names shown everywhere."""
 

@@ -26,6 +26,7 @@ from grpo.checkpoint import (
     load_checkpoint,
     remove_checkpoints,
     save_checkpoint,
+    saved_checkpoint,
 )
 from grpo.data import (
     Example,
@@ -46,7 +47,7 @@ from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_
 from grpo.precision import autocast, compute_dtype
 from grpo.prompt_fit import FittedPrompt, fit_prompt
 from grpo.reference import ReferencePolicy
-from grpo.report import GroupReport, StepReport
+from grpo.report import GroupReport, SavedCheckpoint, StepReport
 from grpo.rewards import total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
 from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores
@@ -137,11 +138,13 @@ class Trainer:
         should_stop: Callable[[], bool] = lambda: False,
         resume: bool = True,
         fence: Callable[[], object] = lambda: None,
+        on_checkpoint: Callable[[SavedCheckpoint], object] = lambda saved: None,
     ) -> FitResult:
         """Train up to spec.max_steps (1-based steps), checkpointing as the spec says.
 
         `fence` runs right before a checkpoint is renamed into place; it raises when this
         process may no longer write the run's files (another worker owns the run now).
+        `on_checkpoint` hears of each checkpoint once it is in place.
         """
         step = self._resume() if resume else self._start_fresh()
         saved = step
@@ -149,9 +152,9 @@ class Trainer:
             step += 1
             on_step(self._guarded_step(step))
             if self.spec.save_steps and step % self.spec.save_steps == 0:
-                saved = self._save(step, fence)
+                saved = self._save(step, fence, on_checkpoint)
         if step > saved:
-            self._save(step, fence)
+            self._save(step, fence, on_checkpoint)
         return FitResult(last_step=step, is_stopped=step < self.spec.max_steps)
 
     def step(self, step: int) -> StepReport:
@@ -430,7 +433,12 @@ class Trainer:
         ):
             self.reference.sync(self.model, self.spec.ref_model_mixup_alpha)
 
-    def _save(self, step: int, fence: Callable[[], object]) -> int:
+    def _save(
+        self,
+        step: int,
+        fence: Callable[[], object],
+        on_checkpoint: Callable[[SavedCheckpoint], object],
+    ) -> int:
         state: dict[str, Any] = {
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
@@ -447,6 +455,7 @@ class Trainer:
             before_rename=fence,
         )
         self.log("info", f"checkpoint saved at step {step}: {path}")
+        on_checkpoint(saved_checkpoint(path, is_final=step >= self.spec.max_steps))
         return step
 
     def _start_fresh(self) -> int:

@@ -206,12 +206,18 @@ class Event(Base):
 
 
 class Checkpoint(Base):
+    """A checkpoint of a run that is on disk: the worker records each one it renames into
+    place and drops the rows of those its pruning removed (app/store/checkpoints.py)."""
+
     __tablename__ = "checkpoint"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
     step: Mapped[int] = mapped_column(Integer)
     path: Mapped[str] = mapped_column(Text)
+    num_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    is_final: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    """Written when the run reached max_steps: the model it ends with."""
     created_at: Mapped[datetime] = mapped_column(
         UtcDateTime(), default=utcnow, server_default=func.now()
     )

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
+from sqlalchemy import create_engine, select
 
+from app.store.models import Checkpoint
 from tests.integration.conftest import tiny_spec
 from tests.sse import read_events
 from tests.stack import Stack
@@ -21,6 +24,18 @@ def wait_for_final(client: httpx.Client, run_id: str, timeout: float = 300) -> d
             return run
         time.sleep(0.5)
     raise TimeoutError(f"run {run_id} still {run['status']} after {timeout}s")
+
+
+def recorded_checkpoints(stack: Stack, run_id: str) -> list[Checkpoint]:
+    """The stack's checkpoint rows, read as the checkpoints endpoint of issue 16 will."""
+    url = stack.env.get("GRPO_DATABASE_URL") or f"sqlite:///{stack.data_dir / 'grpo.db'}"
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            stmt = select(Checkpoint).where(Checkpoint.run_id == run_id).order_by(Checkpoint.step)
+            return list(connection.execute(stmt))  # type: ignore[arg-type]
+    finally:
+        engine.dispose()
 
 
 def test_submitted_run_trains_and_stores_every_step_once(stack: Stack) -> None:
@@ -49,6 +64,13 @@ def test_submitted_run_trains_and_stores_every_step_once(stack: Stack) -> None:
             ):
                 assert key in row["metrics"], key
             assert row["metrics"]["time/step"] > 0
+
+        # save_steps 2 of 3: steps 2 and 3 (the final one) are on disk, and recorded
+        saved = recorded_checkpoints(stack, run_id)
+        assert [(c.step, c.is_final) for c in saved] == [(2, False), (3, True)]
+        for c in saved:
+            files = [f for f in Path(c.path).rglob("*") if f.is_file()]
+            assert c.num_bytes == sum(f.stat().st_size for f in files) > 0
 
 
 def test_event_stream_replays_from_the_database_and_resumes_without_gaps(stack: Stack) -> None:

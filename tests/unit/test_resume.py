@@ -62,13 +62,19 @@ def test_a_finished_run_resumes_to_nothing(tmp_path, grpo_cache_dir):
     assert result == FitResult(last_step=1, is_stopped=False) and reports == []
 
 
-def test_only_the_latest_checkpoints_are_kept(tmp_path, grpo_cache_dir):
+def test_only_the_latest_checkpoints_are_kept_and_each_is_announced(tmp_path, grpo_cache_dir):
+    saved = []
     Trainer(tiny_spec(max_steps=5, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
-        lambda report: None
+        lambda report: None, on_checkpoint=saved.append
     )
     kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert kept == [f"step-{s:06d}" for s in range(6 - KEEP_CHECKPOINTS, 6)]
     assert latest_checkpoint(tmp_path).name == "step-000005"
+    assert [(c.step, c.is_final) for c in saved] == [(s, s == 5) for s in range(1, 6)]
+    assert saved[-1].kept_steps == tuple(range(6 - KEEP_CHECKPOINTS, 6))
+    assert saved[-1].path == str(latest_checkpoint(tmp_path))
+    on_disk = sum(f.stat().st_size for f in latest_checkpoint(tmp_path).rglob("*") if f.is_file())
+    assert saved[-1].num_bytes == on_disk > 0
 
 
 def test_starting_fresh_removes_old_checkpoints(tmp_path, grpo_cache_dir):
