@@ -4,9 +4,10 @@ The sandbox (Debian's `bubblewrap`) sees a read-only /usr and nothing else of th
 network (its own empty network namespace), no data directory, no home; a fresh size-capped
 tmpfs is its working directory; the environment is cleared; it gets new user, pid, IPC and
 UTS namespaces and no capabilities. Resource limits cap CPU seconds, address space,
-processes, file size and (through the file size of its output file) output. When the
-worker runs as root the sandbox runs as `nobody`, so the process limit counts only
-sandboxed processes. Knows nothing of rewards, HTTP servers, SQL or Celery.
+processes, file size and (through the file size of its output file) output. The process
+limit is set inside the sandbox's own user namespace, where only its processes count; a
+worker running as root starts the sandbox as `nobody`, as root is exempt from that limit.
+Knows nothing of rewards, HTTP servers, SQL or Celery.
 """
 
 from __future__ import annotations
