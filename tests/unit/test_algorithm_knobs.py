@@ -2,12 +2,15 @@
 the tiny model for two steps with finite metrics and changes what it should."""
 
 import math
+from contextlib import nullcontext
 
 import pytest
 import torch
 
 from grpo.advantages import decoupled_advantages
 from grpo.spec import FormatReward, LoggingSpec, RegexReward
+from grpo.trainer import Trainer
+from grpo.update import policy_update
 from tests.unit.test_trainer import comparable, run, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -65,3 +68,24 @@ def test_gspo_with_dapo_is_noted_in_the_run_log(tmp_path, grpo_cache_dir):
     spec = tiny_spec(importance_sampling_level="sequence", loss_type="dapo", max_steps=1)
     _, _, logs, _ = run(spec, tmp_path, grpo_cache_dir)
     assert any(level == "warning" and "GSPO intends grpo" in m for level, m in logs)
+
+
+def test_the_entropy_bonus_trains_on_flat_groups_too(tmp_path, grpo_cache_dir):
+    # beta 0 and every advantage 0 would skip the whole update; an entropy bonus still has
+    # a gradient on every token, so no group may be skipped
+    spec = tiny_spec(beta=0.0, entropy_coef=0.1)
+    trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
+    rollout = trainer._generate(["1+1=", "2+2="], step=1)
+    result = policy_update(
+        trainer.model,
+        trainer.optimizer,
+        rollout,
+        torch.zeros(8),
+        None,
+        rollout.completion_mask,
+        spec=spec,
+        beta=0.0,
+        autocast=nullcontext,
+        step=1,
+    )
+    assert result.metrics["grad_norm"] > 0
