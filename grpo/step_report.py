@@ -24,6 +24,7 @@ from grpo.report import (
     histogram,
 )
 from grpo.rollout import Rollout
+from grpo.stopping import first_stop
 
 
 def build_groups(
@@ -40,6 +41,7 @@ def build_groups(
     passes: Sequence[bool],
     eos_token_ids: Sequence[int],
     keep: int,
+    stops: Sequence[str] = (),
     first_index: int = 0,
     is_dropped: bool = False,
 ) -> list[GroupReport]:
@@ -62,6 +64,7 @@ def build_groups(
                     advantage=advantage_rows[b][i % g],
                     token_kls=token_kls,
                     eos_token_ids=eos_token_ids,
+                    stops=stops,
                 )
                 for i in range(b * g, (b + 1) * g)
             ]
@@ -92,6 +95,7 @@ def _completion(
     advantage: float,
     token_kls: Tensor | None,
     eos_token_ids: Sequence[int],
+    stops: Sequence[str],
 ) -> CompletionReport:
     length = int(rollout.lengths[i])
     kls = token_kls[i, :length].tolist() if token_kls is not None else None
@@ -108,18 +112,30 @@ def _completion(
         kl=sum(kls) / max(1, len(kls)) if kls else 0.0,
         token_kls=kls,
         tokens=pieces,
-        **finish_fields(ids, eos_token_ids=eos_token_ids, tokenizer=tokenizer),
+        **finish_fields(
+            ids, eos_token_ids=eos_token_ids, tokenizer=tokenizer, text=texts[i], stops=stops
+        ),
     )
 
 
 def finish_fields(
-    ids: list[int], *, eos_token_ids: Sequence[int], tokenizer: Any
+    ids: list[int],
+    *,
+    eos_token_ids: Sequence[int],
+    tokenizer: Any,
+    text: str = "",
+    stops: Sequence[str] = (),
 ) -> dict[str, Any]:
     """finish_reason, stop and stop_token_id of one completion's token ids: it ended on an
-    end-of-sequence id (which one: a model may have several), else it ran to the limit."""
+    end-of-sequence id (which one: a model may have several), on one of the spec's stop
+    strings (generation ends at the first, so one in the text is the one), else it ran to
+    the limit."""
     if ids and ids[-1] in eos_token_ids:
         token = str(tokenizer.convert_ids_to_tokens(ids[-1]))
         return {"finish_reason": "eos", "stop": token, "stop_token_id": ids[-1]}
+    stop = first_stop(text, stops)
+    if stop is not None:
+        return {"finish_reason": "stop", "stop": stop, "stop_token_id": None}
     return {"finish_reason": "length", "stop": None, "stop_token_id": None}
 
 

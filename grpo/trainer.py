@@ -243,6 +243,7 @@ class Trainer:
             passes=self._passes(batch.scores, batch.rewards),
             eos_token_ids=self.eos_token_ids,
             keep=self.spec.logging.max_groups_per_step,
+            stops=self.spec.stop,
             first_index=first,
             is_dropped=first > 0,
         )

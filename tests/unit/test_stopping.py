@@ -79,3 +79,21 @@ def test_generation_ends_at_the_first_stop_string_and_keeps_it(model, tokenizer)
         assert text == whole[: whole.find(hit) + len(hit)] and text.endswith(hit)
         assert not bool(cut.is_truncated[i])
     assert stopped > 0
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_run_reports_stop_as_the_finish_reason_with_the_string(tmp_path, grpo_cache_dir):
+    from tests.unit.test_trainer import run, tiny_spec
+
+    stops = list("aeiou0123456")  # a random model's text meets one within a few characters
+    spec = tiny_spec(stop=stops, logging={"max_groups_per_step": 2}, max_steps=1)
+    _, reports, _, _ = run(spec, tmp_path, grpo_cache_dir)
+    completions = [c for g in reports[0].groups for c in g.completions]
+    stopped = [c for c in completions if c.finish_reason == "stop"]
+    assert stopped, [c.text for c in completions]
+    for c in stopped:
+        assert c.stop in stops and c.text.endswith(c.stop) and not c.is_truncated
+        assert not any(s in c.text[:-1] for s in stops)  # the first one ended it
+    for c in completions:
+        if c.finish_reason == "length":
+            assert not any(s in c.text for s in stops) and c.is_truncated
