@@ -46,11 +46,14 @@ def save_checkpoint(
     tokenizer: Any,
     state: dict[str, Any],
     before_rename: Callable[[], object] = lambda: None,
+    spec_json: str | None = None,
 ) -> Path:
     """Write step's checkpoint atomically and prune old ones; returns its directory.
 
-    `before_rename` may raise to abandon the write (a worker that lost its run must not
-    replace or prune the new owner's checkpoints); the temp directory is then removed.
+    `spec_json` (the spec it was trained with) is kept as `spec.json` for resume checks
+    (grpo/resume_spec.py). `before_rename` may raise to abandon the write (a worker that
+    lost its run must not replace or prune the new owner's checkpoints); the temp directory
+    is then removed.
     """
     root = checkpoint_root(workdir)
     root.mkdir(parents=True, exist_ok=True)
@@ -61,6 +64,8 @@ def save_checkpoint(
             model.save_pretrained(tmp / "model")
             tokenizer.save_pretrained(tmp / "model")
         torch.save({**state, "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
+        if spec_json is not None:
+            (tmp / "spec.json").write_text(spec_json)
         before_rename()
         if target.exists():
             shutil.rmtree(target)

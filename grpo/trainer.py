@@ -48,6 +48,7 @@ from grpo.precision import autocast, compute_dtype
 from grpo.prompt_fit import FittedPrompt, fit_prompt
 from grpo.reference import ReferencePolicy
 from grpo.report import GroupReport, SavedCheckpoint, StepReport
+from grpo.resume_spec import check_resumable, spec_json
 from grpo.rewards import total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
 from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores
@@ -454,6 +455,7 @@ class Trainer:
             tokenizer=self.tokenizer,
             state=state,
             before_rename=fence,
+            spec_json=spec_json(self.spec),
         )
         self.log("info", f"checkpoint saved at step {step}: {path}")
         on_checkpoint(saved_checkpoint(path, is_final=step >= self.spec.max_steps))
@@ -472,6 +474,7 @@ class Trainer:
         path = latest_checkpoint(self.workdir)
         if path is None:
             return 0
+        check_resumable(path, self.spec)
         state = load_checkpoint(path, model=self.model, device=self.device)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])

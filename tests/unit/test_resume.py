@@ -91,3 +91,37 @@ def test_starting_fresh_removes_old_checkpoints(tmp_path, grpo_cache_dir):
     assert [r.step for r in reports] == [1]
     assert latest_checkpoint(tmp_path).name == "step-000001"
     assert any(level == "warning" and "removed 3 old checkpoint" in m for level, m in logs)
+
+
+def test_a_resume_that_changes_model_shapes_or_data_order_is_refused_naming_the_fields(
+    tmp_path, grpo_cache_dir
+):
+    spec = tiny_spec(max_steps=1, save_steps=1)
+    Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
+    edited = tiny_spec(max_steps=2, save_steps=1, num_generations=2, seed=7)
+    with pytest.raises(ValueError) as refused:
+        Trainer(edited, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
+    message = str(refused.value)
+    assert "seed (checkpoint 0, now 7)" in message
+    assert "num_generations (checkpoint 4, now 2)" in message
+    assert "learning_rate" not in message and "max_steps" not in message
+    # knobs that set none of them may change: a longer run at another learning rate resumes
+    longer = tiny_spec(max_steps=2, save_steps=1, learning_rate=5e-4)
+    reports = []
+    Trainer(longer, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(reports.append)
+    assert [r.step for r in reports] == [2]
+
+
+def test_the_cli_refuses_an_edited_spec_on_resume(tmp_path, grpo_cache_dir, capsys):
+    from grpo import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "model: builtin:tiny\nmax_steps: 1\nprompts_per_step: 2\nnum_generations: 2\n"
+        "max_completion_length: 4\nsave_steps: 1\n"
+    )
+    common = ["--workdir", str(tmp_path / "run"), "--cache-dir", str(grpo_cache_dir)]
+    assert cli.main(["train", str(spec), *common]) == 0
+    spec.write_text(spec.read_text().replace("prompts_per_step: 2", "prompts_per_step: 3"))
+    assert cli.main(["train", str(spec), *common, "--resume"]) == 1
+    assert "prompts_per_step (checkpoint 2, now 3)" in capsys.readouterr().err
