@@ -6,10 +6,15 @@ Speaks only HTTP: it works against any server, local or remote.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+
+RETRY_MIN_S = 0.5
+RETRY_MAX_S = 10.0
+"""Waits between reconnects of an event stream: doubling while the server stays away."""
 
 
 class ApiClientError(RuntimeError):
@@ -53,7 +58,10 @@ class GrpoClient:
         return self._json(self.http.get(f"/api/runs/{run_id}/logs"))["items"]  # type: ignore[no-any-return]
 
     def events(self, run_id: str, *, last_event_id: int | None = None) -> Iterator[tuple[str, Any]]:
-        """(kind, data) for each event until the run ends; resumes by id after a dropped link."""
+        """(kind, data) for each event until the run ends; resumes by id after a dropped link,
+        waiting RETRY_MIN_S, then twice as long each time up to RETRY_MAX_S, until an event
+        comes through again."""
+        delay = RETRY_MIN_S
         while True:
             headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
             try:
@@ -62,12 +70,15 @@ class GrpoClient:
                 ) as response:
                     self._raise_for(response)
                     for event_id, kind, data in parse_sse(response.iter_lines()):
+                        delay = RETRY_MIN_S
                         last_event_id = event_id if event_id is not None else last_event_id
                         yield kind, data
                         if kind == "end":
                             return
             except httpx.TransportError:
-                continue
+                pass  # the server is down or the link dropped: wait, then resume
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
 
     def _raise_for(self, response: httpx.Response) -> None:
         if response.is_error:

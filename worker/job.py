@@ -28,7 +28,10 @@ from worker.device import device_label, fit_problem
 from worker.lifecycle import current_run, stopping, worker_name
 
 log = logging.getLogger(__name__)
-_declined: set[str] = set()
+DECLINES_REMEMBERED = 1024
+"""Runs a worker remembers having declined (oldest forgotten first): a long-lived worker
+that sees many unfit runs must not grow without bound; a forgotten one is logged again."""
+_declined: dict[str, None] = {}  # insertion-ordered: the first key is the oldest
 
 
 def run_job(run_id: str) -> None:
@@ -106,10 +109,19 @@ def _fit_problem(spec: dict[str, object]) -> str | None:
         return None  # an invalid spec is claimed and failed with its message below
 
 
+def is_first_decline(run_id: str) -> bool:
+    """Whether this worker has not declined the run before (as far as it remembers)."""
+    if run_id in _declined:
+        return False
+    _declined[run_id] = None
+    if len(_declined) > DECLINES_REMEMBERED:
+        del _declined[next(iter(_declined))]
+    return True
+
+
 def _decline(run_id: str, problem: str, *, queue: str) -> None:
     """Leave the run queued for a worker that fits it; say so once per worker and run."""
-    if run_id not in _declined:
-        _declined.add(run_id)
+    if is_first_decline(run_id):
         events.add_log(run_id, "warning", f"worker {worker_name()} left this run queued: {problem}")
     log.info("run %s does not fit this worker: %s", run_id, problem)
     # the pause keeps a lone unfit worker from spinning on the same message
