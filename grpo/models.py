@@ -36,7 +36,7 @@ TINY_SEED = 1234
 
 
 def tiny_config(vocab_size: int, *, pad_id: int, bos_id: int, eos_id: int) -> LlamaConfig:
-    """A small Llama (~340k parameters): 4 layers, 4 heads, width 64, tied embeddings, no
+    """A small Llama (~270k parameters): 4 layers, 4 heads, width 64, tied embeddings, no
     dropout. Small enough that the warm-up and a GRPO step take seconds on one CPU core."""
     return LlamaConfig(
         vocab_size=vocab_size,

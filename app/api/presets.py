@@ -79,7 +79,7 @@ PRESETS = [
         name="arith-demo",
         title="Arithmetic demo (built-in tiny model, CPU, under a minute)",
         description="GRPO on two-operand arithmetic with an accuracy reward, from a model "
-        "warmed up to about 37% exact: watch the reward rise (about 0.36 to 0.57 over 300 "
+        "warmed up to about 37% exact: watch the reward rise (about 0.32 to 0.58 over 300 "
         "steps) and groups turn from mixed to all-pass.",
         spec=DEMO_SPEC.model_dump(mode="json", exclude_defaults=True),
     ),
