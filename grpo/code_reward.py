@@ -95,7 +95,7 @@ def _note(result: SandboxResult, nonce: str) -> str | None:
     return None
 
 
-def score_code(entry: CodeReward, batch: RewardBatch, notes: list[str]) -> list[float | None]:
+def score_code(entry: CodeReward, batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
     """Every completion's pass fraction; a record without tests fails the step."""
     g = batch.num_generations
     jobs = []
@@ -108,8 +108,5 @@ def score_code(entry: CodeReward, batch: RewardBatch, notes: list[str]) -> list[
     workers = min(MAX_PARALLEL_SANDBOXES, os.cpu_count() or 1, len(jobs))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda job: run_tests(job[0], job[1], entry), jobs))
-    for i, (_, note) in enumerate(results):
-        if note:
-            where = f"prompt {batch.examples[i // g].id!r} completion {i % g}"
-            notes.append(f"{entry.label}: {where}: {note}")
+    notes.update({i: note for i, (_, note) in enumerate(results) if note})
     return [score for score, _ in results]

@@ -10,7 +10,7 @@ returned too, so the report can show them. Knows nothing of models or rewards' m
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -32,6 +32,8 @@ class Batch:
     """Per-function scores of the B x G completions (None: not applicable), by label."""
     rewards: Tensor  # (B, G)
     advantages: Tensor  # (B, G)
+    notes: dict[int, str] = field(default_factory=dict)
+    """What reward functions noted about completions, by completion index (B x G)."""
 
     def select(self, groups: list[int]) -> Batch:
         g = self.rollout.num_generations
@@ -45,6 +47,7 @@ class Batch:
             {key: [values[i] for i in rows] for key, values in self.scores.items()},
             self.rewards[index],
             self.advantages[index],
+            {new: self.notes[old] for new, old in enumerate(rows) if old in self.notes},
         )
 
 
@@ -104,4 +107,13 @@ def concat_batches(batches: list[Batch], *, pad_token_id: int) -> Batch | None:
         {key: [v for b in batches for v in b.scores[key]] for key in batches[0].scores},
         torch.cat([b.rewards for b in batches]),
         torch.cat([b.advantages for b in batches]),
+        _concat_notes(batches),
     )
+
+
+def _concat_notes(batches: list[Batch]) -> dict[int, str]:
+    notes, offset = {}, 0
+    for batch in batches:
+        notes.update({offset + i: note for i, note in batch.notes.items()})
+        offset += len(batch.texts)
+    return notes

@@ -52,6 +52,9 @@ class CompletionReport:
     """What stopped it: the end-of-sequence token as text (`<|im_end|>`) or the stop string."""
     stop_token_id: int | None = None
     """The end-of-sequence id that ended it (a model may have several)."""
+    note: str | None = None
+    """What a reward function noted about it, `<label>: <note>` (e.g. `code: killed at the
+    CPU limit (5 s)`); None when nothing was noted."""
 
 
 @dataclass(frozen=True)

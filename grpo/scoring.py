@@ -68,11 +68,12 @@ class RewardBatch:
 
 @dataclass
 class RewardOutcome:
-    """Scores of a step, seconds spent per label, and notes (e.g. a sandbox limit hit)."""
+    """Scores of a step, seconds spent per label, and notes by completion index (what a
+    function said about a completion, e.g. the sandbox limit its program hit)."""
 
     scores: Scores
     seconds: dict[str, float]
-    notes: list[str] = field(default_factory=list)
+    notes: dict[int, str] = field(default_factory=dict)
 
 
 class Rewarder:
@@ -127,16 +128,22 @@ class Rewarder:
         for entry in self.rewards:
             started = time.perf_counter()
             try:
-                outcome.scores[entry.label] = self._score(entry, batch, outcome.notes)
+                notes: dict[int, str] = {}
+                outcome.scores[entry.label] = self._score(entry, batch, notes)
             except RewardFunctionError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
                 raise RewardFunctionError(entry.label, None, exc) from exc
             outcome.seconds[entry.label] = time.perf_counter() - started
+            for i, note in notes.items():
+                said = f"{entry.label}: {note}"
+                outcome.notes[i] = f"{outcome.notes[i]}; {said}" if i in outcome.notes else said
         require_applicable(outcome.scores)
         return outcome
 
-    def _score(self, entry: RewardSpec, batch: RewardBatch, notes: list[str]) -> list[float | None]:
+    def _score(
+        self, entry: RewardSpec, batch: RewardBatch, notes: dict[int, str]
+    ) -> list[float | None]:
         match entry:
             case PythonReward():
                 prompts, completions = batch.trl_prompts_and_completions()
@@ -167,6 +174,16 @@ def _score_rule(entry: RuleReward, batch: RewardBatch) -> list[float | None]:
         rewards=(entry,),
     )
     return list(scores[entry.label])
+
+
+def notes_summary(notes: dict[int, str], batch: RewardBatch) -> str:
+    """One log line for a step's reward notes: the first three, each naming its completion."""
+    g = batch.num_generations
+    said = [
+        f"prompt {batch.examples[i // g].id!r} completion {i % g}: {n}" for i, n in notes.items()
+    ]
+    more = f" (and {len(said) - 3} more)" if len(said) > 3 else ""
+    return f"step {batch.step} rewards: {'; '.join(said[:3])}{more}"
 
 
 def require_applicable(scores: Scores) -> None:

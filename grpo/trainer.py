@@ -51,7 +51,7 @@ from grpo.report import GroupReport, SavedCheckpoint, StepReport
 from grpo.resume_spec import check_resumable, spec_json
 from grpo.rewards import total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
-from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores
+from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores, notes_summary
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.step_report import build_groups, build_step_report
@@ -214,7 +214,7 @@ class Trainer:
         for label, seconds in scored.seconds.items():  # time/reward/<label>, all rounds
             clock.seconds[f"reward/{label}"] = clock.seconds.get(f"reward/{label}", 0.0) + seconds
         advantages = self._advantages(rewards, scores)
-        return Batch(examples, prompts, rollout, texts, scores, rewards, advantages)
+        return Batch(examples, prompts, rollout, texts, scores, rewards, advantages, scored.notes)
 
     def _sampler(self, round_index: int) -> PromptSampler:
         if round_index == 0:
@@ -238,6 +238,7 @@ class Trainer:
             tokenizer=self.tokenizer,
             rollout=batch.rollout,
             scores=batch.scores,
+            notes=batch.notes,
             rewards=batch.rewards,
             advantages=advantages,
             token_kls=token_kls,
@@ -356,8 +357,7 @@ class Trainer:
             prompt_id = None if exc.index is None else examples[exc.index // g].id
             raise exc.located(step=step, prompt_id=prompt_id) from exc
         if scored.notes:
-            more = f" (and {len(scored.notes) - 3} more)" if len(scored.notes) > 3 else ""
-            self.log("warning", f"step {step} rewards: {'; '.join(scored.notes[:3])}{more}")
+            self.log("warning", notes_summary(scored.notes, batch))
         return scored
 
     def _advantages(self, rewards: torch.Tensor, scores: Scores) -> torch.Tensor:

@@ -127,6 +127,8 @@ class CompletionOut(BaseModel):
     """The end-of-sequence token as text (e.g. `<|im_end|>`) or the stop string."""
     stop_token_id: int | None = None
     """The end-of-sequence id that ended it."""
+    note: str | None = None
+    """What a reward function noted about it (`code: killed at the CPU limit (5 s)`)."""
 
 
 class GroupDetail(GroupSummary):

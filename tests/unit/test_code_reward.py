@@ -125,6 +125,4 @@ def test_a_step_scores_each_completion_and_notes_which_one_hit_a_limit():
     )
     outcome = Rewarder([CodeReward(timeout_s=1, memory_mb=256)]).score(batch)
     assert outcome.scores["code"] == [1.0, 0.0]
-    assert len(outcome.notes) == 1 and outcome.notes[0].startswith(
-        "code: prompt 'add' completion 1: "
-    )
+    assert list(outcome.notes) == [1] and outcome.notes[1].startswith("code: killed")

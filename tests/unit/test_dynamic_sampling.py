@@ -56,6 +56,22 @@ def test_rounds_run_until_the_target_has_signal_and_flat_groups_are_dropped():
     assert filled.kept.advantages.tolist() == [[1, -1], [1, -1], [2, -2]]
 
 
+def test_reward_notes_follow_their_completions_into_kept_and_dropped():
+    import dataclasses
+
+    a = fake_batch("a", [[0, 0], [1, -1]], prompt_width=1, width=1)
+    b = fake_batch("b", [[1, -1], [0, 0]], prompt_width=1, width=1)
+    # completion 1 of a0 (dropped), completion 2 of a1 and completion 0 of b0 (kept)
+    rounds = [
+        dataclasses.replace(a, notes={1: "code: a0.1", 2: "code: a1.0"}),
+        dataclasses.replace(b, notes={0: "code: b0.0"}),
+    ]
+    filled = fill_with_signal(lambda r: rounds[r], target=2, max_rounds=2, pad_token_id=PAD)
+    assert [e.id for e in filled.kept.examples] == ["a1", "b0"]
+    assert filled.kept.notes == {0: "code: a1.0", 2: "code: b0.0"}
+    assert filled.dropped.notes == {1: "code: a0.1"}
+
+
 def test_without_any_signal_the_first_round_trains_as_it_is():
     flat = fake_batch("a", [[0, 0], [0, 0]], prompt_width=1, width=1)
     filled = fill_with_signal(lambda r: flat, target=2, max_rounds=3, pad_token_id=PAD)

@@ -154,3 +154,12 @@ def test_chat_prompts_reach_plugins_as_trl_hands_them_over():
 def test_text_prompts_reach_plugins_as_the_records_prompt():
     prompts, completions = _batch(["a", "b", "c", "d"]).trl_prompts_and_completions()
     assert prompts == ["1+1=", "1+1=", "2+2=", "2+2="] and completions == ["a", "b", "c", "d"]
+
+
+def test_notes_summary_names_prompt_and_place_in_group_of_the_first_three():
+    from grpo.scoring import notes_summary
+
+    notes = {1: "code: killed", 2: "code: raised", 3: "code: raised", 0: "x: y"}
+    line = notes_summary(notes, _batch(["a", "b", "c", "d"]))
+    assert line.startswith("step 3 rewards: prompt 'q0' completion 1: code: killed; ")
+    assert "prompt 'q1' completion 0: code: raised" in line and line.endswith("(and 1 more)")

@@ -49,6 +49,8 @@ export function completionRow(c, rank, { maxAdvantage, klMax = 0, functions = []
             finishChip(c),
             h('span', { title: 'sequence mean of the per-token k3 KL' }, `KL ${num(c.kl)}`),
           ),
+      // what a reward function noted, e.g. the sandbox limit a program hit
+      bare || !c.note ? null : h('div', { class: 'completion-note faint', title: 'reward note' }, c.note),
     ),
     bare ? h('div', { class: 'faint' }, 'text not kept') : textWithKl(c, klMax),
   );
