@@ -297,13 +297,16 @@ class JobSpec(BaseModel):
     optim: Literal["adamw_torch", "adafactor"] = "adamw_torch"
     """Optimizer."""
     micro_batch_size: int | None = Field(None, ge=1, le=1_048_576)
-    """Completions per forward/backward pass of the update and of the reference and old-policy
-    passes; gradients accumulate across them and the step equals the full batch's. A group
-    may be split. None: all B x G at once. Bounds activation memory (TRL: per-device batch
-    size with gradient accumulation)."""
+    """Completions per forward/backward pass of the update and of the reference and
+    old-policy passes; gradients accumulate across passes and each pass's loss is divided
+    by the whole step's normalizer, so the step equals the full batch's. A group may be
+    split. None: all B x G at once. Bounds activation memory (TRL's nearest knob is
+    per_device_train_batch_size with gradient_accumulation_steps)."""
     generation_batch_size: int | None = Field(None, ge=1, le=1_048_576)
     """Completions decoded at once, in whole groups: a multiple of num_generations. Bounds
-    the KV cache. None: all B x G at once. Samples do not depend on it."""
+    the KV cache. None: all B x G at once. Samples do not depend on it (one seeded stream
+    per group). Not TRL's generation_batch_size, which counts completions per generation
+    round across gradient accumulation."""
     gradient_checkpointing: bool = False
     """Recompute activations in backward to save memory."""
     precision: Literal["auto", "fp32", "bf16"] = "auto"
