@@ -266,22 +266,3 @@ def running_stack(
         yield stack
     finally:
         stack.stop()
-
-
-def run_store_script(script: str, *, store: str, data_dir: Path) -> None:
-    """Run Python against a freshly migrated store (PostgreSQL or SQLite) in its own process,
-    so app.store reads that store's settings; the script prints "ok" when its checks hold."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
-    env["GRPO_DATA_DIR"] = str(data_dir)
-    url = create_pg_database() if store == "postgres" else None
-    if url:
-        env["GRPO_DATABASE_URL"] = url
-    try:
-        migrate(env)
-        out = subprocess.run(
-            [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
-        )
-        assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
-    finally:
-        if url:
-            drop_pg_database(url)

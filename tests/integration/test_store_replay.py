@@ -2,47 +2,59 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from sqlalchemy import func, select
 
-import pytest
-
-from tests.stack import run_store_script
-
-SCRIPT = r"""
 from app.store import runs, steps
 from app.store.db import session_scope
 from app.store.models import Event, Sample, StepGroup, StepMetric
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
-from sqlalchemy import func, select
+from tests.integration.store_fixture import store
 
-def report(step, reward):
-    c = CompletionReport(text="4", num_tokens=1, is_truncated=False, rewards={"accuracy": reward},
-                         reward=reward, advantage=0.0, kl=0.0)
-    g = GroupReport(index=0, prompt_id="2+2", prompt="2+2=", answer="4", rewards=[reward, 0.0],
-                    advantages=[1.0, -1.0], completions=[c, c], passes=[reward >= 1, False])
-    return StepReport(step=step, total_steps=6, scalars={"reward": reward}, groups=[g])
-
-run, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=6), package_version="t")
-for step in range(1, 6):
-    steps.save_step(run.id, report(step, 0.0))
-for step in range(3, 7):  # resumed from the checkpoint at step 2
-    steps.save_step(run.id, report(step, 1.0))
-with session_scope() as s:
-    for table in (StepMetric, StepGroup, Sample):
-        rows = s.execute(select(table.step, func.count()).where(table.run_id == run.id)
-                         .group_by(table.step).order_by(table.step)).all()
-        assert [tuple(r) for r in rows] == [(k, 1) for k in range(1, 7)], (table, rows)
-    step_events = s.scalars(select(Event.step).where(Event.run_id == run.id, Event.kind == "step")
-                            .order_by(Event.id)).all()
-    assert step_events == [1, 2, 3, 4, 5, 6], step_events
-rewards = [m["metrics"]["reward"] for m in steps.list_metrics(run.id)]
-assert rewards == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0], rewards
-assert runs.get_run(run.id).step == 6
-print("ok")
-"""
+__all__ = ["store"]
 
 
-@pytest.mark.parametrize("store", ["postgres", "sqlite"])
-def test_replayed_steps_replace_their_rows_and_events(store: str, tmp_path: Path) -> None:
-    run_store_script(SCRIPT, store=store, data_dir=tmp_path)
+def report(step: int, reward: float) -> StepReport:
+    completion = CompletionReport(
+        text="4",
+        num_tokens=1,
+        is_truncated=False,
+        rewards={"accuracy": reward},
+        reward=reward,
+        advantage=0.0,
+        kl=0.0,
+    )
+    group = GroupReport(
+        index=0,
+        prompt_id="2+2",
+        prompt="2+2=",
+        answer="4",
+        rewards=[reward, 0.0],
+        advantages=[1.0, -1.0],
+        completions=[completion, completion],
+        passes=[reward >= 1, False],
+    )
+    return StepReport(step=step, total_steps=6, scalars={"reward": reward}, groups=[group])
+
+
+def test_replayed_steps_replace_their_rows_and_events(store: str) -> None:
+    run, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=6), package_version="t")
+    for step in range(1, 6):
+        steps.save_step(run.id, report(step, 0.0))
+    for step in range(3, 7):  # resumed from the checkpoint at step 2
+        steps.save_step(run.id, report(step, 1.0))
+    with session_scope() as session:
+        for table in (StepMetric, StepGroup, Sample):
+            per_step = (
+                select(table.step, func.count())
+                .where(table.run_id == run.id)
+                .group_by(table.step)
+                .order_by(table.step)
+            )
+            rows = [tuple(r) for r in session.execute(per_step).all()]
+            assert rows == [(k, 1) for k in range(1, 7)], (table, rows)
+        kinds = select(Event.step).where(Event.run_id == run.id, Event.kind == "step")
+        assert list(session.scalars(kinds.order_by(Event.id))) == [1, 2, 3, 4, 5, 6]
+    rewards = [m["metrics"]["reward"] for m in steps.list_metrics(run.id)]
+    assert rewards == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0], rewards
+    assert runs.get_run(run.id).step == 6
