@@ -38,6 +38,19 @@ def test_dropped_groups_and_entropy_masked_share_are_drawn_from_the_runs_metrics
     assert masked == [[m["step"], m["metrics"]["entropy_masked_share"]] for m in metrics]
     assert all(0 < share < 1 for _, share in masked)
 
+    # the inspector lists the dropped groups under their filter and says why they sat out
+    step = next(m["step"] for m in metrics if m["metrics"]["dynamic_sampling/dropped_groups"])
+    dropped_groups = api.get(
+        f"/api/runs/{run['id']}/steps/{step}/groups", params={"filter": "dropped"}
+    ).json()["items"]
+    first = dropped_groups[0]["index"]
+    page.goto(f"/runs/{run['id']}/steps/{step}/groups/{first}?filter=dropped")
+    expect(page.locator("#group-items .group-item")).to_have_count(len(dropped_groups))
+    expect(page.locator("#group-filter")).to_have_value("dropped")
+    expect(page.locator("#group-dropped")).to_have_text("dropped (dynamic sampling)")
+    trained = api.get(f"/api/runs/{run['id']}/steps/{step}/groups").json()["items"]
+    assert {g["index"] for g in trained}.isdisjoint(g["index"] for g in dropped_groups)
+
     # a run without dynamic sampling has no such card
     page.goto(f"/runs/{finished_run['id']}")
     wait_points(page, "chart-reward", "reward", finished_run["spec"]["max_steps"])

@@ -150,6 +150,16 @@ function renderPrompt(g) {
         { class: 'kv' },
         h('dt', null, 'outcome'),
         h('dd', null, h('span', { class: `outcome outcome-${outcome}` }, OUTCOME_LABEL[outcome] || outcome)),
+        ...(g.is_dropped
+          ? [
+              h('dt', null, 'training'),
+              h(
+                'dd',
+                { id: 'group-dropped', title: 'all rewards equal: no signal, left out by dynamic sampling' },
+                'dropped (dynamic sampling)',
+              ),
+            ]
+          : []),
         h('dt', null, 'reward mean'),
         h('dd', { id: 'group-mean' }, num(g.reward_mean)),
         h('dt', null, 'reward std'),
