@@ -1,0 +1,129 @@
+"""Every route in the test process: FastAPI's TestClient over the real app, the real store
+(PostgreSQL and SQLite, freshly migrated) and the real filesystem broker, which nobody
+consumes here, so runs stay queued. Seconds, not minutes: what needs separate processes
+(workers, restarts, live streams, browsers) stays in the stack tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.store import steps
+from grpo.report import CompletionReport, GroupReport, StepReport
+from tests.integration.store_fixture import store
+
+__all__ = ["store"]
+
+SPEC = {"name": "inprocess", "model": "builtin:tiny", "max_steps": 4, "num_generations": 2}
+
+
+@pytest.fixture
+def api(store: str) -> Iterator[TestClient]:
+    with TestClient(create_app()) as client:
+        yield client
+
+
+def step_report(step: int) -> StepReport:
+    completion = CompletionReport(
+        text="4", num_tokens=1, is_truncated=False, rewards={"accuracy": 1.0},
+        reward=1.0, advantage=1.0, kl=0.0,
+    )  # fmt: skip
+    group = GroupReport(
+        index=0, prompt_id="2+2", prompt="2+2=", answer="4", rewards=[1.0, 0.0],
+        advantages=[1.0, -1.0], completions=[completion, completion], passes=[True, False],
+    )  # fmt: skip
+    return StepReport(step=step, total_steps=4, scalars={"reward": 0.5, "kl": 0.0}, groups=[group])
+
+
+def submit(api: TestClient, **overrides: object) -> str:
+    response = api.post("/api/runs", json={**SPEC, **overrides})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    return dict(response.json()["error"])
+
+
+def test_service_routes_answer(api: TestClient) -> None:
+    health = api.get("/api/health").json()
+    assert (health["status"], health["database"], health["broker"]) == ("ok", True, True)
+    assert api.get("/api/presets").json()["items"][0]["name"] == "arith-demo"
+    assert api.get("/api/workers").json() == {"items": []}  # none heard from
+    assert api.get("/openapi.json").json()["components"]["schemas"]["RunStatus"]["enum"]
+
+
+def test_a_run_is_submitted_listed_read_and_its_actions_answer(api: TestClient) -> None:
+    run_id = submit(api)
+    run = api.get(f"/api/runs/{run_id}").json()
+    assert (run["status"], run["step"], run["total_steps"]) == ("queued", 0, 4)
+    listed = api.get("/api/runs", params={"status": "queued"}).json()["items"]
+    assert [r["id"] for r in listed] == [run_id]
+    assert api.get("/api/runs", params={"status": "running"}).json()["items"] == []
+
+    clone = api.post(f"/api/runs/{run_id}/clone", json={"patch": {"max_steps": 2}})
+    assert clone.status_code == 201 and clone.json()["total_steps"] == 2
+    assert api.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+    assert api.post(f"/api/runs/{run_id}/resume").json()["status"] == "queued"
+    assert api.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+    assert api.delete(f"/api/runs/{run_id}").status_code == 204
+    assert error_of(api.get(f"/api/runs/{run_id}"), 404)["code"] == "not_found"
+
+
+def test_bad_requests_are_4xx_naming_what_is_wrong(api: TestClient) -> None:
+    bad = error_of(api.post("/api/runs", json={**SPEC, "num_generations": 1}), 422)
+    assert [f["loc"] for f in bad["fields"]] == ["num_generations"]
+    assert error_of(api.get("/api/runs", params={"status": "paused"}), 422)["fields"]
+    assert error_of(api.get("/api/runs", params={"cursor": "nope"}), 400)["code"] == "bad_cursor"
+    run_id = submit(api)
+    assert error_of(api.post(f"/api/runs/{run_id}/resume"), 409)
+    assert error_of(api.delete(f"/api/runs/{run_id}"), 409)  # queued: cancel it first
+    assert error_of(api.get("/api/runs/nope/metrics"), 404)
+    assert error_of(api.get(f"/api/runs/{run_id}/steps/1/groups/0"), 404)
+    assert error_of(api.get(f"/api/runs/{run_id}/steps/1/groups?filter=bogus"), 422)
+
+
+def test_steps_read_back_through_every_step_route(api: TestClient) -> None:
+    run_id = submit(api)
+    for step in (1, 2):
+        steps.save_step(run_id, step_report(step))
+    metrics = api.get(f"/api/runs/{run_id}/metrics").json()
+    assert [m["step"] for m in metrics["items"]] == [1, 2] and metrics["last_event_id"] > 0
+    keyed = api.get(f"/api/runs/{run_id}/metrics", params={"keys": "kl", "after_step": 1})
+    assert keyed.json()["items"] == [{"step": 2, "metrics": {"kl": 0.0}}]
+    histograms = api.get(f"/api/runs/{run_id}/histograms", params={"limit": 1}).json()
+    assert len(histograms["items"]) == 1 and set(histograms["bin_edges"]) == {
+        "advantage_histogram", "reward_histogram", "group_reward_std_histogram",
+    }  # fmt: skip
+
+    groups = api.get(f"/api/runs/{run_id}/steps/2/groups").json()["items"]
+    assert [(g["index"], g["outcome"]) for g in groups] == [(0, "mixed")]
+    assert api.get(f"/api/runs/{run_id}/steps/2/groups?filter=all_pass").json()["items"] == []
+    detail = api.get(f"/api/runs/{run_id}/steps/2/groups/0").json()
+    assert [c["reward"] for c in detail["completions"]] == [1.0, 1.0]
+    history = api.get(f"/api/runs/{run_id}/prompts/2+2").json()["items"]
+    assert [g["step"] for g in history] == [1, 2]
+
+    csv = api.get(f"/api/runs/{run_id}/export", params={"format": "csv"}).text
+    assert csv.splitlines()[0].startswith("step") and len(csv.splitlines()) == 3
+    export = api.get(f"/api/runs/{run_id}/export", params={"what": "groups", "format": "jsonl"})
+    lines = export.text.splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2]
+    assert isinstance(api.get(f"/api/runs/{run_id}/logs").json()["items"], list)
+
+
+def test_a_dataset_is_uploaded_listed_and_a_bad_line_named(api: TestClient) -> None:
+    body = b'{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2=", "answer": "4"}\n'
+    uploaded = api.post("/api/datasets", params={"name": "sums"}, content=body)
+    assert uploaded.status_code == 201, uploaded.text
+    assert uploaded.json()["num_records"] == 2
+    assert [d["name"] for d in api.get("/api/datasets").json()["items"]] == ["sums"]
+    bad = api.post("/api/datasets", params={"name": "bad"}, content=b'{"prompt": "x"}\nnot json\n')
+    assert bad.status_code == 422 and "line" in bad.text
