@@ -37,6 +37,7 @@ stopping = threading.Event()
 """Set when the worker was told to stop: the running job hands its run back."""
 _stopped = threading.Event()
 _identity: dict[str, str] = {}
+_lost_logged: dict[str, Lease] = {}
 
 
 def worker_name() -> str:
@@ -61,8 +62,10 @@ def _beat() -> None:
         return
     try:
         lease.beat(held)
-    except LeaseLost as exc:  # the job stops at its next write; say why here too
-        log.warning("run %s: lost it: %s", held.run_id, exc)
+    except LeaseLost as exc:  # the job stops at its next write; say why here, once
+        if _lost_logged.get("lease") != held:
+            _lost_logged["lease"] = held
+            log.warning("run %s: lost it: %s", held.run_id, exc)
 
 
 def _loop(every_seconds: float) -> None:
