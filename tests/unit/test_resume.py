@@ -1,12 +1,12 @@
 """Exact resume (grpo/trainer.py, grpo/checkpoint.py): run 4 steps straight, or run 2,
 checkpoint, build a new Trainer and resume; steps 3 and 4 must match. The spec exercises
 every piece of saved state: AdamW moments, a warmup + linear schedule, adaptive beta and a
-reference synced at step 2."""
+reference synced at step 2; dynamic sampling's extra rounds must resume the same too."""
 
 import pytest
 
 from grpo.checkpoint import KEEP_CHECKPOINTS, latest_checkpoint
-from grpo.spec import LoraSpec
+from grpo.spec import LoraSpec, RegexReward
 from grpo.trainer import FitResult, Trainer
 from tests.unit.test_trainer import comparable, tiny_spec
 
@@ -22,6 +22,9 @@ RESUME_KNOBS = dict(
     ref_model_sync_steps=2,
     ref_model_mixup_alpha=1.0,
     save_steps=2,
+    # extra rounds draw from reserve prompt streams and seeds of (seed, step, round)
+    dynamic_sampling={"enabled": True, "max_rounds": 3},
+    rewards=(RegexReward(pattern=r"[5-9]"),),  # rarer than tiny_spec's: some groups are flat
 )
 
 
@@ -47,6 +50,7 @@ def test_resuming_from_step_two_continues_exactly(tmp_path, grpo_cache_dir, lora
     assert resumed == FitResult(last_step=4, is_stopped=False)
     assert any("resumed from checkpoint at step 2" in m for m in logs)
     assert [r.step for r in second] == [3, 4]
+    assert any(r.scalars["dynamic_sampling/rounds"] > 1 for r in straight[2:])
     for expected, got in zip(straight[2:], second, strict=True):
         assert comparable(got).keys() == comparable(expected).keys()
         for key, value in comparable(expected).items():
