@@ -12,7 +12,7 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from side_protocol import Pacer, RunConfig, limit_threads, memory_mb, quiet
+from side_protocol import Pacer, RunConfig, limit_threads, memory_mb, quiet, reset_peak
 
 
 def run(conn: Connection, config: RunConfig) -> None:
@@ -47,7 +47,8 @@ def run(conn: Connection, config: RunConfig) -> None:
     pacer = Pacer(conn)
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as workdir:
         trainer = Trainer(spec, workdir=Path(workdir), cache_dir=Path(workdir) / "cache")
-        pacer.ready(after_imports=after_imports, after_setup=memory_mb()["rss"])
+        setup = reset_peak()  # the peak from here on is what training costs
+        pacer.ready(after_imports=after_imports, after_setup=setup["rss"], setup_peak=setup["hwm"])
         started, peak = time.perf_counter(), 0.0
 
         def on_step(report: StepReport) -> None:

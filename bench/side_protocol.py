@@ -34,6 +34,8 @@ class RunConfig:
     threads: int
     evaluate: bool = False
     """After the last step, greedy accuracy on the arith test split (same function both sides)."""
+    trl_generation_kwargs: tuple[tuple[str, Any], ...] = ()
+    """Extra `generation_kwargs` for TRL's generate (its best settings for the machine)."""
 
     @property
     def completions_per_step(self) -> int:
@@ -48,6 +50,15 @@ def memory_mb() -> dict[str, float]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = int(value.split()[0]) / 1024  # kB -> MiB
     return {"rss": fields["VmRSS"], "hwm": fields["VmHWM"]}
+
+
+def reset_peak() -> dict[str, float]:
+    """Start the peak-RSS clock here: returns RSS and peak so far (MiB), then resets VmHWM to
+    the current RSS (Linux `clear_refs` 5), so a later VmHWM is the peak *after* this point.
+    Called once the model is loaded: what a step costs is then the growth over `rss`."""
+    before = memory_mb()
+    Path("/proc/self/clear_refs").write_text("5")
+    return before
 
 
 def limit_threads(threads: int) -> None:

@@ -18,7 +18,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from side_protocol import Pacer, RunConfig, limit_threads, memory_mb, quiet
+from side_protocol import Pacer, RunConfig, limit_threads, memory_mb, quiet, reset_peak
 
 
 def trl_args(config: RunConfig, output_dir: str) -> Any:
@@ -62,6 +62,7 @@ def trl_args(config: RunConfig, output_dir: str) -> Any:
         log_completions=False,
         dataloader_num_workers=0,
         model_init_kwargs={"dtype": "float32"},
+        generation_kwargs=dict(config.trl_generation_kwargs) or None,
     )
 
 
@@ -122,7 +123,10 @@ def run(conn: Connection, config: RunConfig) -> None:
         peak = 0.0
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            pacer.ready(after_imports=after_imports, after_setup=memory_mb()["rss"])
+            setup = reset_peak()  # model, reference and optimizer built: training starts here
+            pacer.ready(
+                after_imports=after_imports, after_setup=setup["rss"], setup_peak=setup["hwm"]
+            )
             self.started = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:

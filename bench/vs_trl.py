@@ -1,24 +1,27 @@
 """Our GRPO trainer against TRL's GRPOTrainer: the same model, prompts, reward and knobs.
 
-    .venv/bin/python bench/vs_trl.py                 (both configurations, ~5 min on 2 cores)
-    .venv/bin/python bench/vs_trl.py --learning      (+ reward after 50 steps, 3 seeds: ~5 min)
+    .venv/bin/python bench/vs_trl.py                 (three configurations, 40 timed steps)
+    .venv/bin/python bench/vs_trl.py --learning      (+ reward after 50 steps, 3 seeds)
 
-Needs TRL (the `bench` extra; never a runtime dependency). Both sides train the
-warm-started `builtin:tiny-arith` from the same local directory (weights and tokenizer
-through `from_pretrained`) on the built-in arithmetic prompts in the same order, scored by
-the same accuracy reward (grpo.rewards), with identical G, prompts per step, completion
-length, beta, learning rate, optimizer, clipping and precision (fp32: this CPU has no
-native bf16, and both sides compute in the same dtype).
+Needs TRL (the `bench` extra; never a runtime dependency). Both sides train the same
+built-in model from the same local directory (weights and tokenizer through
+`from_pretrained`) on the built-in arithmetic prompts in the same order, scored by the same
+accuracy reward (grpo.rewards), with identical G, prompts per step, completion length,
+beta, learning rate, optimizer, clipping and precision (fp32 on both sides).
 
-Each side runs in its own child process (its peak RSS is its own: VmHWM) and the parent
-alternates them step by step, ours first on even steps and TRL first on odd ones, so load
-from other processes falls on both alike; the first --warmup steps are not timed. Reports
-median seconds per step, completion tokens per second and peak memory, and ratios
-ours / TRL. Configurations (issue 3): `short` (bare prompts like `23+45=`, 16 completion
-tokens) and `realistic` (the task inside an R1-style instruction template of about 60
-prompt tokens, 32 completion tokens); both G 8, 8 prompts per step, beta 0.04.
-The last line reads
-`vs TRL: step time ratio short=<x> realistic=<y>; peak memory ratio short=<a> realistic=<b>`.
+Each side runs in its own child process and the parent alternates them step by step, ours
+first on even steps and TRL first on odd ones, so load from other processes falls on both
+alike; the first --warmup steps are not timed. The step-time headline is the median of the
+per-step paired ratios ours/TRL with a bootstrap 95% interval (bench/paired.py). Memory:
+each side resets its peak RSS (VmHWM) once imports, model, reference and optimizer are in
+place, so `growth` is the peak a training step adds over that process's own baseline (TRL's
+larger imports no longer flatter us); the whole-process peak stays as a second column.
+Configurations: `short` (builtin:tiny-arith, bare prompts like `23+45=`, 16 completion
+tokens), `realistic` (builtin:tiny-arith, a short R1-style instruction, 32 tokens), both
+8 prompts x G 8; `medium` (builtin:small: 11 M-parameter Qwen2, 32k BPE; the task inside
+the R1-Zero template, 4 prompts x G 8, 64 tokens). beta 0.04 everywhere. The last line reads
+`vs TRL: step time ratio short=<x> realistic=<y> medium=<z>; peak memory growth ratio
+short=<a> realistic=<b> medium=<c>`.
 """
 
 from __future__ import annotations
@@ -38,28 +41,45 @@ sys.path.insert(0, str(ROOT))
 
 import ours_side  # noqa: E402
 import trl_side  # noqa: E402
+from paired import median_with_interval, paired_ratios  # noqa: E402
 from side_protocol import RunConfig  # noqa: E402
+
+from grpo.data import R1_TEMPLATE  # noqa: E402
 
 SHORT_TEMPLATE = "{prompt}"
 REALISTIC_TEMPLATE = "Reply <think></think><answer></answer>. User: {prompt} Assistant:"
-"""R1-style instruction around the task: 62-64 prompt tokens with the char tokenizer's <s>."""
-CONFIGS: dict[str, tuple[str, int]] = {
-    "short": (SHORT_TEMPLATE, 16),
-    "realistic": (REALISTIC_TEMPLATE, 32),
+"""A short R1-style instruction around the task: 64 prompt tokens with the char tokenizer."""
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str
+    template: str
+    completion_tokens: int
+    prompts_per_step: int | None = None
+    """None: --prompts-per-step."""
+
+
+CONFIGS: dict[str, Config] = {
+    "short": Config("builtin:tiny-arith", SHORT_TEMPLATE, 16),
+    "realistic": Config("builtin:tiny-arith", REALISTIC_TEMPLATE, 32),
+    "medium": Config("builtin:small", R1_TEMPLATE, 64, prompts_per_step=4),
 }
-"""name -> (prompt template, max completion tokens)."""
+"""name -> model, prompt template, max completion tokens, prompts per step."""
 SIDES = {"ours": ours_side.run, "trl": trl_side.run}
 STEP_TIMEOUT_S = 600
 
 
-def configured(base: RunConfig, name: str, **changes: Any) -> RunConfig:
+def configured(base: RunConfig, name: str, model_dirs: dict[str, str], **changes: Any) -> RunConfig:
     """`base` set up as configuration `name`, with `changes`."""
-    template, completion_length = CONFIGS[name]
+    config = CONFIGS[name]
     return replace(
         base,
         name=name,
-        prompt_template=template,
-        max_completion_length=completion_length,
+        model_dir=model_dirs[config.model],
+        prompt_template=config.template,
+        max_completion_length=config.completion_tokens,
+        prompts_per_step=config.prompts_per_step or base.prompts_per_step,
         **changes,
     )
 
@@ -177,27 +197,30 @@ def ratio(ours: float, theirs: float) -> float:
 def print_timing(
     name: str, results: dict[str, SideResult], config: RunConfig, warmup: int
 ) -> dict[str, float]:
-    """Table rows of one configuration; returns its ratios."""
+    """Table rows of one configuration; returns its ratios (`s/step` is the paired median)."""
     rows = {}
     for side, result in results.items():
         q1, q3 = result.quartiles(warmup)
         rows[side] = {
             "s/step": result.median_seconds(warmup),
             "tok/s": result.tokens_per_second(warmup),
-            "peak": result.done["peak"],
-            "growth": result.done["peak"] - result.ready["after_imports"],
+            "growth": result.done["peak"] - result.ready["after_setup"],
+            "peak": max(result.done["peak"], result.ready["setup_peak"]),
         }
         row = rows[side]
         length = result.mean_length(warmup, config.completions_per_step)
         print(
             f"{name:<10} {'ours' if side == 'ours' else 'TRL':<6} {row['s/step']:>9.3f} "
-            f"{q1:>7.3f}-{q3:<7.3f} {row['tok/s']:>9.0f} {length:>8.1f} {row['peak']:>9.0f} "
-            f"{result.ready['after_imports']:>9.0f} {row['growth']:>10.0f}"
+            f"{q1:>7.3f}-{q3:<7.3f} {row['tok/s']:>9.0f} {length:>6.1f} "
+            f"{result.ready['after_setup']:>9.0f} {row['growth']:>9.0f} {row['peak']:>9.0f}"
         )
     ratios = {key: ratio(rows["ours"][key], rows["trl"][key]) for key in rows["ours"]}
+    seconds = {side: [s["seconds"] for s in r.timed(warmup)] for side, r in results.items()}
+    paired, low, high = median_with_interval(paired_ratios(seconds["ours"], seconds["trl"]))
+    ratios["s/step"] = paired
     print(
-        f"{name:<10} {'ratio':<6} {ratios['s/step']:>9.2f} {'':>15} {ratios['tok/s']:>9.2f} "
-        f"{'':>8} {ratios['peak']:>9.2f} {'':>9} {ratios['growth']:>10.2f}"
+        f"{name:<10} {'ratio':<6} {paired:>9.2f} {f'[{low:.2f}, {high:.2f}]':^15} "
+        f"{ratios['tok/s']:>9.2f} {'':>6} {'':>9} {ratios['growth']:>9.2f} {ratios['peak']:>9.2f}"
     )
     return ratios
 
@@ -206,12 +229,12 @@ def timing_section(args: argparse.Namespace, base: RunConfig) -> dict[str, dict[
     total = args.warmup + args.steps
     ratios = {}
     header = (
-        f"{'config':<10} {'side':<6} {'s/step':>9} {'p25-p75':^15} {'tok/s':>9} {'len':>8} "
-        f"{'peak MiB':>9} {'imports':>9} {'peak-imp':>10}"
+        f"{'config':<10} {'side':<6} {'s/step':>9} {'p25-p75':^15} {'tok/s':>9} {'len':>6} "
+        f"{'setup MiB':>9} {'growth':>9} {'peak MiB':>9}"
     )
     collected = {}
     for name in args.configs:
-        config = configured(base, name, total_steps=total)
+        config = configured(base, name, args.model_dirs, total_steps=total)
         before = load_text()
         started = time.perf_counter()
         collected[name] = (config, run_pair(config, verbose=args.verbose))
@@ -223,9 +246,11 @@ def timing_section(args: argparse.Namespace, base: RunConfig) -> dict[str, dict[
         )
     print()
     print(
-        f"median seconds per step over {args.steps} steps after {args.warmup} warm-up steps; "
+        f"seconds per step: median over {args.steps} steps after {args.warmup} warm-up steps "
+        "(ratio row: median of the per-step paired ratios ours/TRL [bootstrap 95% interval]); "
         "tok/s = completion tokens / time over those steps; len = mean completion tokens; "
-        "peak = VmHWM of the side's process (imports = RSS after imports)"
+        "setup = RSS once imports, model, reference and optimizer are in place; growth = peak "
+        "RSS after that point minus setup (VmHWM reset there); peak = the process's whole peak"
     )
     print(header)
     for name, (config, results) in collected.items():
@@ -276,7 +301,12 @@ def learning_section(args: argparse.Namespace, base: RunConfig) -> None:
         accuracies: dict[str, list[float]] = {"ours": [], "trl": []}
         for seed in args.seeds:
             config = configured(
-                base, name, total_steps=args.learning_steps, seed=seed, evaluate=True
+                base,
+                name,
+                args.model_dirs,
+                total_steps=args.learning_steps,
+                seed=seed,
+                evaluate=True,
             )
             results = run_pair(config, verbose=args.verbose)
             for side, result in results.items():
@@ -293,22 +323,28 @@ def learning_section(args: argparse.Namespace, base: RunConfig) -> None:
         ours, theirs = statistics.mean(finals["ours"]), statistics.mean(finals["trl"])
         ours_acc, trl_acc = (statistics.mean(accuracies[side]) for side in ("ours", "trl"))
         verdict = "no lower than TRL's" if ours >= theirs else "LOWER than TRL's"
+        before = initial_accuracy(configured(base, name, args.model_dirs))
         print(
             f"{name:<10} {'mean':>4} {'':>6} -> {ours:.3f} {'':>6} -> {theirs:.3f} "
             f"{ours_acc:>9.3f} {trl_acc:>8.3f}"
-            f"  (greedy accuracy before: {initial_accuracy(configured(base, name)):.3f}); "
+            f"  (greedy accuracy before: {before:.3f}); "
             f"final reward of ours {verdict}"
         )
 
 
-def model_directory(args: argparse.Namespace) -> str:
-    """The warm-started built-in model's local directory, created on first use."""
-    if args.model_dir:
-        return str(args.model_dir)
+def model_directories(args: argparse.Namespace) -> dict[str, str]:
+    """Local directory of each configuration's built-in model, created on first use
+    (--model-dir replaces builtin:tiny-arith)."""
     from grpo.cli import cache_dir
     from grpo.models import resolve_model_path
 
-    return resolve_model_path("builtin:tiny-arith", cache_dir(args.cache_dir), progress=True)
+    names = {CONFIGS[name].model for name in [*args.configs, *args.learning_configs]}
+    dirs = {
+        name: resolve_model_path(name, cache_dir(args.cache_dir), progress=True) for name in names
+    }
+    if args.model_dir:
+        dirs["builtin:tiny-arith"] = str(args.model_dir)
+    return dirs
 
 
 def versions() -> str:
@@ -336,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS), help="timed ones"
     )
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per side (default 20)")
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per side (default 40)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed first steps (default 3)")
     parser.add_argument(
         "--threads",
@@ -366,6 +402,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-dir", type=Path, help="use this local model instead of builtin:tiny-arith"
     )
     parser.add_argument("--cache-dir", type=Path, help="built-in models cache (as `grpo train`)")
+    parser.add_argument(
+        "--trl-cache",
+        choices=["dynamic", "static"],
+        default="dynamic",
+        help="TRL's KV cache in generate (default dynamic: faster than static here, see "
+        "bench/README.md)",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every step's times")
     return parser
 
@@ -377,10 +420,13 @@ def main() -> int:
     except ImportError:
         print("bench/vs_trl.py needs TRL: pip install -e '.[bench]'", file=sys.stderr)
         return 2
-    model_dir = model_directory(args)
+    args.model_dirs = model_directories(args)
+    trl_generation: tuple[tuple[str, Any], ...] = ()
+    if args.trl_cache == "static":
+        trl_generation = (("cache_implementation", "static"),)
     base = RunConfig(
         name="",
-        model_dir=model_dir,
+        model_dir="",
         prompt_template=SHORT_TEMPLATE,
         prompts_per_step=args.prompts_per_step,
         num_generations=args.num_generations,
@@ -390,25 +436,28 @@ def main() -> int:
         seed=args.seed,
         total_steps=1,
         threads=args.threads,
+        trl_generation_kwargs=trl_generation,
     )
-    print(f"GRPO Service {revision()} vs TRL GRPOTrainer ({versions()}); model {model_dir}")
+    models = ", ".join(f"{k} at {v}" for k, v in args.model_dirs.items())
+    print(f"GRPO Service {revision()} vs TRL GRPOTrainer ({versions()}); models {models}")
     print(
         f"fp32 on CPU, {args.threads} torch thread(s) per side, {os.cpu_count()} CPUs, "
         f"sides alternate step by step; G={args.num_generations}, "
-        f"prompts/step={args.prompts_per_step}, beta={args.beta}, lr={args.learning_rate}; "
-        f"load average at start {load_text()}",
+        f"prompts/step={args.prompts_per_step} (medium: 4), beta={args.beta}, "
+        f"lr={args.learning_rate}, TRL cache {args.trl_cache}; load average at start {load_text()}",
         flush=True,
     )
     ratios = timing_section(args, base)
     if args.learning:
         learning_section(args, base)
 
-    def pick(name: str, key: str) -> str:
-        return f"{ratios[name][key]:.2f}" if name in ratios else "n/a"
+    def pick(key: str) -> str:
+        return " ".join(
+            f"{name}={ratios[name][key]:.2f}" if name in ratios else f"{name}=n/a"
+            for name in CONFIGS
+        )
 
-    steps = f"short={pick('short', 's/step')} realistic={pick('realistic', 's/step')}"
-    peaks = f"short={pick('short', 'peak')} realistic={pick('realistic', 'peak')}"
-    print(f"vs TRL: step time ratio {steps}; peak memory ratio {peaks}")
+    print(f"vs TRL: step time ratio {pick('s/step')}; peak memory growth ratio {pick('growth')}")
     return 0
 
 
