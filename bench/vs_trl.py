@@ -406,8 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--trl-cache",
         choices=["dynamic", "static"],
         default="dynamic",
-        help="TRL's KV cache in generate (default dynamic: faster than static here, see "
-        "bench/README.md)",
+        help="TRL's KV cache in generate (default dynamic, TRL's own default)",
     )
     parser.add_argument("--verbose", action="store_true", help="print every step's times")
     return parser
