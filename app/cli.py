@@ -36,7 +36,8 @@ def up(*, host: str, port: int) -> int:
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     migrate()
-    env = {**os.environ, "GRPO_DATA_DIR": str(settings.data_dir.resolve())}
+    # the API answers to the Host it is bound to (app/api/guards.py)
+    env = {**os.environ, "GRPO_DATA_DIR": str(settings.data_dir.resolve()), "GRPO_HOST": host}
     worker_name = f"worker-{os.getpid()}@{socket.gethostname()}"
     worker = Child(
         "worker",

@@ -19,7 +19,9 @@ from app.api import (
     workers,
 )
 from app.api.errors import install_error_handlers
+from app.api.guards import RequestGuard
 from app.api.limits import BodySizeLimit
+from app.api.responses import EVERY_ROUTE, errors
 from app.dashboard import routes as dashboard
 from app.settings import get_settings
 
@@ -32,8 +34,9 @@ def create_app() -> FastAPI:
     app.add_middleware(
         BodySizeLimit, max_bytes=get_settings().max_body_bytes, exempt_prefixes=("/api/datasets",)
     )
+    app.add_middleware(RequestGuard, settings=get_settings())  # outermost: runs first
     for module in (health, presets, runs, run_actions, steps, stream, exports, datasets, workers):
-        app.include_router(module.router)
+        app.include_router(module.router, responses=errors(*EVERY_ROUTE))
     app.include_router(dashboard.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -31,6 +31,12 @@ class Settings(BaseSettings):
     reloads are cheap; the CPUs are the worker's training)."""
     host: str = "127.0.0.1"
     """Interface the server binds to; loopback unless told otherwise."""
+    allowed_hosts: str = ""
+    """Comma-separated extra names the server answers to in the Host header (besides its
+    bind address and loopback names); `*` for any. Bound to 0.0.0.0 with none listed: any."""
+    allowed_origins: str = ""
+    """Comma-separated origins (`https://lab.example.org`) whose pages may call the API;
+    same-origin requests are always allowed, any other Origin is refused."""
     port: int = 8000
     api_tokens: str = ""
     """Comma-separated bearer tokens; when set, every write needs one."""

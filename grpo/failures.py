@@ -68,6 +68,11 @@ class Diverged(StepFailure):
 
 def user_message(exc: BaseException) -> str:
     """The one line a user sees for any exception out of training."""
+    # stored as text: PostgreSQL refuses NUL, and a failure must always be storable
+    return _worded(exc).replace("\x00", "\\x00")
+
+
+def _worded(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, StepFailure):
         return text  # worded for users, with the step: out of memory, a reward, divergence

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-import re
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import ReadAccess, SettingsDep, WriteAccess
 from app.api.errors import ApiError
+from app.api.guards import JSONL_TYPES
+from app.api.jsonl_check import check_jsonl_file
+from app.api.params import NameQuery
+from app.api.responses import WRITES, errors
 from app.api.schemas import DatasetList, DatasetOut
 from app.store import datasets
 from app.store.models import Dataset
-from grpo.records import RecordError, parse_record_line
 
 router = APIRouter(prefix="/api/datasets", tags=["datasets"])
 FieldName = Annotated[str, Query(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]
@@ -31,71 +36,84 @@ def dataset_out(d: Dataset) -> DatasetOut:
     )
 
 
-def _bad(message: str) -> ApiError:
-    return ApiError(422, "invalid_dataset", message)
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            media: {
+                "schema": {"type": "string"},
+                "example": '{"prompt": "2+2=", "answer": "4"}\n{"prompt": "3+5=", "answer": 8}\n',
+            }
+            for media in JSONL_TYPES
+        },
+    }
+}
 
 
-def validate_jsonl(
-    body: bytes, *, prompt_field: str, answer_field: str, max_lines: int
-) -> list[str]:
-    """Check UTF-8 and every record as the trainer will read it (grpo/records.py); return
-    the fields the records have."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _bad(f"not UTF-8 at byte {exc.start}") from exc
-    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    if not numbered:
-        raise _bad("dataset is empty")
-    if len(numbered) > max_lines:
-        raise _bad(f"{len(numbered)} records; at most {max_lines} are accepted")
-    fields: set[str] = {prompt_field, answer_field}
-    for number, line in numbered:
-        try:
-            record = parse_record_line(
-                line, prompt_field=prompt_field, answer_field=answer_field, where=f"line {number}"
-            )
-        except RecordError as exc:
-            raise _bad(str(exc)) from exc
-        fields |= set(record.data)
-    return sorted(fields)
-
-
-@router.post("", status_code=201, dependencies=[WriteAccess])
+@router.post(
+    "",
+    status_code=201,
+    dependencies=[WriteAccess],
+    responses=errors(*WRITES),
+    openapi_extra=UPLOAD_BODY,
+)
 async def upload_dataset(
     request: Request,
     settings: SettingsDep,
-    name: Annotated[str, Query(min_length=1, max_length=200)],
+    name: NameQuery,
     prompt_field: FieldName = "prompt",
     answer_field: FieldName = "answer",
 ) -> DatasetOut:
-    """Body: JSONL, one record per line: the prompt field (text or chat messages), the
-    answer field, and any other fields (handed to reward functions)."""
-    body = await request.body()
-    if len(body) > settings.max_dataset_bytes:
-        raise ApiError(
-            413, "payload_too_large", f"dataset exceeds {settings.max_dataset_bytes} bytes"
-        )
-    fields = validate_jsonl(
-        body,
-        prompt_field=prompt_field,
-        answer_field=answer_field,
-        max_lines=settings.max_dataset_lines,
-    )
-    dataset_id = uuid.uuid4().hex[:16]
-    assert re.fullmatch(r"[0-9a-f]{16}", dataset_id)
+    """Body: JSONL (`application/x-ndjson`), one record per line, with the prompt and answer
+    fields. Streamed to a file while counting (413 past GRPO_MAX_DATASET_BYTES), checked in a
+    worker thread, then moved into place."""
     settings.datasets_dir.mkdir(parents=True, exist_ok=True)
-    (settings.datasets_dir / f"{dataset_id}.jsonl").write_bytes(body)
-    row = datasets.add_dataset(
-        Dataset(
+    upload = await receive_to_file(request, settings.datasets_dir, settings.max_dataset_bytes)
+    try:
+        summary = await run_in_threadpool(
+            check_jsonl_file,
+            upload,
+            prompt_field=prompt_field,
+            answer_field=answer_field,
+            max_lines=settings.max_dataset_lines,
+        )
+        dataset_id = uuid.uuid4().hex[:16]
+        row = Dataset(
             id=dataset_id,
             name=name,
-            num_records=sum(1 for ln in body.splitlines() if ln.strip()),
-            num_bytes=len(body),
-            fields=fields,
+            num_records=summary.num_records,
+            num_bytes=upload.stat().st_size,
+            fields=summary.fields,
         )
-    )
-    return dataset_out(row)
+        upload.rename(settings.datasets_dir / f"{dataset_id}.jsonl")
+    finally:
+        upload.unlink(missing_ok=True)
+    return dataset_out(await run_in_threadpool(datasets.add_dataset, row))
+
+
+async def receive_to_file(request: Request, folder: Path, max_bytes: int) -> Path:
+    """The request body, written to a hidden file in `folder`; 413 once it passes max_bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _too_large(max_bytes)
+    handle = tempfile.NamedTemporaryFile(dir=folder, prefix=".upload-", delete=False)  # noqa: SIM115
+    path = Path(handle.name)
+    try:
+        with handle:
+            received = 0
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > max_bytes:
+                    raise _too_large(max_bytes)
+                handle.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _too_large(max_bytes: int) -> ApiError:
+    return ApiError(413, "payload_too_large", f"dataset exceeds {max_bytes} bytes")
 
 
 @router.get("", dependencies=[ReadAccess])

@@ -9,10 +9,11 @@ from __future__ import annotations
 import hmac
 from typing import Annotated
 
-from fastapi import Depends, Header, Path
+from fastapi import Depends, Header
 from starlette.concurrency import run_in_threadpool
 
 from app.api.errors import ApiError
+from app.api.params import RunIdPath
 from app.settings import Settings, get_settings
 from app.store import events, runs
 from app.store.models import Run
@@ -51,14 +52,14 @@ async def require_read(
         _check_token(settings, authorization)
 
 
-def load_run(run_id: Annotated[str, Path(max_length=32)]) -> Run:
+def load_run(run_id: RunIdPath) -> Run:
     run = runs.get_run(run_id)
     if run is None:
         raise ApiError(404, "not_found", f"run {run_id} not found")
     return run
 
 
-async def load_run_version(run_id: Annotated[str, Path(max_length=32)]) -> int:
+async def load_run_version(run_id: RunIdPath) -> int:
     """The run's newest event id (what its per-step bodies are cached by), or 404."""
     status, newest = await run_in_threadpool(events.read_head, run_id)
     if status is None:

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,24 @@ def field_errors(
 def validation_response(errors: list[Any]) -> JSONResponse:
     fields = field_errors(errors)
     summary = "; ".join(f"{f['loc']}: {f['message']}" for f in fields[:5])
-    body = error_body("validation_error", f"invalid job spec: {summary}", fields=fields)
+    # a bad query parameter, header or path is no fault of the job spec
+    outside = {"query", "header", "path", "cookie"}
+    is_request = any(str((err.get("loc") or ("",))[0]) in outside for err in errors)
+    what = "invalid request" if is_request else "invalid job spec"
+    body = error_body("validation_error", f"{what}: {summary}", fields=fields)
     return JSONResponse(body, status_code=422)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette's 405 names only the first
+    route's, and one path is often served by several routes: GET and POST /api/runs)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods:
+            match, _ = route.matches({**request.scope, "method": "__none__"})
+            if match != Match.NONE:
+                methods |= route.methods
+    return sorted(methods)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -65,9 +82,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return validation_response(list(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+        return JSONResponse(
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -14,9 +14,12 @@ from fastapi.responses import StreamingResponse
 
 from app.api.deps import ReadAccess, RunDep
 from app.api.errors import ApiError
+from app.api.responses import errors, text_body
 from app.store import histograms, steps
 
-router = APIRouter(prefix="/api/runs", tags=["export"], dependencies=[ReadAccess])
+router = APIRouter(
+    prefix="/api/runs", tags=["export"], dependencies=[ReadAccess], responses=errors(404)
+)
 
 
 def metrics_csv(run_id: str) -> Iterator[str]:
@@ -62,7 +65,13 @@ def groups_jsonl(run_id: str) -> Iterator[str]:
         )
 
 
-@router.get("/{run_id}/export")
+@router.get(
+    "/{run_id}/export",
+    response_class=StreamingResponse,
+    responses=text_body(
+        "The file: CSV, or one JSON object a line", "text/csv", "application/x-ndjson"
+    ),
+)
 def export_run(
     run: RunDep,
     format: Literal["csv", "jsonl"] = "csv",

@@ -14,7 +14,7 @@ from app.store.db import is_database_reachable
 router = APIRouter(prefix="/api", tags=["health"])
 
 
-@router.get("/health")
+@router.get("/health", responses={503: {"model": Health, "description": "Degraded"}})
 async def health(response: Response) -> Health:
     database = await run_in_threadpool(is_database_reachable)
     broker = await run_in_threadpool(is_broker_reachable)

@@ -7,6 +7,10 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
+class BodyTooLarge(Exception):
+    """Raised from `receive` once a streamed (chunked) body passes the limit."""
+
+
 class BodySizeLimit:
     """Answer 413 when a request body is larger than max_bytes (declared or streamed).
 
@@ -27,16 +31,33 @@ class BodySizeLimit:
             await self._reject(send)
             return
         received = 0
+        is_too_large = False
+        is_started = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, is_too_large
             message = await receive()
             received += len(message.get("body", b""))
             if received > self.max_bytes:
-                raise ValueError("request body too large")
+                is_too_large = True
+                raise BodyTooLarge(self.max_bytes)
             return message
 
-        await self.app(scope, limited_receive, send)
+        async def guarded_send(message: Message) -> None:
+            # whatever the app answers to a body it could not finish reading (FastAPI: 400
+            # "error parsing the body"), the answer to a chunked body past the limit is 413
+            nonlocal is_started
+            if not is_too_large:
+                await send(message)
+            elif message["type"] == "http.response.start" and not is_started:
+                await self._reject(send)
+            is_started = is_started or message["type"] == "http.response.start"
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except BodyTooLarge:
+            if not is_started:
+                await self._reject(send)
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps(

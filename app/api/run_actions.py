@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from app.api.deps import RunDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
+from app.api.responses import WRITES, errors
 from app.api.reward_checks import check_rewards
 from app.api.runs import PACKAGE_VERSION, run_out
 from app.api.schemas import RunOut
@@ -18,7 +19,12 @@ from app.queue import dispatch_run
 from app.store import runs
 from grpo.spec import JobSpec
 
-router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[WriteAccess])
+router = APIRouter(
+    prefix="/api/runs",
+    tags=["runs"],
+    dependencies=[WriteAccess],
+    responses=errors(404, 409, *WRITES),
+)
 
 
 class ClonePatch(BaseModel):

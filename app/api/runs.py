@@ -17,6 +17,8 @@ from fastapi import APIRouter, Header, Query, Response
 from app.api.body_cache import bodies
 from app.api.deps import ReadAccess, RunDep, RunVersionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
+from app.api.params import MetricKeysQuery, SearchQuery, StepQuery
+from app.api.responses import WRITES, errors
 from app.api.reward_checks import check_rewards
 from app.api.schemas import (
     HistogramList,
@@ -33,22 +35,29 @@ from app.store import events, histograms, runs, steps
 from app.store.models import Run, RunStatus
 from grpo.spec import JobSpec
 
-router = APIRouter(prefix="/api/runs", tags=["runs"])
+router = APIRouter(prefix="/api/runs", tags=["runs"], responses=errors(404))
 PACKAGE_VERSION = version("grpo-service")
+REPLAYED = "A retry: the run this Idempotency-Key created, unchanged"
 
 
 def run_out(run: Run) -> RunOut:
     return RunOut.model_validate(runs.run_summary(run))
 
 
-@router.post("", status_code=201, dependencies=[WriteAccess])
+@router.post(
+    "",
+    status_code=201,
+    dependencies=[WriteAccess],
+    responses=errors(*WRITES) | {200: {"model": RunOut, "description": REPLAYED}},
+)
 def submit_run(
     spec: JobSpec,
     response: Response,
     settings: SettingsDep,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> RunOut:
-    """Store the run, then enqueue it; a repeated Idempotency-Key returns the first run."""
+    """Store the run, then enqueue it; a repeated Idempotency-Key returns the first run
+    (the same spec again: 200; a different one: 422 naming the key)."""
     check_spec(spec, settings)
     check_rewards(spec, settings)
     run, is_new = runs.create_run(
@@ -57,14 +66,35 @@ def submit_run(
     if is_new:
         dispatch_run(run.id, queue=run.queue)
     else:
+        _check_same_spec(run, spec, idempotency_key or "")
         response.status_code = 200
     response.headers["Location"] = f"/api/runs/{run.id}"
     return run_out(run)
 
 
+def _check_same_spec(run: Run, spec: JobSpec, key: str) -> None:
+    """A key names one request: reusing it for another spec is a client bug, not a retry."""
+    new = spec.model_dump(mode="json")
+    if run.spec == new:
+        return
+    try:  # the stored spec may predate fields added since, with their defaults
+        if JobSpec.model_validate(run.spec).model_dump(mode="json") == new:
+            return
+    except ValueError:
+        pass
+    message = (
+        f"Idempotency-Key {key!r} was already used for run {run.id} with a different spec; "
+        "use a new key for a new run"
+    )
+    fields = [{"loc": "header.idempotency-key", "message": message}]
+    raise ApiError(422, "idempotency_key_reused", message, fields)
+
+
 def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         created, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|", 1)
+        if "\x00" in run_id:
+            raise ValueError("NUL in cursor")
         return datetime.fromisoformat(created), run_id
     except ValueError as exc:
         raise ApiError(400, "bad_cursor", "cursor is not one this API returned") from exc
@@ -74,10 +104,10 @@ def _encode_cursor(run: Run) -> str:
     return base64.urlsafe_b64encode(f"{run.created_at.isoformat()}|{run.id}".encode()).decode()
 
 
-@router.get("", dependencies=[ReadAccess])
+@router.get("", dependencies=[ReadAccess], responses=errors(400))
 def list_runs(
     status: RunStatus | None = None,
-    q: Annotated[str | None, Query(max_length=200)] = None,
+    q: SearchQuery = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> RunList:
@@ -98,9 +128,9 @@ def get_run(run: RunDep) -> RunOut:
 async def get_metrics(
     run_id: str,
     newest_event: RunVersionDep,
-    after_step: Annotated[int, Query(ge=0)] = 0,
+    after_step: StepQuery = 0,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
-    keys: Annotated[str | None, Query(description="comma-separated metric names")] = None,
+    keys: MetricKeysQuery = None,
 ) -> Response:
     """Step scalars in step order, for curves; `keys` keeps only some metrics."""
     key_list = tuple(k for k in (keys or "").split(",") if k)
@@ -127,7 +157,7 @@ def _metrics_body(
 async def get_histograms(
     run_id: str,
     newest_event: RunVersionDep,
-    after_step: Annotated[int, Query(ge=0)] = 0,
+    after_step: StepQuery = 0,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
 ) -> Response:
     """Each step's advantage, reward and group reward spread histograms, with their bins."""

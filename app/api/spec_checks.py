@@ -16,6 +16,7 @@ from grpo.spec import JobSpec
 
 def check_spec(spec: JobSpec, settings: Settings) -> None:
     """Raise a 422 naming the field when a path leaves the allowed roots or a dataset is unknown."""
+    check_no_nul(spec.model_dump(mode="json"), "")
     check_model_path(spec.model, settings)
     check_data_source(spec.data.source, settings)
 
@@ -44,6 +45,19 @@ def check_data_source(text: str, settings: Settings) -> None:
             resolve_local(source.value, roots, what="local dataset path")
         except ValueError as exc:
             _reject("data.source", str(exc))
+
+
+def check_no_nul(value: object, loc: str) -> None:
+    """NUL characters cannot be stored (PostgreSQL refuses them in text and JSON)."""
+    if isinstance(value, str) and "\x00" in value:
+        _reject(loc, "must not contain NUL characters")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_no_nul(key, loc)
+            check_no_nul(item, f"{loc}.{key}" if loc else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_no_nul(item, f"{loc}.{index}")
 
 
 def _reject(loc: str, message: str) -> None:

@@ -8,12 +8,16 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import ReadAccess, RunDep
 from app.api.errors import ApiError
+from app.api.params import PromptIdPath, StepPath
+from app.api.responses import errors
 from app.api.schemas import CompletionOut, GroupDetail, GroupList, GroupSummary
 from app.store import steps
 from app.store.models import StepGroup
 from app.store.steps import GroupFilter
 
-router = APIRouter(prefix="/api/runs", tags=["steps"], dependencies=[ReadAccess])
+router = APIRouter(
+    prefix="/api/runs", tags=["steps"], dependencies=[ReadAccess], responses=errors(404)
+)
 
 
 def group_summary(group: StepGroup) -> GroupSummary:
@@ -22,7 +26,7 @@ def group_summary(group: StepGroup) -> GroupSummary:
 
 @router.get("/{run_id}/steps/{step}/groups")
 def list_groups(
-    run: RunDep, step: int, filter: Annotated[GroupFilter | None, Query()] = None
+    run: RunDep, step: StepPath, filter: Annotated[GroupFilter | None, Query()] = None
 ) -> GroupList:
     """Every group the step trained on with its reward stats; `filter` keeps one kind, and
     `dropped` shows the groups dynamic sampling left out instead."""
@@ -30,7 +34,7 @@ def list_groups(
 
 
 @router.get("/{run_id}/steps/{step}/groups/{index}")
-def get_group(run: RunDep, step: int, index: int) -> GroupDetail:
+def get_group(run: RunDep, step: StepPath, index: StepPath) -> GroupDetail:
     """The prompt, its reference answer and all G completions, best reward first."""
     found = steps.get_group(run.id, step, index)
     if found is None:
@@ -42,6 +46,6 @@ def get_group(run: RunDep, step: int, index: int) -> GroupDetail:
 
 
 @router.get("/{run_id}/prompts/{prompt_id:path}")
-def prompt_history(run: RunDep, prompt_id: str) -> GroupList:
+def prompt_history(run: RunDep, prompt_id: PromptIdPath) -> GroupList:
     """One prompt's groups across steps: did training help it?"""
     return GroupList(items=[group_summary(g) for g in steps.prompt_history(run.id, prompt_id)])

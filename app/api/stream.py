@@ -11,18 +11,19 @@ last events.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import ReadAccess, RunDep, SettingsDep
+from app.api.params import EventIdHeader, EventIdQuery
+from app.api.responses import errors, sse_body
 from app.api.run_feed import RunFeed, Subscriber, encode_frame, hub
 from app.settings import Settings
 from app.store import events
 
-router = APIRouter(prefix="/api/runs", tags=["stream"])
+router = APIRouter(prefix="/api/runs", tags=["stream"], responses=errors(404))
 KEEPALIVE_SECONDS = 15.0
 
 
@@ -74,15 +75,20 @@ async def _follow(feed: RunFeed, subscriber: Subscriber, last: int) -> AsyncIter
             return
 
 
-@router.get("/{run_id}/events", dependencies=[ReadAccess])
+@router.get(
+    "/{run_id}/events",
+    dependencies=[ReadAccess],
+    response_class=StreamingResponse,
+    responses=sse_body("Server-Sent Events: step, status, log, end"),
+)
 async def stream_events(
     run: RunDep,
     settings: SettingsDep,
-    last_event_id: Annotated[int | None, Header(ge=0)] = None,
-    after: Annotated[int | None, Query(ge=0, description="same as Last-Event-ID")] = None,
+    last_event_id: EventIdHeader = 0,
+    after: EventIdQuery = 0,
 ) -> StreamingResponse:
     """Steps, status changes and log lines; resume with Last-Event-ID (no gaps, no repeats)."""
-    start = last_event_id if last_event_id is not None else (after or 0)
+    start = last_event_id or after
     return StreamingResponse(
         event_stream(run.id, start, settings),
         media_type="text/event-stream",

@@ -137,7 +137,9 @@ def list_runs(
     if status:
         stmt = stmt.where(Run.status == status)
     if query:
-        stmt = stmt.where(Run.name.ilike(f"%{query}%"))
+        # % and _ in a search are the characters themselves, not LIKE wildcards
+        literal = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = stmt.where(Run.name.ilike(f"%{literal}%", escape="\\"))
     if cursor:
         created_at, run_id = cursor
         stmt = stmt.where(

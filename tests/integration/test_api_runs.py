@@ -13,6 +13,7 @@ from tests.integration.conftest import tiny_spec
 from tests.sse import read_events
 from tests.stack import ROOT, Stack
 
+JSONL = {"content-type": "application/x-ndjson"}
 PARKED = {"resources": {"queue": "parked-no-worker"}}  # no worker listens: runs stay queued
 
 
@@ -177,7 +178,9 @@ def test_uploaded_dataset_is_validated_and_usable_by_name(stack: Stack) -> None:
         + json.dumps({**chat, "answer": "2", "level": 1}).encode()
     )
     with stack.client() as client:
-        created = client.post("/api/datasets", params={"name": "tiny-set"}, content=good)
+        created = client.post(
+            "/api/datasets", params={"name": "tiny-set"}, content=good, headers=JSONL
+        )
         assert created.status_code == 201, created.text
         dataset = created.json()
         assert dataset["num_records"] == 3 and dataset["fields"] == ["answer", "level", "prompt"]
@@ -201,10 +204,15 @@ def test_uploaded_dataset_is_validated_and_usable_by_name(stack: Stack) -> None:
                 "line 3: prompt[0]: a message is",
             ),
         ]:
-            response = client.post("/api/datasets", params={"name": "bad"}, content=body)
+            response = client.post(
+                "/api/datasets", params={"name": "bad"}, content=body, headers=JSONL
+            )
             assert response.status_code == 422 and reason in response.json()["error"]["message"]
         bad_field = client.post(
-            "/api/datasets", params={"name": "x", "prompt_field": "../p"}, content=good
+            "/api/datasets",
+            params={"name": "x", "prompt_field": "../p"},
+            content=good,
+            headers=JSONL,
         )
         assert bad_field.status_code == 422
 

@@ -47,7 +47,9 @@ def test_writes_need_a_valid_bearer_token(locked: Stack) -> None:
     )
     assert (
         httpx.post(
-            f"{locked.url}/api/datasets?name=x", content=b'{"prompt":"a","answer":"b"}'
+            f"{locked.url}/api/datasets?name=x",
+            content=b'{"prompt":"a","answer":"b"}',
+            headers={"content-type": "application/x-ndjson"},
         ).status_code
         == 401
     )

@@ -110,3 +110,8 @@ def test_a_located_reward_failure_names_step_and_prompt():
 )
 def test_every_failure_is_worded_for_users_once(exc, expected):
     assert user_message(exc).startswith(expected)
+
+
+def test_a_failure_message_never_carries_a_nul_the_store_would_refuse() -> None:
+    message = user_message(ValueError("cannot load model 'a\x00b'"))
+    assert "\x00" not in message and "a\\x00b" in message

@@ -1,0 +1,92 @@
+"""Checking an uploaded JSONL dataset, line by line from a file, without holding it whole.
+
+Lines end at `\\n` only: U+2028, U+0085 and other Unicode line breaks are valid inside JSON
+strings. Every refusal names the line. Knows nothing of HTTP beyond the error it raises.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.api.errors import ApiError
+from grpo.records import RecordError, parse_record
+
+
+@dataclass(frozen=True)
+class JsonlSummary:
+    num_records: int
+    fields: list[str]
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(422, "invalid_dataset", message)
+
+
+def check_jsonl_file(
+    path: Path, *, prompt_field: str, answer_field: str, max_lines: int
+) -> JsonlSummary:
+    """Every non-blank line a record as the trainer reads it (grpo/records.py), of text the
+    store and the tokenizer can take (no NUL, no lone surrogate); the fields records have."""
+    fields: set[str] = {prompt_field, answer_field}
+    count = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            count += 1
+            if count > max_lines:
+                raise _bad(f"more than {max_lines} records; at most {max_lines} are accepted")
+            record = _parse_line(raw, number)
+            try:
+                parsed = parse_record(
+                    record,
+                    prompt_field=prompt_field,
+                    answer_field=answer_field,
+                    where=f"line {number}",
+                )
+            except RecordError as exc:
+                raise _bad(str(exc)) from exc
+            fields |= set(parsed.data)
+    if count == 0:
+        raise _bad("dataset is empty")
+    return JsonlSummary(num_records=count, fields=sorted(fields))
+
+
+def _parse_line(raw: bytes, number: int) -> object:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _bad(f"line {number}: not UTF-8 at byte {exc.start}") from exc
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _bad(f"line {number}: not JSON ({exc.msg})") from exc
+    except (ValueError, RecursionError) as exc:  # 5,000-digit integers, deep nesting
+        raise _bad(f"line {number}: not accepted JSON ({type(exc).__name__}: {exc})"[:300]) from exc
+    for text_value in _texts(record):
+        if "\x00" in text_value:
+            raise _bad(f"line {number}: NUL character (\\u0000) in a string")
+        try:
+            text_value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _bad(
+                f"line {number}: lone surrogate {text_value[exc.start]!r} in a string"
+            ) from exc
+    return record
+
+
+def _texts(value: object) -> Iterator[str]:
+    """Every key and string in a parsed JSON value, without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
