@@ -63,9 +63,9 @@ def _parse_line(raw: bytes, number: int) -> object:
     try:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _bad(f"line {number}: not JSON ({exc.msg})") from exc
+        raise _bad(f"line {number}: invalid JSON ({exc.msg})") from exc
     except (ValueError, RecursionError) as exc:  # 5,000-digit integers, deep nesting
-        raise _bad(f"line {number}: not accepted JSON ({type(exc).__name__}: {exc})"[:300]) from exc
+        raise _bad(f"line {number}: invalid JSON ({type(exc).__name__}: {exc})"[:300]) from exc
     for text_value in _texts(record):
         if "\x00" in text_value:
             raise _bad(f"line {number}: NUL character (\\u0000) in a string")
