@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 
 from app.settings import get_settings
@@ -33,8 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if args.hostname:
         worker_args += ["--hostname", args.hostname]
-    celery_app.worker_main(worker_args)
-    return 0
+    try:
+        celery_app.worker_main(worker_args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    # Celery is done (tasks acked, connection closed); skip the interpreter's teardown of
+    # torch and the rest, seconds of garbage collection on a busy machine, so a stop is prompt
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
