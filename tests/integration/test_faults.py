@@ -7,6 +7,7 @@ What each test proves is listed in the README's "Guarantees". Timings are shorte
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -279,3 +281,58 @@ def test_grpo_up_restarts_a_killed_worker_and_every_stop_ends_all_and_hands_the_
             assert len([m for m in logs if "handed the run back to the queue at step" in m]) == 3
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=40)
+
+
+class HangingJudge(BaseHTTPRequestHandler):
+    """A reward endpoint that holds each request until the test releases it: a step that
+    cannot reach its boundary within the worker's stop grace."""
+
+    asked = threading.Event()
+    release = threading.Event()
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        HangingJudge.asked.set()
+        HangingJudge.release.wait(timeout=60)
+        rewards = [[0.5] * len(g["completions"]) for g in body["groups"]]
+        data = json.dumps({"rewards": rewards}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_worker_stuck_mid_step_hands_its_run_back_when_the_stop_grace_ends(
+    tmp_path: Path,
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HangingJudge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    env = {**FAST, "GRPO_REWARD_HOSTS": host, "GRPO_STOP_GRACE_SECONDS": "2"}
+    try:
+        with running_stack(tmp_path, extra_env=env) as stack, stack.client() as client:
+            reward = {"name": "http", "url": f"http://{host}/judge", "timeout_s": 120}
+            spec = tiny_spec(stack, max_steps=2, rewards=[reward])
+            run_id = client.post("/api/runs", json=spec).json()["id"]
+            assert HangingJudge.asked.wait(timeout=120), stack.logs()  # step 1 is in flight
+            worker = stack.processes["worker"]
+            began = time.monotonic()
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+            print(f"\nstuck worker ended {time.monotonic() - began:.1f} s after SIGTERM")
+            run = client.get(f"/api/runs/{run_id}").json()
+            assert run["status"] == "queued", run
+            logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+            assert any("stopped mid-step after 2 s: handed the run back" in m for m in logs), logs
+            HangingJudge.release.set()
+            stack.start_worker("worker2")  # the next worker resumes it
+            final = wait_for_final(client, run_id)
+            assert final["status"] == "succeeded", f"{final['error']}\n{stack.logs()}"
+            assert_every_step_once(client, final)
+    finally:
+        HangingJudge.release.set()
+        server.shutdown()
