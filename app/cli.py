@@ -73,7 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     runs_parser.add_argument("--status", default=None)
     for name in ("cancel", "logs"):
         sub.add_parser(name).add_argument("run_id")
-    for client_parser in (submit, runs_parser, *(sub.choices[n] for n in ("cancel", "logs"))):
+    export = sub.add_parser("export", help="download a run's checkpoint model into a directory")
+    export.add_argument("run_id")
+    export.add_argument("directory")
+    export.add_argument("--step", default="latest", help="a checkpoint's step (default latest)")
+    for client_parser in (
+        submit,
+        runs_parser,
+        export,
+        *(sub.choices[n] for n in ("cancel", "logs")),
+    ):
         client_parser.add_argument("--url", default=None, help="server (default GRPO_URL)")
         client_parser.add_argument(
             "--token", default=None, help="bearer token (default GRPO_TOKEN)"

@@ -1,9 +1,10 @@
-"""Client commands of the `grpo` CLI: submit (and follow), runs, cancel, logs."""
+"""Client commands of the `grpo` CLI: submit (and follow), runs, cancel, logs, export."""
 
 from __future__ import annotations
 
 import json
 import sys
+import tarfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,22 @@ def logs(client: GrpoClient, run_id: str) -> int:
     return 0
 
 
+def export(client: GrpoClient, run_id: str, directory: Path, *, which: str) -> int:
+    """Download a checkpoint (resuming a cut download) and unpack its model into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    part = directory / f".{run_id}-{which}.tar.gz.part"
+    name = client.download_checkpoint(run_id, which, part)
+    with tarfile.open(part) as tar:
+        members = tar.getmembers()
+        top = members[0].name.split("/", 1)[0] if members else ""
+        for member in members:  # unpack the archive's one folder straight into `directory`
+            member.name = member.name.removeprefix(f"{top}/")
+        tar.extractall(directory, members=members, filter="data")
+    part.unlink()
+    print(f"{name}: {len(members)} files in {directory}")
+    return 0
+
+
 def run_client_command(args: Any, client: GrpoClient) -> int:
     try:
         match args.command:
@@ -81,11 +98,13 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
                 return list_runs(client, status=args.status)
             case "cancel":
                 return cancel(client, args.run_id)
+            case "export":
+                return export(client, args.run_id, Path(args.directory), which=args.step)
             case _:
                 return logs(client, args.run_id)
     except ApiClientError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (OSError, yaml.YAMLError, json.JSONDecodeError) as exc:
+    except (OSError, yaml.YAMLError, json.JSONDecodeError, tarfile.TarError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

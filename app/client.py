@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -56,6 +57,26 @@ class GrpoClient:
 
     def logs(self, run_id: str) -> list[dict[str, Any]]:
         return self._json(self.http.get(f"/api/runs/{run_id}/logs"))["items"]  # type: ignore[no-any-return]
+
+    def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
+        return self._json(self.http.get(f"/api/runs/{run_id}/checkpoints"))["items"]  # type: ignore[no-any-return]
+
+    def download_checkpoint(self, run_id: str, which: str, part: Path) -> str:
+        """Stream a checkpoint's .tar.gz into `part`, resuming after the bytes already in it
+        (HTTP Range); returns the file name the server gives it."""
+        have = part.stat().st_size if part.exists() else 0
+        headers = {"Range": f"bytes={have}-"} if have else {}
+        url = f"/api/runs/{run_id}/checkpoints/{which}/download"
+        with self.http.stream("GET", url, headers=headers, timeout=None) as response:
+            if response.status_code == 416:  # nothing left to send: the part is whole
+                return part.name
+            self._raise_for(response)
+            mode = "ab" if response.status_code == 206 else "wb"
+            with part.open(mode) as out:
+                for chunk in response.iter_bytes(1 << 20):
+                    out.write(chunk)
+            disposition = response.headers.get("content-disposition", "")
+        return disposition.rpartition("filename=")[2].strip('"') or part.name
 
     def events(self, run_id: str, *, last_event_id: int | None = None) -> Iterator[tuple[str, Any]]:
         """(kind, data) for each event until the run ends; resumes by id after a dropped link,

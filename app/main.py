@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.api import (
+    checkpoints,
     datasets,
     exports,
     health,
@@ -35,7 +36,18 @@ def create_app() -> FastAPI:
         BodySizeLimit, max_bytes=get_settings().max_body_bytes, exempt_prefixes=("/api/datasets",)
     )
     app.add_middleware(RequestGuard, settings=get_settings())  # outermost: runs first
-    for module in (health, presets, runs, run_actions, steps, stream, exports, datasets, workers):
+    for module in (
+        health,
+        presets,
+        runs,
+        run_actions,
+        steps,
+        stream,
+        exports,
+        datasets,
+        workers,
+        checkpoints,
+    ):
         app.include_router(module.router, responses=errors(*EVERY_ROUTE))
     app.include_router(dashboard.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -1,6 +1,6 @@
 """The `grpo` command: `train` and `eval` run the library in the terminal, with no server.
 
-Service commands (up, worker, submit, runs, cancel, logs, migrate) are handed to app.cli
+Service commands (up, worker, submit, runs, cancel, logs, export, migrate) are handed to app.cli
 or worker.cli in a fresh process, so this module never imports the server or the worker.
 The only environment variable read in grpo/ is GRPO_CACHE_DIR, here.
 """
@@ -20,6 +20,7 @@ SERVICE_COMMANDS = {
     "runs": "app.cli",
     "cancel": "app.cli",
     "logs": "app.cli",
+    "export": "app.cli",
     "migrate": "app.cli",
     "worker": "worker.cli",
 }

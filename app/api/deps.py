@@ -26,7 +26,7 @@ async def current_settings() -> Settings:
 SettingsDep = Annotated[Settings, Depends(current_settings)]
 
 
-def _check_token(settings: Settings, authorization: str | None) -> None:
+def check_token(settings: Settings, authorization: str | None) -> None:
     tokens = settings.token_list
     if not tokens:
         return
@@ -42,14 +42,22 @@ def _check_token(settings: Settings, authorization: str | None) -> None:
 async def require_write(
     settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
 ) -> None:
-    _check_token(settings, authorization)
+    check_token(settings, authorization)
 
 
 async def require_read(
     settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
 ) -> None:
     if settings.read_requires_token:
-        _check_token(settings, authorization)
+        check_token(settings, authorization)
+
+
+async def require_weights(
+    settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
+) -> None:
+    """Checkpoints are the valuable part: a token whenever tokens are configured, whatever
+    GRPO_READ_REQUIRES_TOKEN says."""
+    check_token(settings, authorization)
 
 
 def load_run(run_id: RunIdPath) -> Run:
@@ -69,5 +77,6 @@ async def load_run_version(run_id: RunIdPath) -> int:
 
 WriteAccess = Depends(require_write)
 ReadAccess = Depends(require_read)
+WeightsAccess = Depends(require_weights)
 RunDep = Annotated[Run, Depends(load_run)]
 RunVersionDep = Annotated[int, Depends(load_run_version)]

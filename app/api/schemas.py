@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -163,3 +164,18 @@ class DatasetOut(BaseModel):
 
 class DatasetList(BaseModel):
     items: list[DatasetOut]
+
+
+class CheckpointOut(BaseModel):
+    step: int
+    created_at: datetime
+    num_bytes: int
+    """Size of the checkpoint on disk (weights, tokenizer and trainer state)."""
+    is_final: bool
+    """Written when the run reached max_steps: the model it ends with."""
+    download_url: str
+    """The model directory as .tar.gz."""
+
+
+class CheckpointList(BaseModel):
+    items: list[CheckpointOut]

@@ -124,6 +124,8 @@ export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/pro
 export const eventsUrl = (id) => `${run(id)}/events`;
 /** @type {(id: string, query: string) => string} */
 export const exportUrl = (id, query) => `${run(id)}/export?${query}`;
+/** A checkpoint's model as .tar.gz; `which`: a step or 'latest'. */
+export const checkpointUrl = (id, which) => `${run(id)}/checkpoints/${which}/download`;
 
 const METRICS_PAGE = 20000;
 

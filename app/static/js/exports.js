@@ -1,8 +1,9 @@
 // The run page's Export menu. Each entry is a link (copyable, and all it takes on an open
 // server), but a click downloads through fetch with the stored API token, so exports work
-// where reads require one; the file keeps the name the server gives it.
+// where reads require one (model downloads always do when tokens are set); the file keeps
+// the name the server gives it.
 
-import { exportUrl, fetchFile } from './api.js';
+import { checkpointUrl, exportUrl, fetchFile } from './api.js';
 import { h } from './dom.js';
 import { errorText, toast } from './shell.js';
 import { withToken } from './token.js';
@@ -21,13 +22,13 @@ export function exportMenu(run) {
     h(
       'div',
       { class: 'menu-list' },
-      EXPORTS.map(([label, query]) => exportLink(run, label, query)),
+      EXPORTS.map(([label, query]) => exportLink(exportUrl(run.id, query), label)),
+      exportLink(checkpointUrl(run.id, 'latest'), 'Model · latest checkpoint (.tar.gz)'),
     ),
   );
 }
 
-function exportLink(run, label, query) {
-  const url = exportUrl(run.id, query);
+function exportLink(url, label) {
   return h(
     'a',
     {

@@ -1,0 +1,87 @@
+"""A checkpoint's `save_pretrained` directory as a `.tar.gz`, built once into a cache file.
+
+The archive is built next to the run's checkpoints (`<run dir>/exports/`), written to a temp
+file and renamed into place, so a download that is resumed with `Range` reads the very bytes
+it started on. Only regular files of the checkpoint's `model/` directory go in (no links),
+and the checkpoint must lie inside the run's directory. Knows nothing of HTTP or torch.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+import tempfile
+from pathlib import Path
+
+from app.store.models import Checkpoint
+
+MODEL_DIR = "model"
+"""The `save_pretrained` directory inside a checkpoint (grpo/checkpoint.py)."""
+
+
+class CheckpointGone(Exception):
+    """The checkpoint's files are not on this server (pruned, or written on another host)."""
+
+
+def model_dir(checkpoint: Checkpoint, run_dir: Path) -> Path:
+    """The checkpoint's `model/` directory, refused unless it resolves inside `run_dir`."""
+    root = run_dir.resolve()
+    directory = (Path(checkpoint.path) / MODEL_DIR).resolve()
+    if not directory.is_relative_to(root):
+        raise CheckpointGone(f"checkpoint of step {checkpoint.step} is outside the run's directory")
+    if not directory.is_dir():
+        raise CheckpointGone(f"the files of the step {checkpoint.step} checkpoint are not here")
+    return directory
+
+
+def archive_name(run_id: str, checkpoint: Checkpoint, *, is_merged: bool = False) -> str:
+    suffix = "-merged" if is_merged else ""
+    return f"{run_id}-step-{checkpoint.step:06d}{suffix}.tar.gz"
+
+
+def cached_archive(run_id: str, checkpoint: Checkpoint, run_dir: Path) -> Path:
+    """The cached `.tar.gz` of the checkpoint's model directory, built if missing.
+
+    The cache name carries the checkpoint's time, so a step written again is archived again.
+    """
+    source = model_dir(checkpoint, run_dir)
+    target = run_dir.resolve() / "exports" / cache_name(checkpoint)
+    if not target.is_file():
+        build_archive(source, target, top=archive_name(run_id, checkpoint)[: -len(".tar.gz")])
+    return target
+
+
+def cache_name(checkpoint: Checkpoint) -> str:
+    stamp = int(checkpoint.created_at.timestamp() * 1000)
+    return f"step-{checkpoint.step:06d}-{stamp}.tar.gz"
+
+
+def build_archive(source: Path, target: Path, *, top: str) -> None:
+    """Tar the regular files under `source` into `target` below the folder `top`, atomically."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".tar.gz", dir=target.parent)
+    try:
+        # weights hardly compress: level 1 keeps the build close to disk speed
+        with (
+            os.fdopen(fd, "wb") as raw,
+            tarfile.open(fileobj=raw, mode="w:gz", compresslevel=1) as tar,
+        ):
+            for path in sorted(source.rglob("*")):
+                if path.is_file() and not path.is_symlink():
+                    tar.add(path, arcname=f"{top}/{path.relative_to(source)}", recursive=False)
+        os.replace(tmp, target)
+    except FileNotFoundError as exc:  # pruned while being read
+        raise CheckpointGone(f"checkpoint files vanished while archiving: {exc.filename}") from exc
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def prune_archives(run_dir: Path, checkpoints: list[Checkpoint]) -> None:
+    """Remove cached archives of checkpoints no longer on the list (pruned or rewritten)."""
+    keep = {cache_name(c) for c in checkpoints}
+    exports = run_dir.resolve() / "exports"
+    if not exports.is_dir():
+        return
+    for path in exports.glob("step-*.tar.gz"):
+        if path.name not in keep:
+            path.unlink(missing_ok=True)

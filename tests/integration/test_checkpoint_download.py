@@ -1,0 +1,118 @@
+"""Checkpoint list and download through the real app and store: the archive holds the
+model directory, a cut download resumes with Range, weights need a token whenever tokens
+are configured, and nothing outside the run's directory is served."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import get_settings
+from app.store import checkpoints, runs
+from app.store.lease import Lease
+from grpo.report import SavedCheckpoint
+from grpo.spec import JobSpec
+from tests.integration.store_fixture import store
+
+__all__ = ["store"]
+
+
+@pytest.fixture
+def api(store: str) -> Iterator[TestClient]:
+    with TestClient(create_app(), base_url="http://localhost") as client:
+        yield client
+
+
+def run_with_checkpoints(steps: list[int], *, outside: Path | None = None) -> str:
+    """A claimed run whose worker wrote these checkpoints (a small model directory each)."""
+    run, _ = runs.create_run(
+        JobSpec(model="builtin:tiny", max_steps=steps[-1]), package_version="t"
+    )
+    claimed = runs.claim_run(run.id, worker="w1", device="cpu")
+    assert claimed is not None
+    held = Lease.of(claimed)
+    root = outside or get_settings().runs_dir / run.id / "checkpoints"
+    for step in steps:
+        model = root / f"step-{step:06d}" / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text(f'{{"step": {step}}}')
+        (model / "model.safetensors").write_bytes(bytes(range(256)) * 64 * step)
+        saved = SavedCheckpoint(step, str(model.parent), 1, step == steps[-1], tuple(steps))
+        checkpoints.record_checkpoint(held, saved)
+    return run.id
+
+
+def members(body: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+
+
+def test_checkpoints_are_listed_and_downloaded_whole_or_resumed(api: TestClient) -> None:
+    run_id = run_with_checkpoints([2, 4])
+    answer = api.get(f"/api/runs/{run_id}/checkpoints")
+    assert answer.status_code == 200, answer.text
+    listed = answer.json()["items"]
+    assert [(c["step"], c["is_final"]) for c in listed] == [(2, False), (4, True)]
+
+    whole = api.get(listed[1]["download_url"])
+    assert whole.status_code == 200, whole.text
+    assert whole.headers["content-length"] == str(len(whole.content))
+    assert f"{run_id}-step-000004.tar.gz" in whole.headers["content-disposition"]
+    files = members(whole.content)
+    top = f"{run_id}-step-000004"
+    assert files[f"{top}/config.json"] == b'{"step": 4}'
+    assert files[f"{top}/model.safetensors"] == bytes(range(256)) * 64 * 4
+
+    latest = api.get(f"/api/runs/{run_id}/checkpoints/latest/download")
+    assert latest.content == whole.content  # built once, served again from the cache
+    cut = len(whole.content) // 3
+    rest = api.get(listed[1]["download_url"], headers={"Range": f"bytes={cut}-"})
+    assert rest.status_code == 206
+    assert whole.content[:cut] + rest.content == whole.content
+
+    older = api.get(f"/api/runs/{run_id}/checkpoints/2/download")
+    assert members(older.content)[f"{run_id}-step-000002/config.json"] == b'{"step": 2}'
+
+
+def test_missing_pruned_and_foreign_checkpoints_are_404s(api: TestClient, tmp_path: Path) -> None:
+    run_id = run_with_checkpoints([2])
+    missing = api.get(f"/api/runs/{run_id}/checkpoints/3/download")
+    assert missing.status_code == 404 and "there are: 2" in missing.json()["error"]["message"]
+    assert api.get(f"/api/runs/{run_id}/checkpoints/x/download").status_code == 422
+
+    for path in (
+        get_settings().runs_dir / run_id / "checkpoints" / "step-000002" / "model"
+    ).iterdir():
+        path.unlink()
+    (get_settings().runs_dir / run_id / "checkpoints" / "step-000002" / "model").rmdir()
+    pruned = api.get(f"/api/runs/{run_id}/checkpoints/latest/download")
+    assert pruned.status_code == 404 and "not here" in pruned.json()["error"]["message"]
+
+    foreign = run_with_checkpoints([1], outside=tmp_path / "elsewhere")
+    refused = api.get(f"/api/runs/{foreign}/checkpoints/1/download")
+    assert refused.status_code == 404
+    assert "outside the run's directory" in refused.json()["error"]["message"]
+
+    fresh = runs.create_run(JobSpec(model="builtin:tiny"), package_version="t")[0]
+    assert api.get(f"/api/runs/{fresh.id}/checkpoints").json() == {"items": []}
+    assert api.get(f"/api/runs/{fresh.id}/checkpoints/latest/download").status_code == 404
+
+
+def test_weights_need_a_token_even_where_reads_are_open(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = run_with_checkpoints([1])
+    monkeypatch.setenv("GRPO_API_TOKENS", "alpha-token")
+    get_settings.cache_clear()
+    url = f"/api/runs/{run_id}/checkpoints/1/download"
+    assert api.get(f"/api/runs/{run_id}").status_code == 200  # reads stay open
+    assert api.get(f"/api/runs/{run_id}/checkpoints").status_code == 401
+    assert api.get(url).status_code == 401
+    assert api.get(url, headers={"Authorization": "Bearer beta"}).status_code == 403
+    assert api.get(url, headers={"Authorization": "Bearer alpha-token"}).status_code == 200
