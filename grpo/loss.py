@@ -134,14 +134,17 @@ def cispo_objective(ratio: Tensor, adv: Tensor, logps: Tensor, *, cap: float) ->
     return -weight * adv * logps
 
 
-def high_entropy_mask(entropies: Tensor, mask: Tensor, *, quantile: float) -> Tensor:
+def high_entropy_mask(
+    entropies: Tensor, mask: Tensor, *, quantile: float, pooled: Tensor | None = None
+) -> Tensor:
     """Bool (N, T): unmasked tokens whose entropy is >= the (1 - quantile) quantile of all
     unmasked tokens' entropies (top_entropy_quantile = rho of "Beyond the 80/20 Rule",
     Wang et al. 2025, arXiv:2506.01939). Computed once over the whole step, so cutting the
     step into micro-batches cannot move the threshold; quantile 1 keeps every token.
+    `pooled`: the unmasked entropies of the whole step when these rows are one rank's part.
     """
     is_token = mask.bool()
-    values = entropies[is_token].float()
+    values = (entropies[is_token] if pooled is None else pooled).float()
     if values.numel() == 0:
         return torch.zeros_like(is_token)
     threshold = torch.quantile(values, 1 - quantile)
@@ -165,14 +168,24 @@ def loss_normalizer(
     bnpo, dapo, cispo: the step's unmasked token count (DAPO's token-level mean).
     dr_grpo: N * max_completion_length (Dr. GRPO: a constant, so no length bias).
     """
+    length = mask.shape[1] if max_completion_length is None else max_completion_length
+    return normalizer_from_counts(
+        float(mask.shape[0]), float(mask.sum()), loss_type=loss_type, length=length
+    )
+
+
+def normalizer_from_counts(
+    rows: float, tokens: float, *, loss_type: LossType | str, length: int
+) -> float:
+    """loss_normalizer from the step's row and unmasked-token counts (summed over ranks
+    when the step is split across processes); `length` is dr_grpo's constant."""
     match loss_type:
         case "grpo":
-            return float(mask.shape[0])
+            return rows
         case "bnpo" | "dapo" | "cispo":
-            return max(float(mask.sum()), 1.0)
+            return max(tokens, 1.0)
         case "dr_grpo":
-            length = mask.shape[1] if max_completion_length is None else max_completion_length
-            return float(mask.shape[0] * length)
+            return rows * length
         case _:
             raise ValueError(
                 f"loss_type must be grpo, bnpo, dr_grpo, dapo or cispo, got {loss_type!r}"

@@ -140,6 +140,13 @@ class ResourcesSpec(BaseModel):
     """Celery queue; workers started for a GPU class listen on its queue."""
     min_free_memory_gb: float | None = Field(None, gt=0, le=100_000)
     """Free memory (GiB) the job needs on its device; a worker with less leaves it queued."""
+    num_processes: int = Field(1, ge=1, le=64)
+    """Ranks of one run on one machine (torch.distributed data parallel): one per GPU on
+    CUDA (NCCL), CPU processes with gloo otherwise. Whole groups are dealt to ranks, so
+    prompts_per_step must be at least this; the update equals one process on the union."""
+    sharding: Literal["ddp", "fsdp"] = "ddp"
+    """ddp: every rank holds the whole model, gradients are all-reduced. fsdp (FSDP2
+    `fully_shard`) is refused for now: see docs/scaling.md."""
 
 
 class LoggingSpec(BaseModel):
@@ -396,6 +403,22 @@ class JobSpec(BaseModel):
                 "cispo caps the importance weight at epsilon_high itself: set epsilon_high "
                 ">= 1 (MiniMax-M1 / ScaleRL use about 5)"
             )
+        return value
+
+    @field_validator("resources")
+    @classmethod
+    def _ranks_fit(cls, value: ResourcesSpec, info: ValidationInfo) -> ResourcesSpec:
+        ranks, prompts = value.num_processes, info.data.get("prompts_per_step")
+        if prompts is not None and ranks > prompts:
+            raise ValueError(
+                f"num_processes ({ranks}) must be at most prompts_per_step ({prompts}): "
+                "whole groups are dealt to ranks"
+            )
+        if value.sharding == "fsdp":
+            raise ValueError("sharding fsdp is not implemented yet (FSDP2 fully_shard); use ddp")
+        dynamic = info.data.get("dynamic_sampling")
+        if ranks > 1 and dynamic is not None and dynamic.enabled:
+            raise ValueError("num_processes > 1 with dynamic_sampling is not supported yet")
         return value
 
     @model_validator(mode="after")

@@ -86,6 +86,8 @@ class Trainer:
         reward_hosts: Sequence[str] = (),
     ) -> None:
         """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default)."""
+        if spec.resources.num_processes > 1:
+            raise ValueError("resources.num_processes > 1: the trainer does not run ranks yet")
         self.spec = spec
         self.run_id = run_id
         self.workdir = Path(workdir)

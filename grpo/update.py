@@ -5,8 +5,11 @@ completions (a group may be split); every piece's loss is divided by the whole s
 normalizer (loss.loss_normalizer), so the pieces add up to the full-batch loss and
 gradient. mu = 1 takes the detached current log-probs as the old ones (ratio 1, no extra
 forward pass, the gradient is the same); mu > 1 first records the sampling policy's real
-log-probs, micro-batched too, so later iterations clip against it. Knows nothing of
-rewards or reporting.
+log-probs, micro-batched too, so later iterations clip against it. On several ranks
+(grpo/distributed.py) each rank trains its own groups: normalizers, the entropy threshold
+and the metrics are over the whole step, and the gradients are summed before the
+optimizer step, so every rank takes the single-process step. Knows nothing of rewards or
+reporting.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo.distributed import SINGLE, Ranks
 from grpo.failures import Diverged
 from grpo.logprobs import completion_logps, completion_logps_entropy
-from grpo.loss import grpo_loss, high_entropy_mask, loss_normalizer
+from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
 from grpo.rollout import Rollout, group_rows, row_slices
 from grpo.spec import JobSpec
 
@@ -47,12 +51,14 @@ def policy_update(
     beta: float,
     autocast: Callable[[], AbstractContextManager[Any]],
     step: int,
+    ranks: Ranks = SINGLE,
 ) -> UpdateResult:
-    """Minimise the GRPO loss for spec.num_iterations optimizer steps on this batch."""
+    """Minimise the GRPO loss for spec.num_iterations optimizer steps on this batch (this
+    rank's groups of the step when `ranks` is distributed)."""
     # flat groups add exactly 0 only without a KL term and without an entropy bonus
     is_skippable = beta == 0 and spec.entropy_coef == 0
     groups = groups_with_signal(advantages, rollout.num_generations) if is_skippable else None
-    if groups is not None and len(groups) == 0:
+    if groups is not None and len(groups) == 0 and not ranks.is_distributed:
         return _zero_gradient_step(model, optimizer, rollout, spec.num_iterations)
     batch = rollout if groups is None else rollout.select_groups(groups)
     pieces = row_slices(batch.completion_ids.shape[0], spec.micro_batch_size)
@@ -76,37 +82,47 @@ def policy_update(
     old_logps = None
     if spec.num_iterations > 1:
         with torch.no_grad():
-            old_logps = torch.cat([current_logps(piece)[0] for piece in pieces])  # (N', T)
-    terms = _loss_terms(rollout, groups, advantages, ref_logps, loss_mask, spec=spec, beta=beta)
+            old_logps = _cat([current_logps(piece)[0] for piece in pieces], batch)  # (N', T)
+    terms = _loss_terms(
+        rollout, groups, advantages, ref_logps, loss_mask, spec=spec, beta=beta, ranks=ranks
+    )
     history: list[dict[str, float]] = []
     first: Tensor | None = None
     for _ in range(spec.num_iterations):
         optimizer.zero_grad(set_to_none=True)
         metrics, logps = _accumulate_gradients(pieces, current_logps, old_logps, terms, step)
+        ranks.sum_gradients(model.parameters())
         history.append({**metrics, **_optimizer_step(model, optimizer, spec)})
         first = logps if first is None else first
     assert first is not None
-    mask_share = _mask_share(terms.entropy_mask, loss_mask)
+    mask_share = _mask_share(terms.entropy_mask, loss_mask, ranks)
     return UpdateResult(
         {**_mean_metrics(history), **mask_share}, _spread(first, terms.rows, rollout)
     )
 
 
-def step_entropy_mask(rollout: Rollout, loss_mask: Tensor, quantile: float) -> Tensor | None:
+def step_entropy_mask(
+    rollout: Rollout, loss_mask: Tensor, quantile: float, ranks: Ranks = SINGLE
+) -> Tensor | None:
     """The top_entropy_quantile mask over the whole step, from the sampling distribution's
-    entropies (the policy's own at mu = 1): one threshold however the step is cut."""
+    entropies (the policy's own at mu = 1): one threshold however the step is cut, into
+    micro-batches or across ranks (the ranks' unmasked entropies are pooled)."""
     if quantile >= 1:
         return None
-    return high_entropy_mask(rollout.entropy, loss_mask, quantile=quantile)
+    pooled = None
+    if ranks.is_distributed:
+        mine = rollout.entropy[loss_mask.bool()].detach().float().cpu()
+        pooled = torch.cat(ranks.gather_all(mine)).to(rollout.entropy.device)
+    return high_entropy_mask(rollout.entropy, loss_mask, quantile=quantile, pooled=pooled)
 
 
-def _mask_share(entropy_mask: Tensor | None, loss_mask: Tensor) -> dict[str, float]:
+def _mask_share(entropy_mask: Tensor | None, loss_mask: Tensor, ranks: Ranks) -> dict[str, float]:
     """entropy_masked_share: fraction of the loss's tokens the entropy mask leaves out."""
     if entropy_mask is None:
         return {}
     tokens = loss_mask.bool()
-    kept = int((entropy_mask & tokens).sum())
-    return {"entropy_masked_share": 1 - kept / max(int(tokens.sum()), 1)}
+    kept, total = ranks.sum([float((entropy_mask & tokens).sum()), float(tokens.sum())])
+    return {"entropy_masked_share": 1 - kept / max(total, 1.0)}
 
 
 def _loss_terms(
@@ -118,23 +134,29 @@ def _loss_terms(
     *,
     spec: JobSpec,
     beta: float,
+    ranks: Ranks,
 ) -> LossTerms:
-    """The step-wide inputs of every micro-batch's loss; the denominators count all N rows,
-    skipped ones included, since the whole step's loss is what is divided."""
-    entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile)
+    """The step-wide inputs of every micro-batch's loss; the denominators count all N rows
+    of every rank, skipped ones included, since the whole step's loss is what is divided."""
+    entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile, ranks)
     kept = loss_mask if entropy_mask is None else loss_mask * entropy_mask.to(loss_mask.dtype)
+    rows, tokens, entropy_tokens = ranks.sum(
+        [float(loss_mask.shape[0]), float(loss_mask.sum()), float(kept.sum())]
+    )
     return LossTerms(
         advantages,
         ref_logps,
         loss_mask,
         entropy_mask,
         _global_rows(rollout, groups),
-        normalizer=loss_normalizer(
-            loss_mask, loss_type=spec.loss_type, max_completion_length=spec.max_completion_length
+        normalizer=normalizer_from_counts(
+            rows, tokens, loss_type=spec.loss_type, length=spec.max_completion_length
         ),
-        entropy_tokens=float(kept.sum()),
+        entropy_tokens=entropy_tokens,
         spec=spec,
         beta=beta,
+        step_tokens=tokens,
+        ranks=ranks,
     )
 
 
@@ -153,6 +175,9 @@ class LossTerms:
     """The whole step's count of tokens in the entropy bonus."""
     spec: JobSpec
     beta: float
+    step_tokens: float
+    """Unmasked tokens of the whole step, every rank's (the metrics' weight)."""
+    ranks: Ranks
 
     def loss(
         self, logps: Tensor, entropies: Tensor | None, old_logps: Tensor, piece: slice
@@ -205,9 +230,18 @@ def _accumulate_gradients(
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + value * tokens
         kept.append(logps.detach())
-    total_tokens = max(float(terms.loss_mask.sum()), 1.0)
-    metrics = {key: value / total_tokens for key, value in sums.items()}
-    return {**metrics, "loss": loss}, torch.cat(kept)
+    sums = terms.ranks.sum_by_key({**sums, "loss": loss})
+    loss = sums.pop("loss")
+    metrics = {key: value / max(terms.step_tokens, 1.0) for key, value in sums.items()}
+    return {**metrics, "loss": loss}, _cat(kept, terms.loss_mask)
+
+
+def _cat(parts: list[Tensor], like: Rollout | Tensor) -> Tensor:
+    """Rows of the micro-batches in order; (0, T) for a rank that trains no row."""
+    if parts:
+        return torch.cat(parts)
+    ids = like.completion_ids if isinstance(like, Rollout) else like
+    return torch.zeros((0, ids.shape[1]), device=ids.device)
 
 
 def _optimizer_step(

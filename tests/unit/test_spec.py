@@ -126,3 +126,21 @@ def test_gspo_with_a_token_summing_loss_is_legal_but_noted():
     notes = JobSpec(importance_sampling_level="sequence", loss_type="dapo").notes
     assert notes and "GSPO intends grpo" in notes[0]
     assert JobSpec(loss_type="cispo", epsilon_high=5.0, delta=None).loss_type == "cispo"
+
+
+def test_ranks_must_not_outnumber_the_groups_of_a_step() -> None:
+    assert JobSpec(prompts_per_step=2, resources={"num_processes": 2}).resources.num_processes == 2
+    with pytest.raises(
+        ValidationError, match=r"num_processes \(3\) must be at most prompts_per_step \(2\)"
+    ) as info:
+        JobSpec(prompts_per_step=2, resources={"num_processes": 3})
+    assert info.value.errors()[0]["loc"] == ("resources",)
+    assert error_locs({"resources": {"num_processes": 0}}) == ["resources.num_processes"]
+
+
+def test_fsdp_and_dynamic_sampling_across_ranks_are_refused_with_a_reason() -> None:
+    with pytest.raises(ValidationError, match="sharding fsdp is not implemented"):
+        JobSpec(resources={"sharding": "fsdp"})
+    with pytest.raises(ValidationError, match="dynamic_sampling is not supported"):
+        JobSpec(resources={"num_processes": 2}, dynamic_sampling={"enabled": True})
+    assert error_locs({"resources": {"sharding": "zero3"}}) == ["resources.sharding"]

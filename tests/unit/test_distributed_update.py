@@ -1,0 +1,153 @@
+"""One update on 2 ranks equals one process on the union (grpo/distributed.py, update.py).
+
+A fixed rollout of 3 prompts x G 4 from builtin:tiny is trained once in this process and
+once by 2 gloo ranks spawned here: rank 0 owns groups 0-1, rank 1 group 2 (the uneven
+split a prompts_per_step of 3 gives). Every loss_type with beta > 0, mu > 1 and
+micro-batching (pieces that split groups), and the variants whose step-wide terms cross
+ranks (entropy threshold, truncation mask, skipped groups, a rank with no trained row):
+both ranks must end with the single process's parameters (fp32, atol 1e-6) and report its
+metrics.
+"""
+
+from __future__ import annotations
+
+import copy
+import socket
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from grpo.distributed import SINGLE, Ranks
+from grpo.logprobs import completion_logps
+from grpo.rollout import Rollout, group_rows
+from grpo.spec import JobSpec
+from grpo.trainer import Trainer
+from grpo.update import policy_update
+from tests.unit.test_update import ADVANTAGES
+from tests.unit.test_update import spec as update_spec
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo", "cispo")
+CASES: dict[str, dict[str, Any]] = {
+    "kl_mu3_micro": dict(beta=0.1, num_iterations=3, micro_batch_size=5, max_grad_norm=0.05),
+    "masked_truncated": dict(
+        mask_truncated_completions=True, beta=0.1, num_iterations=2, micro_batch_size=3
+    ),
+    "entropy_mask_bonus": dict(
+        entropy_coef=0.05, top_entropy_quantile=0.5, num_iterations=2, micro_batch_size=5
+    ),
+    "beta0_skips_groups": dict(beta=0.0, num_iterations=2, micro_batch_size=2),
+}
+RANK1_FLAT = torch.tensor([1.2, -0.4, 0.3, -1.1, 0.5, 0.0, -0.5, 0.0, 0.0, 0.0, 0.0, 0.0])
+"""Group 2 (all of rank 1) has no signal: with beta 0 rank 1 trains no row at all."""
+
+
+def job(loss_type: str, case: str) -> JobSpec:
+    knobs = {**CASES[case], "loss_type": loss_type}
+    if loss_type == "cispo":
+        knobs["epsilon_high"] = 5.0
+    return update_spec(**knobs)
+
+
+def all_jobs() -> list[tuple[str, JobSpec, torch.Tensor]]:
+    jobs = [(f"{t}/{c}", job(t, c), ADVANTAGES) for t in LOSS_TYPES for c in CASES]
+    return [*jobs, ("dapo/rank1_flat", job("dapo", "beta0_skips_groups"), RANK1_FLAT)]
+
+
+def update(data: dict[str, Any], spec: JobSpec, advantages: torch.Tensor, ranks: Ranks) -> Any:
+    """Train a copy of the model on this rank's groups; parameters and metrics after."""
+    rollout: Rollout = data["rollout"]
+    groups = torch.tensor(list(ranks.groups(3)))
+    rows = group_rows(groups, 4)
+    mask = rollout.completion_mask
+    if spec.mask_truncated_completions:
+        mask = mask * (~rollout.is_truncated).long()[:, None]
+    model = copy.deepcopy(data["model"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate)  # see test_update
+    result = policy_update(
+        model,
+        optimizer,
+        rollout.select_groups(groups),
+        advantages[rows],
+        data["ref_logps"][rows] if spec.beta > 0 else None,
+        mask[rows],
+        spec=spec,
+        beta=spec.beta,
+        autocast=nullcontext,
+        step=1,
+        ranks=ranks,
+    )
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    return params, result.metrics
+
+
+def _rank_main(rank: int, port: int, data_path: str, out_dir: str) -> None:
+    """One spawned rank: every job on its groups, results saved for the parent."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        data = torch.load(data_path, weights_only=False)
+        ranks = Ranks(rank, 2)
+        results = {name: update(data, spec, adv, ranks) for name, spec, adv in all_jobs()}
+        torch.save(results, Path(out_dir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, grpo_cache_dir) -> dict[str, Any]:
+    trainer = Trainer(
+        job("grpo", "kl_mu3_micro"),
+        workdir=tmp_path_factory.mktemp("run"),
+        cache_dir=grpo_cache_dir,
+    )
+    rollout = trainer._generate(["1+1=", "23+45=", "7-2="], step=1)
+    assert rollout.is_truncated.any() and not rollout.is_truncated.all(), "pick other prompts"
+    reference = copy.deepcopy(trainer.model)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+        ref_logps = completion_logps(reference, rollout, temperature=1.5)
+    return {"model": trainer.model, "rollout": rollout, "ref_logps": ref_logps}
+
+
+@pytest.fixture(scope="module")
+def rank_results(data, tmp_path_factory) -> list[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("ranks")
+    torch.save(data, folder / "data.pt")
+    mp.spawn(_rank_main, args=(free_port(), str(folder / "data.pt"), str(folder)), nprocs=2)
+    return [torch.load(folder / f"rank{r}.pt", weights_only=False) for r in range(2)]
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "advantages"), [pytest.param(*j, id=j[0]) for j in all_jobs()]
+)
+def test_two_ranks_take_the_single_process_step(data, rank_results, name, spec, advantages):
+    params, metrics = update(data, spec, advantages, SINGLE)
+    assert metrics["grad_norm"] > 0
+    for rank, results in enumerate(rank_results):
+        rank_params, rank_metrics = results[name]
+        torch.testing.assert_close(rank_params, params, atol=1e-6, rtol=0, msg=f"rank {rank}")
+        assert rank_metrics.keys() == metrics.keys()
+        for key, value in metrics.items():
+            assert rank_metrics[key] == pytest.approx(value, rel=1e-5, abs=1e-7), (rank, key)
+    moved = params - torch.cat([p.detach().flatten() for p in data["model"].parameters()])
+    assert moved.abs().max() > 1e-3  # the step is large enough for 1e-6 to mean something
+
+
+def test_groups_are_dealt_in_contiguous_slices_in_rank_order():
+    assert [list(Ranks(r, 3).groups(8)) for r in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert [list(Ranks(r, 2).groups(3)) for r in range(2)] == [[0, 1], [2]]
+    assert list(SINGLE.groups(5)) == [0, 1, 2, 3, 4]
