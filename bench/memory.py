@@ -68,14 +68,12 @@ def child(model: str, size: int, is_batched: bool) -> dict[str, float]:
 def measure(model: str, size: int, is_batched: bool, threads: int) -> dict[str, float]:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     argv = [sys.executable, __file__, "--child", str(size), "--model", model]
-    out = subprocess.run(
-        [*argv, *(["--batched"] if is_batched else [])],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
+    done = subprocess.run(
+        [*argv, *(["--batched"] if is_batched else [])], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"B x G {size} failed:\n{done.stderr}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def main() -> None:

@@ -119,6 +119,19 @@ def test_same_spec_and_seed_give_the_same_metrics(tmp_path, grpo_cache_dir):
     assert [comparable(r) for r in first] != [comparable(r) for r in other]
 
 
+def test_generation_batch_size_changes_no_sample(tmp_path, grpo_cache_dir):
+    """Each group samples from its own stream (seed, step, position), so decoding one group
+    at a time samples what decoding all three at once does."""
+    spec = tiny_spec(prompts_per_step=3, logging={"max_groups_per_step": 3}, max_steps=1)
+    _, whole, _, _ = run(spec, tmp_path / "a", grpo_cache_dir)
+    one_group = spec.model_copy(update={"generation_batch_size": spec.num_generations})
+    _, pieces, _, _ = run(one_group, tmp_path / "b", grpo_cache_dir)
+    texts = [[[c.text for c in g.completions] for g in r.groups] for r in (whole[0], pieces[0])]
+    assert texts[0] == texts[1]
+    assert len({t for group in texts[0] for t in group}) > 3  # the groups did sample
+    assert whole[0].scalars["reward"] == pieces[0].scalars["reward"]
+
+
 def test_should_stop_is_checked_between_steps_and_checkpoints(tmp_path, grpo_cache_dir):
     asked = []
     result, reports, _, _ = run(
