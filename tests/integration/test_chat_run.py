@@ -26,7 +26,12 @@ def test_builtin_small_trains_on_chat_records_and_the_inspector_shows_the_render
 ) -> None:
     stack = pg_stack
     with stack.client() as client:
-        uploaded = client.post("/api/datasets", params={"name": "chat"}, content=chat_dataset())
+        uploaded = client.post(
+            "/api/datasets",
+            params={"name": "chat"},
+            content=chat_dataset(),
+            headers={"content-type": "application/x-ndjson"},
+        )
         assert uploaded.status_code == 201, uploaded.text
         spec = tiny_spec(
             stack,
