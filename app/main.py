@@ -10,6 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from app.api import (
     checkpoints,
     datasets,
+    evals,
     exports,
     health,
     presets,
@@ -47,6 +48,7 @@ def create_app() -> FastAPI:
         datasets,
         workers,
         checkpoints,
+        evals,
     ):
         app.include_router(module.router, responses=errors(*EVERY_ROUTE))
     app.include_router(dashboard.router)

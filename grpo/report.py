@@ -133,3 +133,16 @@ def histogram(values: list[float], edges: tuple[float, ...]) -> list[int]:
             i += 1
         counts[i] += 1
     return counts
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """One held-out evaluation (grpo/heldout.py): its scalars (`eval/...`) and, per example,
+    its samples with their rewards, for the dashboard's table and an example's history."""
+
+    step: int
+    """Steps trained before it: 0 is the model as loaded."""
+    scalars: dict[str, float]
+    examples: list[dict[str, object]] = field(default_factory=list)
+    """`prompt_id`, `prompt`, `answer`, `completions`, `rewards` (per label, per completion),
+    `passes`."""

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from grpo.eval_spec import EvalSpec
 from grpo.reward_spec import (
     DEFAULT_FORMAT_PATTERN,
     ENTRY_POINT_GROUP,
@@ -331,6 +332,8 @@ class JobSpec(BaseModel):
     """Queue routing."""
     logging: LoggingSpec = LoggingSpec()
     """What is kept of each step."""
+    eval: EvalSpec | None = None
+    """Held-out evaluation during training; None: none."""
 
     @model_validator(mode="before")
     @classmethod
@@ -442,6 +445,16 @@ class JobSpec(BaseModel):
         if self.sync_ref_model and self.beta == 0:
             notes.append("sync_ref_model has no effect with beta 0 (no reference is kept)")
         return notes
+
+    @property
+    def eval_data(self) -> DataSpec:
+        """The data section that loads the eval examples: the run's, with eval's fields."""
+        ev = self.eval or EvalSpec()
+        changes = {"source": ev.source, "prompt_field": ev.prompt_field,
+                   "answer_field": ev.answer_field}  # fmt: skip
+        return self.data.model_copy(
+            update={"split": ev.split, **{k: v for k, v in changes.items() if v is not None}}
+        )
 
     @property
     def completions_per_step(self) -> int:

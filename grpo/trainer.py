@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from grpo.data import (
 )
 from grpo.dynamic_sampling import Batch, Filled, fill_with_signal, has_signal
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
+from grpo.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
 from grpo.metrics import group_scalars, length_scalars, masked_mean, reward_scalars
@@ -47,7 +48,7 @@ from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_
 from grpo.precision import autocast, compute_dtype
 from grpo.prompt_fit import FittedPrompt, fit_prompt
 from grpo.reference import ReferencePolicy
-from grpo.report import GroupReport, SavedCheckpoint, StepReport
+from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
 from grpo.resume_spec import check_resumable, spec_json
 from grpo.rewards import total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
@@ -96,6 +97,8 @@ class Trainer:
         self.dtype = compute_dtype(spec.precision, self.device)
         torch.manual_seed(spec.seed)  # LoRA initialisation
         self.examples = _load_nonempty(spec, datasets_dir, data_roots)
+        self.datasets_dir, self.data_roots = datasets_dir, data_roots
+        self.eval_examples: list[Example] | None = None  # loaded at the first evaluation
         self.sampler = PromptSampler(
             self.examples, batch_size=spec.prompts_per_step, seed=spec.seed
         )
@@ -142,18 +145,27 @@ class Trainer:
         resume: bool = True,
         fence: Callable[[], object] = lambda: None,
         on_checkpoint: Callable[[SavedCheckpoint], object] = lambda saved: None,
+        on_eval: Callable[[EvalReport], object] = lambda report: None,
     ) -> FitResult:
         """Train up to spec.max_steps (1-based steps), checkpointing as the spec says.
 
         `fence` runs right before a checkpoint is renamed into place; it raises when this
         process may no longer write the run's files (another worker owns the run now).
-        `on_checkpoint` hears of each checkpoint once it is in place.
+        `on_checkpoint` hears of each checkpoint once it is in place; `on_eval` of each
+        held-out evaluation (grpo/heldout.py), whose scalars also join its step's.
         """
         step = self._resume() if resume else self._start_fresh()
         saved = step
+        if step == 0 and is_eval_step(self.spec, 0):
+            on_eval(self._evaluate(0))
         while step < self.spec.max_steps and not should_stop():
             step += 1
-            on_step(self._guarded_step(step))
+            report = self._guarded_step(step)
+            if is_eval_step(self.spec, step):
+                evaluated = self._evaluate(step)
+                on_eval(evaluated)
+                report = replace(report, scalars={**report.scalars, **evaluated.scalars})
+            on_step(report)
             if self.spec.save_steps and step % self.spec.save_steps == 0:
                 saved = self._save(step, fence, on_checkpoint)
         if step > saved:
@@ -436,6 +448,14 @@ class Trainer:
             and step % self.spec.ref_model_sync_steps == 0
         ):
             self.reference.sync(self.model, self.spec.ref_model_mixup_alpha)
+
+    def _evaluate(self, step: int) -> EvalReport:
+        if self.eval_examples is None:
+            self.eval_examples = load_eval_examples(
+                self.spec, self.examples, datasets_dir=self.datasets_dir,
+                roots=self.data_roots, log=self.log,
+            )  # fmt: skip
+        return evaluate(self, step, self.eval_examples)
 
     def _save(
         self,

@@ -17,7 +17,7 @@ from functools import partial
 
 from app.queue import dispatch_run
 from app.settings import get_settings
-from app.store import checkpoints, events, lease, runs, steps
+from app.store import checkpoints, evals, events, lease, runs, steps
 from app.store.lease import Lease, LeaseLost
 from app.store.models import RunStatus
 from grpo.failures import user_message
@@ -83,6 +83,7 @@ def _train(held: Lease, spec: JobSpec) -> FitResult:
         should_stop=lambda: lease.check(held) or stopping.is_set(),
         fence=partial(lease.check, held),
         on_checkpoint=partial(checkpoints.record_checkpoint, held),
+        on_eval=partial(evals.save_eval, held.run_id, lease=held),
     )
 
 

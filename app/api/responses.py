@@ -51,7 +51,7 @@ SSE_EVENT = {
     "description": "One Server-Sent Event; `data` is JSON (a step, a status, a log line)",
     "properties": {
         "id": {"type": "string", "description": "resume after it with Last-Event-ID"},
-        "event": {"type": "string", "description": "step, status, log or end"},
+        "event": {"type": "string", "description": "step, eval, status, log or end"},
         "data": {"type": "string"},
         "retry": {"type": "integer"},
     },

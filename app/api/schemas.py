@@ -179,3 +179,26 @@ class CheckpointOut(BaseModel):
 
 class CheckpointList(BaseModel):
     items: list[CheckpointOut]
+
+
+class EvalExample(BaseModel):
+    prompt_id: str
+    prompt: str
+    """As the policy saw it (template applied)."""
+    answer: str
+    completions: list[str]
+    rewards: dict[str, list[float | None]]
+    """Per reward label, one score per completion (None: the function did not apply)."""
+    passes: list[bool]
+
+
+class EvalRow(BaseModel):
+    step: int
+    """Steps trained before the evaluation: 0 is the model as loaded."""
+    metrics: dict[str, float]
+    """`eval/accuracy`, `eval/reward`, `eval/<label>/mean`, `eval/pass@k` (k > 1)."""
+    examples: list[EvalExample] | None = None
+
+
+class EvalList(BaseModel):
+    items: list[EvalRow]

@@ -19,6 +19,8 @@ def check_spec(spec: JobSpec, settings: Settings) -> None:
     check_no_nul(spec.model_dump(mode="json"), "")
     check_model_path(spec.model, settings)
     check_data_source(spec.data.source, settings)
+    if spec.eval is not None and spec.eval.source is not None:
+        check_data_source(spec.eval.source, settings, loc="eval.source")
 
 
 def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> None:
@@ -34,17 +36,17 @@ def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> N
         _reject(loc, str(exc))
 
 
-def check_data_source(text: str, settings: Settings) -> None:
+def check_data_source(text: str, settings: Settings, *, loc: str = "data.source") -> None:
     source = parse_data_source(text)
     if source.kind == "dataset":
         if datasets.get_dataset(source.value) is None:
-            _reject("data.source", f"unknown dataset {text!r}; upload it with POST /api/datasets")
+            _reject(loc, f"unknown dataset {text!r}; upload it with POST /api/datasets")
     elif source.kind == "local":
         roots = LocalRoots(settings.local_path_base, tuple(settings.data_root_list))
         try:
             resolve_local(source.value, roots, what="local dataset path")
         except ValueError as exc:
-            _reject("data.source", str(exc))
+            _reject(loc, str(exc))
 
 
 def check_no_nul(value: object, loc: str) -> None:

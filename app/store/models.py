@@ -34,6 +34,7 @@ from grpo.report import GroupOutcome as GroupOutcome
 # SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
+
 class RunStatus(StrEnum):
     """Where a run is: queued -> running -> one of the final three; resume sends a failed or
     cancelled run back to queued, and a stale running one is re-queued or failed. The API's
@@ -192,7 +193,7 @@ class Event(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
     kind: Mapped[str] = mapped_column(String(16))
-    """step, status or log."""
+    """step, eval, status or log."""
     step: Mapped[int | None] = mapped_column(Integer)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(

@@ -1,6 +1,7 @@
-"""`grpo export` against the real service: a trained run's final checkpoint arrives in a
-directory that AutoModelForCausalLM and AutoTokenizer load, with the trained weights, and a
-cut download resumes where it stopped."""
+"""Eval in the spec and `grpo export` against the real service: eval/accuracy is stored at
+steps 0, 2 and 4; the final checkpoint arrives (resuming a cut download) in a directory that
+AutoModelForCausalLM and AutoTokenizer load, with the trained weights, and its greedy
+accuracy on the same eval examples, computed here, is the stored final eval/accuracy."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from grpo.data import load_examples
+from grpo.evaluate import greedy_accuracy
+from grpo.spec import JobSpec
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import Stack
@@ -26,35 +31,50 @@ def grpo(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([GRPO, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_export_downloads_the_final_model_that_transformers_loads(
-    embedded_stack: Stack, tmp_path: Path
-) -> None:
+def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Path) -> None:
+    spec = tiny_spec(
+        embedded_stack, name="export", model="builtin:tiny-arith", max_steps=4, save_steps=2,
+        max_completion_length=6, learning_rate=3e-4,
+        eval={"every_steps": 2, "max_examples": 16},
+    )  # fmt: skip
     with embedded_stack.client() as client:
-        spec = tiny_spec(embedded_stack, name="export", max_steps=3, save_steps=2)
         run_id = client.post("/api/runs", json=spec).json()["id"]
         assert wait_for_final(client, run_id)["status"] == "succeeded"
+        evals = client.get(f"/api/runs/{run_id}/evals", params={"examples": True}).json()
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
         listed = client.get(f"/api/runs/{run_id}/checkpoints").json()["items"]
-        assert [(c["step"], c["is_final"]) for c in listed] == [(2, False), (3, True)]
         archive = client.get(f"/api/runs/{run_id}/checkpoints/latest/download").content
+        logs = [line["message"] for line in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+    assert [e["step"] for e in evals["items"]] == [0, 2, 4]
+    final = evals["items"][-1]
+    by_step = {row["step"]: row["metrics"] for row in metrics}
+    assert by_step[4]["eval/accuracy"] == final["metrics"]["eval/accuracy"]
+    assert "eval/accuracy" not in by_step[1] and "eval/accuracy" in by_step[2]
+    assert "eval: 16 examples, 0 of them also training prompts" in logs
+    assert [(c["step"], c["is_final"]) for c in listed] == [(2, False), (4, True)]
 
     out = tmp_path / "model"
     out.mkdir()
     (out / f".{run_id}-latest.tar.gz.part").write_bytes(archive[: len(archive) // 2])
     exported = grpo(embedded_stack, "export", run_id, str(out))
     assert exported.returncode == 0, exported.stderr
-    assert f"{run_id}-step-000003.tar.gz" in exported.stdout
+    assert f"{run_id}-step-000004.tar.gz" in exported.stdout
     assert not list(out.glob(".*.part"))
 
     model = AutoModelForCausalLM.from_pretrained(out)
-    AutoTokenizer.from_pretrained(out)
-    saved = embedded_stack.data_dir / "runs" / run_id / "checkpoints" / "step-000003" / "model"
-    trained = load_file(str(saved / "model.safetensors"))
-    for name, tensor in trained.items():
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    saved = embedded_stack.data_dir / "runs" / run_id / "checkpoints" / "step-000004" / "model"
+    for name, tensor in load_file(str(saved / "model.safetensors")).items():
         torch.testing.assert_close(model.state_dict()[name], tensor, rtol=0, atol=0)
+
+    job = JobSpec.model_validate(spec)
+    examples = load_examples(job.eval_data)[:16]
+    assert [row["prompt_id"] for row in final["examples"]] == [e.id for e in examples]
+    accuracy = greedy_accuracy(model, tokenizer, examples, job.data, max_new_tokens=6)
+    assert accuracy == pytest.approx(final["metrics"]["eval/accuracy"])
+    assert 0 < accuracy < 1  # a mix of right and wrong: the comparison can fail
 
     missing = grpo(embedded_stack, "export", run_id, str(tmp_path / "x"), "--step", "1")
     assert missing.returncode == 2 and "no checkpoint at step 1" in missing.stderr
-    assert (
-        httpx.get(f"{embedded_stack.url}/api/runs/{run_id}/checkpoints/9/download").status_code
-        == 404
-    )
+    nine = httpx.get(f"{embedded_stack.url}/api/runs/{run_id}/checkpoints/9/download")
+    assert nine.status_code == 404

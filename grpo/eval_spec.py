@@ -1,0 +1,41 @@
+"""The `eval` section of a JobSpec: held-out prompts scored during training. Pydantic only,
+imports without torch (grpo/spec.py uses it)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grpo.sources import parse_data_source
+
+
+class EvalSpec(BaseModel):
+    """Held-out evaluation at step 0, every `every_steps` and at the end (grpo/heldout.py).
+
+    Reward gains that do not transfer to held-out prompts are the signature of reward
+    hacking; this measures the transfer on the run's device, batched like training."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    source: str | None = Field(None, min_length=1, max_length=500)
+    """Data source as in `data.source`; None: the run's own source."""
+    split: str = Field("test", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
+    """Split to evaluate on."""
+    prompt_field: str | None = Field(None, min_length=1, max_length=100)
+    """None: the run's `data.prompt_field`."""
+    answer_field: str | None = Field(None, min_length=1, max_length=100)
+    """None: the run's `data.answer_field`."""
+    every_steps: int = Field(50, ge=0, le=1_000_000)
+    """Evaluate after every k-th step (and at step 0 and the end); 0: only at 0 and the end."""
+    max_examples: int = Field(200, ge=1, le=100_000)
+    """The first this many examples of the split."""
+    num_samples: int = Field(1, ge=1, le=64)
+    """Completions per example; k of pass@k."""
+    temperature: float = Field(0.0, ge=0.0, le=10.0)
+    """0: greedy decoding."""
+
+    @model_validator(mode="after")
+    def _samples_differ(self) -> EvalSpec:
+        if self.source is not None:
+            parse_data_source(self.source)
+        if self.num_samples > 1 and self.temperature == 0:
+            raise ValueError("num_samples > 1 needs temperature > 0 (greedy samples are equal)")
+        return self

@@ -1,0 +1,171 @@
+"""Held-out evaluation during training: the spec's eval examples sampled by the policy on
+the run's device, batched like training, scored by the run's rewards.
+
+`eval/accuracy` is the share of samples that pass (grpo/outcome.py's rule: the accuracy-like
+reward gives full marks, or the total reaches logging.pass_threshold); `eval/pass@k` (k =
+num_samples > 1) the share of examples with at least one passing sample, the unbiased
+estimator of Chen et al. 2021 (arXiv:2107.03374) at n = k; `eval/<label>/mean` each reward's
+mean over the samples it applies to; `eval/reward` the mean total. Knows nothing of SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from grpo.data import Example, load_examples
+from grpo.outcome import completion_passes, pass_label
+from grpo.precision import autocast
+from grpo.prompt_fit import fit_prompt
+from grpo.report import EvalReport
+from grpo.rewards import total_rewards
+from grpo.rollout import decode_completions, generate, tokenize_prompts
+from grpo.scoring import RewardBatch, Rewarder, Scores
+from grpo.sources import LocalRoots
+from grpo.spec import JobSpec
+from grpo.stopping import StopStrings
+
+EVAL_ROUND = 1_000
+"""Sampling-stream round of eval samples: never one a training step samples from."""
+
+
+class Policy(Protocol):
+    """What evaluation needs of the trainer."""
+
+    spec: JobSpec
+    run_id: str
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype | None
+    rewarder: Rewarder
+    eos_token_ids: list[int]
+    stop_strings: StopStrings | None
+    uses_chat_template: bool
+    log: Callable[[str, str], None]
+
+
+def is_eval_step(spec: JobSpec, step: int) -> bool:
+    """Step 0 (before training), every `every_steps`, and the last step."""
+    if spec.eval is None:
+        return False
+    every = spec.eval.every_steps
+    return step in (0, spec.max_steps) or (every > 0 and step % every == 0)
+
+
+def load_eval_examples(
+    spec: JobSpec,
+    train: Sequence[Example],
+    *,
+    datasets_dir: Path | None,
+    roots: LocalRoots | None,
+    log: Callable[[str, str], None],
+) -> list[Example]:
+    """The first max_examples of the eval split; prompts also trained on are reported."""
+    assert spec.eval is not None
+    examples = load_examples(spec.eval_data, datasets_dir=datasets_dir, roots=roots)
+    examples = examples[: spec.eval.max_examples]
+    if not examples:
+        raise ValueError(f"eval split {spec.eval.split!r} of {spec.eval_data.source!r} is empty")
+    trained = {str(e.prompt) for e in train}
+    overlap = sum(str(e.prompt) in trained for e in examples)
+    level = "warning" if overlap else "info"
+    log(level, f"eval: {len(examples)} examples, {overlap} of them also training prompts")
+    return examples
+
+
+@torch.no_grad()
+def evaluate(policy: Policy, step: int, examples: Sequence[Example]) -> EvalReport:
+    """Sample, score and summarise the eval examples, a generation batch at a time."""
+    spec, ev = policy.spec, policy.spec.eval
+    assert ev is not None
+    per_batch = max(
+        1, (spec.generation_batch_size or len(examples) * ev.num_samples) // ev.num_samples
+    )
+    texts: list[str] = []
+    prompts: list[str] = []
+    scores: Scores = {}
+    for start in range(0, len(examples), per_batch):
+        batch = list(examples[start : start + per_batch])
+        batch_prompts, batch_texts, lengths = _sample(policy, step, batch, first=start)
+        scored = policy.rewarder.score(
+            RewardBatch(policy.run_id, step, batch, batch_prompts, batch_texts, lengths)
+        )
+        for label, values in scored.scores.items():
+            scores.setdefault(label, []).extend(values)
+        prompts += batch_prompts
+        texts += batch_texts
+        policy.log("info", f"eval at step {step}: {start + len(batch)}/{len(examples)} examples")
+    return _report(policy, step, examples, prompts, texts, scores)
+
+
+def _sample(
+    policy: Policy, step: int, batch: list[Example], *, first: int
+) -> tuple[list[str], list[str], list[int]]:
+    spec, ev = policy.spec, policy.spec.eval
+    assert ev is not None
+    add_special = not policy.uses_chat_template
+    prompts = [
+        fit_prompt(e, spec.data, policy.tokenizer, max_length=spec.max_prompt_length,
+                   add_special_tokens=add_special).text
+        for e in batch
+    ]  # fmt: skip
+    ids, mask = tokenize_prompts(
+        policy.tokenizer, prompts, max_length=spec.max_prompt_length,
+        add_special_tokens=add_special, device=policy.device,
+    )  # fmt: skip
+    is_greedy = ev.temperature == 0
+    seeds = [spec.seed * 1_000_003 + EVAL_ROUND * 7919 + first + i for i in range(len(batch))]
+    with autocast(policy.device, policy.dtype):
+        rollout = generate(
+            policy.model, ids, mask,
+            num_generations=ev.num_samples,
+            max_new_tokens=spec.max_completion_length,
+            eos_token_ids=policy.eos_token_ids,
+            pad_token_id=policy.tokenizer.pad_token_id,
+            temperature=1.0 if is_greedy else ev.temperature,
+            top_k=1 if is_greedy else spec.top_k,
+            seeds=seeds,
+            generation_batch_size=spec.generation_batch_size,
+            stop=policy.stop_strings,
+        )  # fmt: skip
+    return prompts, decode_completions(policy.tokenizer, rollout), rollout.lengths.tolist()
+
+
+def _report(
+    policy: Policy,
+    step: int,
+    examples: Sequence[Example],
+    prompts: list[str],
+    texts: list[str],
+    scores: Scores,
+) -> EvalReport:
+    spec = policy.spec
+    k = len(texts) // len(examples)
+    totals = total_rewards(scores, policy.rewarder.weights)
+    passes = completion_passes(
+        scores, totals, label=pass_label(spec.rewards), threshold=spec.logging.pass_threshold
+    )
+    scalars = {"eval/accuracy": sum(passes) / len(passes), "eval/reward": sum(totals) / len(totals)}
+    for label, values in scores.items():
+        applied = [v for v in values if v is not None]
+        if applied:
+            scalars[f"eval/{label}/mean"] = sum(applied) / len(applied)
+    if k > 1:
+        solved = [any(passes[i * k : (i + 1) * k]) for i in range(len(examples))]
+        scalars[f"eval/pass@{k}"] = sum(solved) / len(solved)
+    rows: list[dict[str, object]] = [
+        {
+            "prompt_id": e.id,
+            "prompt": prompts[i],
+            "answer": e.answer,
+            "completions": texts[i * k : (i + 1) * k],
+            "rewards": {label: list(v[i * k : (i + 1) * k]) for label, v in scores.items()},
+            "passes": passes[i * k : (i + 1) * k],
+        }  # fmt: skip
+        for i, e in enumerate(examples)
+    ]
+    return EvalReport(step=step, scalars=scalars, examples=rows)

@@ -1,0 +1,59 @@
+"""The spec's `eval` through the real app and store: a local eval source outside the allowed
+roots is refused like data.source, a bad eval section is a 422 naming it, and a run's
+evaluations are read back (step 0 included) with or without their examples."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.store import evals, runs
+from app.store.lease import Lease
+from grpo.report import EvalReport
+from grpo.spec import JobSpec
+from tests.integration.store_fixture import store
+
+__all__ = ["store"]
+SPEC = {"model": "builtin:tiny", "max_steps": 4}
+
+
+@pytest.fixture
+def api(store: str) -> Iterator[TestClient]:
+    with TestClient(create_app(), base_url="http://localhost") as client:
+        yield client
+
+
+def test_eval_sections_are_checked_at_submit(api: TestClient) -> None:
+    outside = api.post("/api/runs", json={**SPEC, "eval": {"source": "../../etc/passwd"}})
+    assert outside.status_code == 422
+    assert outside.json()["error"]["fields"][0]["loc"] == "eval.source"
+    unknown = api.post("/api/runs", json={**SPEC, "eval": {"source": "dataset:nope"}})
+    assert unknown.status_code == 422 and "unknown dataset" in unknown.text
+    greedy_k = api.post("/api/runs", json={**SPEC, "eval": {"num_samples": 4}})
+    assert greedy_k.status_code == 422 and "temperature > 0" in greedy_k.text
+    fine = api.post("/api/runs", json={**SPEC, "eval": {"every_steps": 2}})
+    assert fine.status_code == 201, fine.text
+    assert fine.json()["spec"]["eval"]["split"] == "test"
+
+
+def test_evaluations_are_read_back_by_step(api: TestClient) -> None:
+    run, _ = runs.create_run(JobSpec(**SPEC, eval={}), package_version="t")  # type: ignore[arg-type]
+    claimed = runs.claim_run(run.id, worker="w1", device="cpu")
+    assert claimed is not None
+    held = Lease.of(claimed)
+    example = {"prompt_id": "1+1", "prompt": "1+1=", "answer": "2", "completions": ["2"],
+               "rewards": {"accuracy": [1.0]}, "passes": [True]}  # fmt: skip
+    for step, accuracy in [(0, 0.25), (2, 0.5), (2, 0.75)]:  # step 2 written again on resume
+        scalars = {"eval/accuracy": accuracy}
+        evals.save_eval(run.id, EvalReport(step, scalars, [example]), lease=held)
+    url = f"/api/runs/{run.id}/evals"
+    bare = api.get(url).json()["items"]
+    assert bare == [
+        {"step": 0, "metrics": {"eval/accuracy": 0.25}, "examples": None},
+        {"step": 2, "metrics": {"eval/accuracy": 0.75}, "examples": None},
+    ]
+    one = api.get(url, params={"examples": "true", "step": 2}).json()["items"]
+    assert [r["step"] for r in one] == [2] and one[0]["examples"] == [example]

@@ -1,0 +1,93 @@
+"""Held-out evaluation during training (grpo/heldout.py): when it runs, that its accuracy
+is the greedy accuracy grpo.evaluate computes on the same examples, and pass@k."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grpo.data import load_examples
+from grpo.evaluate import greedy_accuracy
+from grpo.heldout import is_eval_step
+from grpo.report import EvalReport, StepReport
+from grpo.spec import JobSpec
+from grpo.trainer import Trainer
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def spec(**eval_knobs: object) -> JobSpec:
+    return JobSpec(
+        model="builtin:tiny-arith",
+        max_steps=4,
+        prompts_per_step=2,
+        num_generations=4,
+        max_completion_length=6,
+        learning_rate=3e-4,
+        save_steps=0,
+        eval={"every_steps": 2, "max_examples": 12, **eval_knobs},
+    )
+
+
+@pytest.mark.parametrize(
+    ("every", "max_steps", "evaluated"),
+    [(2, 5, [0, 2, 4, 5]), (0, 3, [0, 3]), (3, 3, [0, 3]), (1, 2, [0, 1, 2])],
+)
+def test_eval_runs_at_step_0_every_k_and_at_the_end(
+    every: int, max_steps: int, evaluated: list[int]
+) -> None:
+    s = JobSpec(max_steps=max_steps, eval={"every_steps": every})
+    assert [step for step in range(max_steps + 1) if is_eval_step(s, step)] == evaluated
+    assert not is_eval_step(JobSpec(max_steps=3), 0)
+
+
+def test_eval_data_defaults_to_the_runs_source_split_test() -> None:
+    data = JobSpec(data={"source": "builtin:arith", "prompt_field": "q"}, eval={}).eval_data
+    assert (data.source, data.split, data.prompt_field) == ("builtin:arith", "test", "q")
+    with pytest.raises(ValueError, match="num_samples > 1 needs temperature > 0"):
+        JobSpec(eval={"num_samples": 4})
+
+
+def fit(
+    s: JobSpec, tmp_path: Path, cache_dir: Path
+) -> tuple[Trainer, list[EvalReport], list[StepReport]]:
+    evals: list[EvalReport] = []
+    steps: list[StepReport] = []
+    trainer = Trainer(s, workdir=tmp_path, cache_dir=cache_dir)
+    trainer.fit(steps.append, on_eval=evals.append)
+    return trainer, evals, steps
+
+
+def test_eval_accuracy_is_the_greedy_accuracy_of_the_model_at_that_step(
+    tmp_path: Path, grpo_cache_dir: Path
+) -> None:
+    s = spec()
+    trainer, evals, steps = fit(s, tmp_path, grpo_cache_dir)
+    assert [e.step for e in evals] == [0, 2, 4]
+    assert steps[1].scalars["eval/accuracy"] == evals[1].scalars["eval/accuracy"]
+    assert "eval/accuracy" not in steps[0].scalars
+    final = evals[-1]
+    assert set(final.scalars) == {"eval/accuracy", "eval/reward", "eval/accuracy/mean"}
+
+    examples = load_examples(s.eval_data)[:12]
+    assert [row["prompt_id"] for row in final.examples] == [e.id for e in examples]
+    passes = [
+        greedy_accuracy(trainer.model, trainer.tokenizer, [e], s.data, max_new_tokens=6)
+        for e in examples
+    ]
+    assert [row["passes"] for row in final.examples] == [[p == 1.0] for p in passes]
+    assert 0 < sum(passes) < len(passes)  # a mix: the comparison can fail
+    assert final.scalars["eval/accuracy"] == pytest.approx(sum(passes) / len(passes))
+
+
+def test_sampled_eval_gives_pass_at_k(tmp_path: Path, grpo_cache_dir: Path) -> None:
+    s = spec(num_samples=4, temperature=1.0, every_steps=0).model_copy(update={"max_steps": 1})
+    _, evals, _ = fit(s, tmp_path, grpo_cache_dir)
+    for report in evals:
+        passes = [row["passes"] for row in report.examples]
+        assert all(len(p) == 4 for p in passes)  # type: ignore[arg-type]
+        solved = sum(any(p) for p in passes) / len(passes)  # type: ignore[arg-type]
+        assert report.scalars["eval/pass@4"] == pytest.approx(solved)
+        share = sum(sum(p) for p in passes) / (4 * len(passes))  # type: ignore[arg-type]
+        assert report.scalars["eval/accuracy"] == pytest.approx(share)
