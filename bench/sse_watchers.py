@@ -23,6 +23,8 @@ class Watcher:
     reconnects: int = 0
     errors: list[str] = field(default_factory=list)
     is_ended: bool = False
+    opened_at: float | None = None
+    """Wall time the first response began: events made before it waited for the watcher."""
 
 
 async def _read_head(reader: asyncio.StreamReader) -> int:
@@ -39,6 +41,8 @@ async def _stream_once(port: int, path: str, watcher: Watcher) -> None:
     )
     try:
         status = await _read_head(reader)
+        if watcher.opened_at is None:
+            watcher.opened_at = time.time()
         if status != 200:
             watcher.errors.append(f"HTTP {status}")
             return

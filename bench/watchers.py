@@ -143,7 +143,12 @@ def delivery_delays(database_url: str, run_id: str, watchers: list[Watcher]) -> 
                 f"watcher {number}: {len(watcher.ids)} events (expected {len(expected)}), "
                 f"ended={watcher.is_ended}, errors={watcher.errors[:3]}"
             )
-        delays += [at - created[i] for i, at in zip(watcher.ids, watcher.arrivals, strict=True)]
+        opened = watcher.opened_at or 0.0
+        delays += [
+            at - created[i]
+            for i, at in zip(watcher.ids, watcher.arrivals, strict=True)
+            if created[i] >= opened  # older ones were history, not deliveries
+        ]
     return delays
 
 
@@ -165,7 +170,10 @@ def measure(store: str, n: int, data_dir: Path, seed_every: float | None) -> dic
             result = asyncio.run(follow_run(stack, n, seed_every=seed_every))
             url = database_url or f"sqlite:///{data_dir / 'grpo.db'}"
             result["delays"] = delivery_delays(url, result["run_id"], result["watchers"])
+            api = api_processes(stack.processes["api"].pid)
+            before = cpu_seconds(api)
             result["storm"] = asyncio.run(storm(stack.url, result["run_id"])) if n else []
+            result["storm_cpu_ms"] = (cpu_seconds(api) - before) * 1000 / (2 * STORM)
             result["api_workers"] = api_workers
     finally:
         if database_url:
@@ -186,6 +194,7 @@ def report(n: int, result: dict[str, Any]) -> None:
             f" max={max(delays):.3f}  events={len(delays)}  reconnects={reconnects}"
             f"  storm_p50_ms={percentile(result['storm'], 0.5) * 1000:.0f}"
             f" p95={percentile(result['storm'], 0.95) * 1000:.0f}"
+            f"  storm_api_cpu_ms_per_request={result['storm_cpu_ms']:.2f}"
         )
     print(line, flush=True)
 

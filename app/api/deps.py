@@ -6,6 +6,7 @@ a hop that costs more than the check itself on every request.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from typing import Annotated
 
@@ -67,9 +68,20 @@ def load_run(run_id: RunIdPath) -> Run:
     return run
 
 
+_heads: dict[str, asyncio.Future[tuple[str | None, int]]] = {}
+
+
 async def load_run_version(run_id: RunIdPath) -> int:
-    """The run's newest event id (what its per-step bodies are cached by), or 404."""
-    status, newest = await run_in_threadpool(events.read_head, run_id)
+    """The run's newest event id (what its per-step bodies are cached by), or 404.
+
+    Requests for one run that arrive while its head is being read share that read: a room
+    reloading one page costs a few queries, not one per request."""
+    head = _heads.get(run_id)
+    if head is None:
+        head = asyncio.ensure_future(run_in_threadpool(events.read_head, run_id))
+        _heads[run_id] = head
+        head.add_done_callback(lambda _: _heads.pop(run_id, None))
+    status, newest = await asyncio.shield(head)
     if status is None:
         raise ApiError(404, "not_found", f"run {run_id} not found")
     return newest
