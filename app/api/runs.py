@@ -17,7 +17,7 @@ from fastapi import APIRouter, Header, Query, Response
 from app.api.body_cache import bodies
 from app.api.deps import ReadAccess, RunDep, RunVersionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
-from app.api.params import MetricKeysQuery, SearchQuery, StepQuery
+from app.api.params import MetricKeysQuery, RunIdPath, SearchQuery, StepQuery
 from app.api.responses import WRITES, errors
 from app.api.reward_checks import check_rewards
 from app.api.schemas import (
@@ -126,7 +126,7 @@ def get_run(run: RunDep) -> RunOut:
 
 @router.get("/{run_id}/metrics", dependencies=[ReadAccess], response_model=MetricList)
 async def get_metrics(
-    run_id: str,
+    run_id: RunIdPath,
     newest_event: RunVersionDep,
     after_step: StepQuery = 0,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
@@ -155,7 +155,7 @@ def _metrics_body(
 
 @router.get("/{run_id}/histograms", dependencies=[ReadAccess], response_model=HistogramList)
 async def get_histograms(
-    run_id: str,
+    run_id: RunIdPath,
     newest_event: RunVersionDep,
     after_step: StepQuery = 0,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
@@ -176,7 +176,7 @@ async def get_histograms(
 
 @router.get("/{run_id}/logs", dependencies=[ReadAccess], response_model=LogList)
 async def get_logs(
-    run_id: str,
+    run_id: RunIdPath,
     newest_event: RunVersionDep,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
 ) -> Response:
