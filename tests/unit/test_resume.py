@@ -129,3 +129,24 @@ def test_the_cli_refuses_an_edited_spec_on_resume(tmp_path, grpo_cache_dir, caps
     spec.write_text(spec.read_text().replace("prompts_per_step: 2", "prompts_per_step: 3"))
     assert cli.main(["train", str(spec), *common, "--resume"]) == 1
     assert "prompts_per_step (checkpoint 2, now 3)" in capsys.readouterr().err
+
+
+def test_a_checkpoint_whose_fence_refuses_never_replaces_the_one_in_place(tmp_path, grpo_cache_dir):
+    """A worker that lost its run must not rename over the new owner's checkpoint."""
+    from grpo.checkpoint import save_checkpoint
+    from grpo.models import load_policy
+
+    model, tokenizer = load_policy("builtin:tiny", cache_dir=grpo_cache_dir, progress=False)
+    owners = save_checkpoint(tmp_path, 2, model=model, tokenizer=tokenizer, state={"owner": 2})
+    before = (owners / "trainer_state.pt").read_bytes()
+
+    def lease_lost() -> None:
+        raise RuntimeError("lease lost")
+
+    with pytest.raises(RuntimeError, match="lease lost"):
+        save_checkpoint(
+            tmp_path, 2, model=model, tokenizer=tokenizer, state={"owner": 1},
+            before_rename=lease_lost,
+        )  # fmt: skip
+    assert (owners / "trainer_state.pt").read_bytes() == before
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000002"]
