@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("run_id")
     export.add_argument("directory")
     export.add_argument("--step", default="latest", help="a checkpoint's step (default latest)")
+    export.add_argument("--merge", action="store_true", help="LoRA: merged full weights")
     for client_parser in (
         submit,
         runs_parser,

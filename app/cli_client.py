@@ -73,11 +73,14 @@ def logs(client: GrpoClient, run_id: str) -> int:
     return 0
 
 
-def export(client: GrpoClient, run_id: str, directory: Path, *, which: str) -> int:
-    """Download a checkpoint (resuming a cut download) and unpack its model into `directory`."""
+def export(
+    client: GrpoClient, run_id: str, directory: Path, *, which: str, merge: bool = False
+) -> int:
+    """Download a checkpoint (resuming a cut download) and unpack its model into `directory`;
+    `merge`: a LoRA adapter arrives merged into full weights."""
     directory.mkdir(parents=True, exist_ok=True)
-    part = directory / f".{run_id}-{which}.tar.gz.part"
-    name = client.download_checkpoint(run_id, which, part)
+    part = directory / f".{run_id}-{which}{'-merged' if merge else ''}.tar.gz.part"
+    name = client.download_checkpoint(run_id, which, part, merge=merge)
     with tarfile.open(part) as tar:
         members = tar.getmembers()
         top = members[0].name.split("/", 1)[0] if members else ""
@@ -99,7 +102,8 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
             case "cancel":
                 return cancel(client, args.run_id)
             case "export":
-                return export(client, args.run_id, Path(args.directory), which=args.step)
+                directory = Path(args.directory)
+                return export(client, args.run_id, directory, which=args.step, merge=args.merge)
             case _:
                 return logs(client, args.run_id)
     except ApiClientError as exc:

@@ -61,13 +61,16 @@ class GrpoClient:
     def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
         return self._json(self.http.get(f"/api/runs/{run_id}/checkpoints"))["items"]  # type: ignore[no-any-return]
 
-    def download_checkpoint(self, run_id: str, which: str, part: Path) -> str:
+    def download_checkpoint(
+        self, run_id: str, which: str, part: Path, *, merge: bool = False
+    ) -> str:
         """Stream a checkpoint's .tar.gz into `part`, resuming after the bytes already in it
         (HTTP Range); returns the file name the server gives it."""
         have = part.stat().st_size if part.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
         url = f"/api/runs/{run_id}/checkpoints/{which}/download"
-        with self.http.stream("GET", url, headers=headers, timeout=None) as response:
+        params = {"merge": "true"} if merge else {}
+        with self.http.stream("GET", url, params=params, headers=headers, timeout=None) as response:
             if response.status_code == 416:  # nothing left to send: the part is whole
                 return part.name
             self._raise_for(response)

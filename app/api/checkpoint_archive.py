@@ -9,6 +9,9 @@ and the checkpoint must lie inside the run's directory. Knows nothing of HTTP or
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -19,8 +22,15 @@ MODEL_DIR = "model"
 """The `save_pretrained` directory inside a checkpoint (grpo/checkpoint.py)."""
 
 
+MERGE_TIMEOUT_S = 3600
+
+
 class CheckpointGone(Exception):
     """The checkpoint's files are not on this server (pruned, or written on another host)."""
+
+
+class MergeFailed(Exception):
+    """The merge subprocess failed; the message is the end of what it printed."""
 
 
 def model_dir(checkpoint: Checkpoint, run_dir: Path) -> Path:
@@ -51,9 +61,38 @@ def cached_archive(run_id: str, checkpoint: Checkpoint, run_dir: Path) -> Path:
     return target
 
 
-def cache_name(checkpoint: Checkpoint) -> str:
+def cache_name(checkpoint: Checkpoint, *, is_merged: bool = False) -> str:
     stamp = int(checkpoint.created_at.timestamp() * 1000)
-    return f"step-{checkpoint.step:06d}-{stamp}.tar.gz"
+    return f"step-{checkpoint.step:06d}-{stamp}{'-merged' if is_merged else ''}.tar.gz"
+
+
+def is_lora_checkpoint(checkpoint: Checkpoint, run_dir: Path) -> bool:
+    return (model_dir(checkpoint, run_dir) / "adapter_config.json").is_file()
+
+
+def cached_merged_archive(
+    run_id: str, checkpoint: Checkpoint, run_dir: Path, *, merge_args: list[str]
+) -> Path:
+    """The `.tar.gz` of the LoRA checkpoint merged into full weights, built if missing by
+    `python -m grpo.merge` in a subprocess (torch stays out of the API process)."""
+    model_dir(checkpoint, run_dir)  # inside the run's directory, and present
+    target = run_dir.resolve() / "exports" / cache_name(checkpoint, is_merged=True)
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".merge-", dir=target.parent))
+    try:
+        command = [sys.executable, "-m", "grpo.merge", checkpoint.path, str(work / "model")]
+        done = subprocess.run(
+            [*command, *merge_args], capture_output=True, text=True, timeout=MERGE_TIMEOUT_S
+        )
+        if done.returncode != 0:
+            raise MergeFailed(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "")
+        top = archive_name(run_id, checkpoint, is_merged=True)[: -len(".tar.gz")]
+        build_archive(work / "model", target, top=top)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
 
 
 def build_archive(source: Path, target: Path, *, top: str) -> None:
@@ -78,7 +117,7 @@ def build_archive(source: Path, target: Path, *, top: str) -> None:
 
 def prune_archives(run_dir: Path, checkpoints: list[Checkpoint]) -> None:
     """Remove cached archives of checkpoints no longer on the list (pruned or rewritten)."""
-    keep = {cache_name(c) for c in checkpoints}
+    keep = {cache_name(c, is_merged=m) for c in checkpoints for m in (False, True)}
     exports = run_dir.resolve() / "exports"
     if not exports.is_dir():
         return

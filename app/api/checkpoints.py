@@ -7,6 +7,8 @@ and `Range` (a cut download resumes). Only files inside the run's directory are 
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path as PathType
 from typing import Annotated
 
 from fastapi import APIRouter, Path
@@ -15,14 +17,18 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api.checkpoint_archive import (
     CheckpointGone,
+    MergeFailed,
     archive_name,
     cached_archive,
+    cached_merged_archive,
+    is_lora_checkpoint,
     prune_archives,
 )
 from app.api.deps import RunDep, SettingsDep, WeightsAccess
 from app.api.errors import ApiError
-from app.api.responses import errors
+from app.api.responses import ErrorOut, errors
 from app.api.schemas import CheckpointList, CheckpointOut
+from app.settings import Settings
 from app.store import checkpoints
 from app.store.models import Checkpoint
 
@@ -70,6 +76,7 @@ def pick_checkpoint(found: list[Checkpoint], which: str) -> Checkpoint:
             "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
         },
         206: {"description": "The requested byte range of the archive"},
+        409: {"model": ErrorOut, "description": "merge=true: the adapter could not be merged"},
         416: {"description": "The Range lies outside the archive"},
     },
 )
@@ -77,16 +84,31 @@ async def download_checkpoint(
     run: RunDep,
     settings: SettingsDep,
     which: Annotated[str, Path(pattern=STEP_OR_LATEST, description="a step, or `latest`")],
+    merge: bool = False,
 ) -> FileResponse:
-    """The model of a checkpoint (full weights, or the LoRA adapter) with its tokenizer."""
+    """The model of a checkpoint (full weights, or the LoRA adapter) with its tokenizer;
+    `merge=true` turns a LoRA adapter into merged full weights (a full model is unchanged)."""
     found = await run_in_threadpool(checkpoints.list_checkpoints, run.id)
     checkpoint = pick_checkpoint(found, which)
     run_dir = settings.runs_dir / run.id
     try:
-        archive = await run_in_threadpool(cached_archive, run.id, checkpoint, run_dir)
+        is_merged = merge and await run_in_threadpool(is_lora_checkpoint, checkpoint, run_dir)
+        build = partial(_merged, settings) if is_merged else cached_archive
+        archive = await run_in_threadpool(build, run.id, checkpoint, run_dir)
     except CheckpointGone as exc:
         raise ApiError(404, "not_found", str(exc)) from exc
+    except MergeFailed as exc:
+        raise ApiError(409, "merge_failed", f"the adapter could not be merged: {exc}") from exc
     await run_in_threadpool(prune_archives, run_dir, found)
-    return FileResponse(
-        archive, media_type="application/gzip", filename=archive_name(run.id, checkpoint)
-    )
+    name = archive_name(run.id, checkpoint, is_merged=is_merged)
+    return FileResponse(archive, media_type="application/gzip", filename=name)
+
+
+def _merged(settings: Settings, run_id: str, checkpoint: Checkpoint, run_dir: PathType) -> PathType:
+    """Merged as the worker loaded the base model: same cache, same model roots."""
+    roots = [arg for root in settings.model_root_list for arg in ("--model-root", str(root))]
+    merge_args = [
+        "--cache-dir", str(settings.resolved_cache_dir),
+        "--base", str(settings.local_path_base), *roots,
+    ]  # fmt: skip
+    return cached_merged_archive(run_id, checkpoint, run_dir, merge_args=merge_args)

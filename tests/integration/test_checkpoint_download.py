@@ -116,3 +116,59 @@ def test_weights_need_a_token_even_where_reads_are_open(
     assert api.get(url).status_code == 401
     assert api.get(url, headers={"Authorization": "Bearer beta"}).status_code == 403
     assert api.get(url, headers={"Authorization": "Bearer alpha-token"}).status_code == 200
+
+
+def test_merge_true_turns_a_lora_adapter_into_full_weights_that_compute_the_same(
+    api: TestClient, tmp_path: Path
+) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from grpo.checkpoint import save_checkpoint
+    from grpo.lora import apply_lora
+    from grpo.models import load_policy
+    from grpo.resume_spec import spec_json
+
+    spec = JobSpec(model="builtin:tiny", max_steps=1, lora={"r": 4})
+    run, _ = runs.create_run(spec, package_version="t")
+    claimed = runs.claim_run(run.id, worker="w1", device="cpu")
+    assert claimed is not None
+    base, tokenizer = load_policy(spec.model, cache_dir=get_settings().resolved_cache_dir)
+    model = apply_lora(base, spec.lora)  # type: ignore[arg-type]
+    with torch.no_grad():  # B starts at zero: give the adapter something to merge
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.5)
+    workdir = get_settings().runs_dir / run.id
+    path = save_checkpoint(
+        workdir, 1, model=model, tokenizer=tokenizer, state={}, spec_json=spec_json(spec)
+    )
+    saved = SavedCheckpoint(1, str(path), 1, True, (1,))
+    checkpoints.record_checkpoint(Lease.of(claimed), saved)
+
+    url = f"/api/runs/{run.id}/checkpoints/1/download"
+    adapter = members(api.get(url).content)
+    assert f"{run.id}-step-000001/adapter_config.json" in adapter
+    merged = api.get(url, params={"merge": "true"})
+    assert merged.status_code == 200, merged.text
+    assert f"{run.id}-step-000001-merged.tar.gz" in merged.headers["content-disposition"]
+    with tarfile.open(fileobj=io.BytesIO(merged.content)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    names = {p.name for p in (tmp_path / f"{run.id}-step-000001-merged").iterdir()}
+    assert "adapter_config.json" not in names and "model.safetensors" in names
+    full = AutoModelForCausalLM.from_pretrained(tmp_path / f"{run.id}-step-000001-merged")
+    ids = torch.tensor([[1, 5, 9, 13, 2, 7]])
+    with torch.no_grad():
+        expected, got = model(ids).logits, full(ids).logits
+    assert (expected - base_logits(spec, ids)).abs().max() > 1e-3  # the adapter changes it
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def base_logits(spec: JobSpec, ids: object) -> object:
+    import torch
+
+    from grpo.models import load_policy
+
+    base, _ = load_policy(spec.model, cache_dir=get_settings().resolved_cache_dir)
+    with torch.no_grad():
+        return base(ids).logits
