@@ -15,6 +15,7 @@ from app.api import (
     health,
     presets,
     run_actions,
+    run_summary,
     runs,
     steps,
     stream,
@@ -49,6 +50,7 @@ def create_app() -> FastAPI:
         workers,
         checkpoints,
         evals,
+        run_summary,
     ):
         app.include_router(module.router, responses=errors(*EVERY_ROUTE))
     app.include_router(dashboard.router)

@@ -202,3 +202,35 @@ class EvalRow(BaseModel):
 
 class EvalList(BaseModel):
     items: list[EvalRow]
+
+
+class EvalPoint(BaseModel):
+    step: int
+    metrics: dict[str, float]
+
+
+class RunSummary(BaseModel):
+    """What a user pastes into a report (GET /api/runs/{id}/summary)."""
+
+    status: str
+    steps: int
+    """Steps recorded."""
+    final_eval: EvalPoint | None
+    """The last held-out evaluation (spec `eval`), if any."""
+    best_eval: EvalPoint | None
+    """The evaluation with the highest eval/accuracy (the earliest of ties)."""
+    reward_first_decile: float | None
+    """Mean training reward over the first tenth of the steps (at least one step)."""
+    reward_last_decile: float | None
+    """Mean training reward over the last tenth of the steps."""
+    kl_end: float | None
+    """KL to the reference at the last step."""
+    no_signal_share: float | None
+    """Mean over steps of frac_reward_zero_std: groups whose rewards were all equal."""
+    tokens_generated: float
+    """Completion tokens of the trained batches (tokens_per_second x time/step, summed);
+    groups that dynamic sampling dropped are not counted."""
+    seconds_per_phase: dict[str, float]
+    """time/<phase> summed over the steps (generate, reward, reference, train, step...)."""
+    checkpoint: CheckpointOut | None
+    """The one to download: the final checkpoint, else the latest."""

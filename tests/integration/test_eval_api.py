@@ -57,3 +57,42 @@ def test_evaluations_are_read_back_by_step(api: TestClient) -> None:
     ]
     one = api.get(url, params={"examples": "true", "step": 2}).json()["items"]
     assert [r["step"] for r in one] == [2] and one[0]["examples"] == [example]
+
+
+def test_summary_reads_like_a_report(api: TestClient) -> None:
+    from app.store import checkpoints, steps
+    from grpo.report import SavedCheckpoint, StepReport
+
+    run, _ = runs.create_run(JobSpec(**SPEC, eval={}), package_version="t")  # type: ignore[arg-type]
+    claimed = runs.claim_run(run.id, worker="w1", device="cpu")
+    assert claimed is not None
+    held = Lease.of(claimed)
+    for step in range(1, 21):  # reward step/20: first decile (steps 1-2) .075, last (19-20) .975
+        scalars = {
+            "reward": step / 20, "kl": step / 100, "frac_reward_zero_std": 0.25 * (step % 2),
+            "tokens_per_second": 100.0, "time/step": 0.5, "time/generate": 0.25,
+            "time/reward/accuracy": 0.125,
+        }  # fmt: skip
+        steps.save_step(run.id, StepReport(step, 20, scalars), lease=held)
+    for step, accuracy in [(0, 0.25), (10, 0.75), (20, 0.5)]:
+        evals.save_eval(run.id, EvalReport(step, {"eval/accuracy": accuracy}), lease=held)
+    for step, is_final in [(10, False), (20, True)]:
+        saved = SavedCheckpoint(step, f"/x/step-{step:06d}", 7, is_final, (10, 20)[: step // 10])
+        checkpoints.record_checkpoint(held, saved)
+
+    summary = api.get(f"/api/runs/{run.id}/summary").json()
+    assert summary["steps"] == 20
+    assert summary["final_eval"] == {"step": 20, "metrics": {"eval/accuracy": 0.5}}
+    assert summary["best_eval"] == {"step": 10, "metrics": {"eval/accuracy": 0.75}}
+    assert summary["reward_first_decile"] == pytest.approx(0.075)
+    assert summary["reward_last_decile"] == pytest.approx(0.975)
+    assert summary["kl_end"] == pytest.approx(0.2)
+    assert summary["no_signal_share"] == pytest.approx(0.125)
+    assert summary["tokens_generated"] == pytest.approx(20 * 50)
+    assert summary["seconds_per_phase"] == {"step": 10.0, "generate": 5.0}
+    assert (summary["checkpoint"]["step"], summary["checkpoint"]["is_final"]) == (20, True)
+
+    empty, _ = runs.create_run(JobSpec(**SPEC), package_version="t")  # type: ignore[arg-type]
+    bare = api.get(f"/api/runs/{empty.id}/summary").json()
+    assert (bare["steps"], bare["final_eval"], bare["checkpoint"]) == (0, None, None)
+    assert bare["tokens_generated"] == 0 and bare["seconds_per_phase"] == {}

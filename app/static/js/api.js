@@ -14,6 +14,7 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').GroupSummary} GroupSummary
  * @typedef {import('./openapi').GroupDetail} GroupDetail
  * @typedef {import('./openapi').MetricRow} MetricRow
+ * @typedef {import('./openapi').EvalList} EvalList
  * @typedef {import('./openapi').HistogramRow} HistogramRow
  * @typedef {import('./openapi').HistogramList['bin_edges']} BinEdges
  * @typedef {{ loc: string, message: string }} FieldError
@@ -120,6 +121,8 @@ export const getGroups = (id, step, filter) =>
 export const getGroup = (id, step, index) => request('GET', `${run(id)}/steps/${seg(step)}/groups/${seg(index)}`);
 /** @type {(id: string, promptId: string) => Promise<GroupList>} */
 export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/prompts/${seg(promptId)}`);
+/** @type {(id: string, params?: { examples?: boolean, step?: number }) => Promise<EvalList>} */
+export const getEvals = (id, params = {}) => request('GET', `${run(id)}/evals`, { params });
 /** @type {(id: string) => string} */
 export const eventsUrl = (id) => `${run(id)}/events`;
 /** @type {(id: string, query: string) => string} */

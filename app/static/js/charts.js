@@ -162,10 +162,11 @@ function lineSeries(line) {
     type: 'line',
     yAxisIndex: line.axis || 0,
     encode: { x: 'step', y: line.key },
-    showSymbol: false,
+    // a sparse line (evaluations every k steps) joins its points and shows them
+    showSymbol: Boolean(line.sparse),
     symbolSize: 4,
     sampling: 'lttb',
-    connectNulls: false,
+    connectNulls: Boolean(line.sparse),
     step: line.stepped ? 'end' : false,
     lineStyle: {
       width: line.faint ? 1 : 1.6,

@@ -176,18 +176,21 @@ function drawMetric(box, metric) {
     .filter((id) => state.data.has(id))
     .map((id) => {
       const data = state.data.get(id);
-      const values = ema(data.values.get(metric) || [], weight);
+      // held-out evaluations come every k steps: their points, joined, never smoothed
+      const isSparse = metric.startsWith('eval/');
+      const values = isSparse ? data.values.get(metric) || [] : ema(data.values.get(metric) || [], weight);
       const run = state.runs.find((r) => r.id === id);
+      const points = data.steps.map((s, i) => [s, values[i] ?? null]);
       return {
         id,
         name: run ? run.name : id,
         type: 'line',
-        showSymbol: false,
+        showSymbol: isSparse,
         sampling: 'lttb',
         color: colorOf(id),
         lineStyle: { width: 1.6 },
         emphasis: { focus: 'series' },
-        data: data.steps.map((s, i) => [s, values[i] ?? null]),
+        data: isSparse ? points.filter(([, v]) => v != null) : points,
       };
     });
   chart.setOption(

@@ -16,6 +16,14 @@ const NO_SIGNAL = 0.5;
 
 const PANELS = [
   { id: 'reward', title: 'Reward', hint: 'mean ± std · per function', value: 'reward', build: rewardPanel },
+  {
+    id: 'eval',
+    title: 'Held-out eval',
+    hint: 'training reward vs held-out reward · accuracy',
+    value: 'eval/accuracy',
+    build: evalPanel,
+    isOptional: true,
+  },
   { id: 'kl', title: 'KL to reference', hint: 'k3 · β in force (right)', value: 'kl', build: klPanel },
   {
     id: 'outcomes',
@@ -90,6 +98,17 @@ function rewardPanel(s, weight) {
     })),
   ];
   return { lines, extra: s.has('reward_std') ? { 'reward:lower': lower, 'reward:band': width } : {} };
+}
+
+/** Training and held-out rewards on one axis: the gap between them is the point. */
+function evalPanel() {
+  return {
+    lines: [
+      { key: 'reward', name: 'train reward', color: INDIGO },
+      { key: 'eval/reward', name: 'eval reward', color: GREEN, sparse: true, smooth: false },
+      { key: 'eval/accuracy', name: 'eval accuracy', color: '#f79009', sparse: true, smooth: false, dashed: true },
+    ],
+  };
 }
 
 function klPanel() {

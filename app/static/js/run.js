@@ -7,6 +7,7 @@ import { FINAL, progressBar } from './badges.js';
 import { histogram } from './bins.js';
 import { CurvesView } from './curves.js';
 import { $, fill, h, seg } from './dom.js';
+import { EvalTable } from './evaltable.js';
 import { duration, runSeconds } from './format.js';
 import { HistogramHeatmapView, StepHistogramView } from './histograms.js';
 import { LogView } from './logs.js';
@@ -29,6 +30,7 @@ const series = new RunSeries();
  *   run: import('./api.js').RunOut | null, shownStep: number | null, renderQueued: boolean, lastRender: number,
  *   renderCost: number, curvesKey: string, stepTimer: ReturnType<typeof setTimeout> | undefined,
  *   statusTimer: ReturnType<typeof setTimeout> | undefined,
+ *   evalTimer: ReturnType<typeof setTimeout> | undefined,
  * }}
  */
 const state = {
@@ -40,6 +42,7 @@ const state = {
   curvesKey: '',
   stepTimer: undefined,
   statusTimer: undefined,
+  evalTimer: undefined,
 };
 
 /** The run as last read; main() reads it before any view is built. */
@@ -47,7 +50,7 @@ function shownRun() {
   if (!state.run) throw new Error('the run is read before the page is drawn');
   return state.run;
 }
-let curves, scrubber, stepGroups, stepHistogram, heatmaps, logs;
+let curves, scrubber, stepGroups, stepHistogram, heatmaps, logs, evals;
 
 function smoothing() {
   return Number($('#smoothing').value);
@@ -135,6 +138,8 @@ function onEvent(event) {
     scheduleRender();
   } else if (event.event === 'status') {
     refreshRun();
+  } else if (event.event === 'eval') {
+    refreshEvals();
   } else if (event.event === 'log') {
     logs.add([event.data]);
     $('#log-count').textContent = `${logs.count} lines`;
@@ -158,6 +163,12 @@ function refreshRun() {
       // the next status event or the end of the stream tries again
     }
   }, 100);
+}
+
+/** Evaluations come as events (step 0 included); the table re-reads them, a burst once. */
+function refreshEvals() {
+  clearTimeout(state.evalTimer);
+  state.evalTimer = setTimeout(() => evals.refresh().catch(() => {}), 200);
 }
 
 async function refreshAfterEnd() {
@@ -285,6 +296,7 @@ function buildViews(edges) {
   };
   scrubber = new Scrubber($('#scrubber'), { onChange: onStepChange });
   logs = new LogView($('#logs'));
+  evals = new EvalTable(runId);
 }
 
 function showSpec(run) {
@@ -331,6 +343,7 @@ async function main() {
   if (page.dataset.step) scrubber.select(Number(page.dataset.step), { live: false });
   follow(rows.lastEventId);
   loadHistograms();
+  refreshEvals();
   logs.add(await loaded.logLines);
   $('#log-count').textContent = logs.count ? `${logs.count} lines` : '';
   setInterval(() => {
