@@ -7,6 +7,7 @@ import torch
 from grpo import lm_head
 from grpo.lm_head import token_logps
 from grpo.logprobs import completion_logps
+from grpo.reference import ReferencePolicy
 from grpo.rollout import Rollout, row_slices, tokenize_prompts
 from tests.unit.tiny_lm import CPU, sample
 
@@ -119,3 +120,12 @@ def test_no_full_vocabulary_logits_are_kept_for_backward(model, tokenizer, monke
     monkeypatch.setattr(lm_head, "LOGITS_BUDGET", 5 * vocab)  # 5 tokens' logits at once
     assert saved_logits_rows(model, rollout, vocab) == 0  # recomputed chunk by chunk
     model.zero_grad()
+
+
+def test_the_reference_pass_in_micro_batches_equals_one_pass(model, tokenizer):
+    rollout = sample(model, tokenizer, ["1+1=", "23+45=", "7="], g=4, max_new=6, temperature=2)
+    reference = ReferencePolicy(model)
+    whole = reference.logps(model, rollout, temperature=0.7, micro_batch_size=None)
+    pieces = reference.logps(model, rollout, temperature=0.7, micro_batch_size=5)
+    torch.testing.assert_close(pieces, whole, atol=1e-5, rtol=0)
+    assert whole.shape == rollout.completion_ids.shape and not whole.requires_grad
