@@ -7,7 +7,7 @@ learned) and scaled by a standard deviation. Pure tensor math; knows nothing of 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 import torch
@@ -16,12 +16,28 @@ from torch import Tensor
 Scale = Literal["group", "batch", "none"]
 
 
-def group_advantages(rewards: Tensor, *, scale: Scale | str = "group", eps: float = 1e-8) -> Tensor:
+def population_std(values: Tensor) -> Tensor:
+    """Population std of a flat tensor (0 when empty)."""
+    return values.std(correction=0) if values.numel() else values.new_zeros(())
+
+
+BatchStd = Callable[[Tensor], Tensor]
+
+
+def group_advantages(
+    rewards: Tensor,
+    *,
+    scale: Scale | str = "group",
+    eps: float = 1e-8,
+    batch_std: BatchStd | None = None,
+) -> Tensor:
     """rewards (B, G) -> advantages (B, G).
 
     group: A = (r - mean_g) / (std_g + eps)   (DeepSeekMath, population std over the group)
     batch: A = (r - mean_g) / (std_batch + eps)   (one population std over all B x G)
     none:  A = r - mean_g   (Dr. GRPO: no std, which favours no difficulty level)
+    `batch_std` computes std_batch of the flat rewards: over every rank's when the step's
+    groups are split across processes (distributed.Ranks.population_std).
     """
     _check_rewards(rewards)
     centred = rewards - rewards.mean(dim=1, keepdim=True)  # (B, G)
@@ -29,7 +45,7 @@ def group_advantages(rewards: Tensor, *, scale: Scale | str = "group", eps: floa
         case "group":
             std = rewards.std(dim=1, correction=0, keepdim=True)  # (B, 1)
         case "batch":
-            std = rewards.std(correction=0)  # ()
+            std = (batch_std or population_std)(rewards.flatten())  # ()
         case "none":
             return _zero_tiny(centred, rewards)
         case _:
@@ -58,7 +74,9 @@ def clip_advantages(advantages: Tensor, limit: float | None) -> Tensor:
     return advantages if limit is None else advantages.clamp(-limit, limit)
 
 
-def decoupled_advantages(scores: Tensor, weights: Tensor, *, eps: float = 1e-8) -> Tensor:
+def decoupled_advantages(
+    scores: Tensor, weights: Tensor, *, eps: float = 1e-8, batch_std: BatchStd | None = None
+) -> Tensor:
     """scores (B, G, K) of K reward functions, NaN = not applicable; weights (K,) -> (B, G).
 
     normalize_then_sum (GDPO, Liu et al. 2026, arXiv:2601.05242; TRL's
@@ -83,8 +101,8 @@ def decoupled_advantages(scores: Tensor, weights: Tensor, *, eps: float = 1e-8) 
     total = (z * weights.to(z.dtype)).sum(dim=2)  # (B, G)
     is_scorable = is_scored.any(dim=2)  # (B, G)
     scorable = total[is_scorable]
-    batch_std = scorable.std(correction=0) if scorable.numel() else total.new_zeros(())
-    return torch.where(is_scorable, total / (batch_std + eps), torch.zeros_like(total))
+    std = (batch_std or population_std)(scorable)
+    return torch.where(is_scorable, total / (std + eps), torch.zeros_like(total))
 
 
 def reward_table(scores: Mapping[str, Sequence[float | None]], *, num_groups: int) -> Tensor:

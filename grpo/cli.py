@@ -100,10 +100,7 @@ def cache_dir(arg: Path | None) -> Path:
 
 
 def train(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from grpo.checkpoint import latest_checkpoint
-    from grpo.trainer import Trainer
 
     spec = load_spec(args.spec)
     workdir = args.workdir or Path("runs") / (spec.name or args.spec.stem)
@@ -114,15 +111,52 @@ def train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    ranks = spec.resources.num_processes
+    if ranks == 1:
+        return train_here(args, spec, workdir)
+    from grpo.launch import ChildFailedError, launch_ranks
+
+    print(f"launching {ranks} ranks (torch elastic launcher)", file=sys.stderr)
+    try:
+        code: int = launch_ranks(
+            train_rank, (args, spec, workdir), num_processes=ranks, run_id=workdir.name
+        )
+    except ChildFailedError as exc:
+        print(f"error: a rank failed, every rank was stopped:\n{exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+def train_rank(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
+    """One rank of a `num_processes > 1` run, started by the launcher."""
+    from grpo.launch import init_rank, leave_group
+
+    init_rank(spec.device)
+    try:
+        return train_here(args, spec, workdir)
+    finally:
+        leave_group()
+
+
+def train_here(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
+    """Train in this process (one rank of several when launched); rank 0 shows progress."""
+    from tqdm import tqdm
+
+    from grpo.distributed import current_ranks
+    from grpo.trainer import Trainer
+
+    is_main = current_ranks().is_main
     trainer = Trainer(
         spec,
         workdir=workdir,
         cache_dir=cache_dir(args.cache_dir),
-        progress=True,
-        log=lambda level, message: tqdm.write(f"[{level}] {message}"),
+        progress=is_main,
+        log=lambda level, message: tqdm.write(f"[{level}] {message}") if is_main else None,
         reward_hosts=[h for h in args.reward_hosts.split(",") if h.strip()],
     )
-    bar = tqdm(total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True, disable=not is_main
+    )
     with StopOnInterrupt() as stop, bar:
 
         def show(report: Any) -> None:
@@ -133,7 +167,8 @@ def train(args: argparse.Namespace) -> int:
 
         result = trainer.fit(show, should_stop=stop.is_requested, resume=args.resume)
     state = "stopped" if result.is_stopped else "finished"
-    print(f"{state} at step {result.last_step}; checkpoints in {workdir / 'checkpoints'}")
+    if is_main:
+        print(f"{state} at step {result.last_step}; checkpoints in {workdir / 'checkpoints'}")
     return 130 if result.is_stopped else 0
 
 

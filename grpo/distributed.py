@@ -64,6 +64,16 @@ class Ranks:
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
         return [float(v) for v in tensor.tolist()]
 
+    def population_std(self, values: Tensor) -> Tensor:
+        """Population std of every rank's flat `values` together (0 when all are empty):
+        the two-pass formula over all-reduced sums, as scale_rewards batch needs."""
+        local = values.detach().double()
+        count, total = self.sum([float(local.numel()), float(local.sum())])
+        if count == 0:
+            return values.new_zeros(())
+        (squares,) = self.sum([float((local - total / count).square().sum())])
+        return torch.tensor((squares / count) ** 0.5, dtype=values.dtype)
+
     def sum_by_key(self, values: dict[str, float]) -> dict[str, float]:
         """Per-key sum over ranks of dicts whose keys may differ (a rank without rows)."""
         if not self.is_distributed:

@@ -35,18 +35,20 @@ from grpo.data import (
     has_chat_template,
     load_examples,
 )
+from grpo.distributed import current_ranks
 from grpo.dynamic_sampling import Batch, Filled, fill_with_signal, has_signal
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
-from grpo.metrics import group_scalars, length_scalars, masked_mean, reward_scalars
+from grpo.metrics import group_scalars, length_scalars, reward_scalars
 from grpo.models import load_policy, pick_device
 from grpo.optim import build_optimizer, build_scheduler
 from grpo.outcome import completion_passes, pass_label
 from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
 from grpo.precision import autocast, compute_dtype
 from grpo.prompt_fit import FittedPrompt, fit_prompt
+from grpo.rank_parts import RankPart, detached, whole_step
 from grpo.reference import ReferencePolicy
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
 from grpo.resume_spec import check_resumable, spec_json
@@ -87,8 +89,13 @@ class Trainer:
         reward_hosts: Sequence[str] = (),
     ) -> None:
         """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default)."""
-        if spec.resources.num_processes > 1:
-            raise ValueError("resources.num_processes > 1: the trainer does not run ranks yet")
+        self.ranks = current_ranks()
+        if self.ranks.world_size != spec.resources.num_processes:
+            raise ValueError(
+                f"resources.num_processes is {spec.resources.num_processes} but this process "
+                f"is one of {self.ranks.world_size} ranks: `grpo train` launches the ranks "
+                "(the service's workers run one-process runs only, for now)"
+            )
         self.spec = spec
         self.run_id = run_id
         self.workdir = Path(workdir)
@@ -156,21 +163,34 @@ class Trainer:
         """
         step = self._resume() if resume else self._start_fresh()
         saved = step
-        if step == 0 and is_eval_step(self.spec, 0):
+        # held-out evaluation: rank 0 alone (it runs no collective; only rank 0 reports)
+        if step == 0 and self.ranks.is_main and is_eval_step(self.spec, 0):
             on_eval(self._evaluate(0))
-        while step < self.spec.max_steps and not should_stop():
+        while step < self.spec.max_steps and not self._any_rank(should_stop()):
             step += 1
             report = self._guarded_step(step)
-            if is_eval_step(self.spec, step):
-                evaluated = self._evaluate(step)
-                on_eval(evaluated)
-                report = replace(report, scalars={**report.scalars, **evaluated.scalars})
-            on_step(report)
+            if self.ranks.is_main:
+                on_step(self._with_eval(report, step, on_eval))
             if self.spec.save_steps and step % self.spec.save_steps == 0:
                 saved = self._save(step, fence, on_checkpoint)
         if step > saved:
             self._save(step, fence, on_checkpoint)
         return FitResult(last_step=step, is_stopped=step < self.spec.max_steps)
+
+    def _with_eval(
+        self, report: StepReport, step: int, on_eval: Callable[[EvalReport], object]
+    ) -> StepReport:
+        """The report, with a held-out evaluation's scalars when one is due at `step`."""
+        if not is_eval_step(self.spec, step):
+            return report
+        evaluated = self._evaluate(step)
+        on_eval(evaluated)
+        return replace(report, scalars={**report.scalars, **evaluated.scalars})
+
+    def _any_rank(self, flag: bool) -> bool:
+        """A stop any rank asked for (rank 0's cancel, a rank's Ctrl-C) stops them all
+        between the same two steps."""
+        return self.ranks.max([float(flag)])[0] > 0
 
     def step(self, step: int) -> StepReport:
         """One GRPO step on the prompts of 1-based `step`, in algorithm order."""
@@ -185,18 +205,43 @@ class Trainer:
             ref_logps = self._reference_logps(rollout)
         with clock.phase("train"):
             update = self._update(rollout, advantages, ref_logps, step)
-        scalars = self._scalars(rollout, rewards, scores, update)
-        scalars["prompts/truncated"] = float(self._truncated_prompts)
-        self._after_update(step, kl=scalars["kl"])
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
-        groups = self._report_groups(batch, advantages, token_kls)
+        groups = self._report_groups(batch, advantages, token_kls, first=self._first_group)
         if filled.dropped is not None:
             dropped = filled.dropped
-            groups += self._report_groups(dropped, dropped.advantages, None, first=len(groups))
-        scalars.update(clock.scalars(num_tokens=int(rollout.lengths.sum())))
-        scalars.update({f"time/{name}": s for name, s in clock.seconds.items() if "/" in name})
+            groups += self._report_groups(
+                dropped, dropped.advantages, None, first=len(groups), is_dropped=True
+            )
+        whole = whole_step(self.ranks, self._part(batch, groups, clock))
+        scalars = self._scalars(whole, update)  # beta and learning rate of this step
+        self._after_update(step, kl=scalars["kl"])
         scalars.update(self._dynamic_scalars(step, filled, clock))
-        return build_step_report(step, spec.max_steps, scalars, groups)
+        return build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
+
+    @property
+    def _first_group(self) -> int:
+        """This rank's first group of the step (0 on one process)."""
+        return self.ranks.groups(self.spec.prompts_per_step).start
+
+    def _part(self, batch: Batch, groups: list[GroupReport], clock: StepClock) -> RankPart:
+        rollout = batch.rollout
+        mask = rollout.completion_mask.bool()
+        timings = clock.scalars(num_tokens=0)
+        del timings["tokens_per_second"]  # of the whole step: from all ranks' tokens
+        timings.update({f"time/{name}": s for name, s in clock.seconds.items() if "/" in name})
+        return detached(
+            RankPart(
+                rewards=batch.rewards,
+                scores=batch.scores,
+                passes=self._passes(batch.scores, batch.rewards),
+                lengths=rollout.lengths,
+                is_truncated=rollout.is_truncated,
+                entropy=(float(rollout.entropy[mask].sum()), float(mask.sum())),
+                groups=groups,
+                timings=timings,
+                truncated_prompts=self._truncated_prompts,
+            )
+        )
 
     def _sample(self, step: int, clock: StepClock) -> Filled:
         """Round 0 alone, or rounds until the step has prompts_per_step groups with signal."""
@@ -213,12 +258,14 @@ class Trainer:
         """Prompts of `step` (round 0) or of a reserve stream (extra rounds), generated and
         scored; a round's prompts and samples depend only on (seed, step, round)."""
         examples = self._sampler(round_index).batch(step)
+        mine = self.ranks.groups(len(examples))  # all of them on one process
+        examples = examples[mine.start : mine.stop]
         fitted = [self._fit_prompt(example) for example in examples]
         prompts = [f.text for f in fitted]
         self._truncated_prompts += sum(f.is_truncated for f in fitted)
         with clock.phase("dynamic_sampling") if round_index else nullcontext():
             with clock.phase("generate"):
-                rollout = self._generate(prompts, step, round_index)
+                rollout = self._generate(prompts, step, round_index, first=mine.start)
             with clock.phase("reward"):
                 texts = decode_completions(self.tokenizer, rollout)
                 scored = self._score(step, examples, prompts, texts, rollout)
@@ -242,9 +289,17 @@ class Trainer:
         return self.reserve_samplers[round_index]
 
     def _report_groups(
-        self, batch: Batch, advantages: torch.Tensor, token_kls: torch.Tensor | None, first: int = 0
+        self,
+        batch: Batch,
+        advantages: torch.Tensor,
+        token_kls: torch.Tensor | None,
+        first: int = 0,
+        is_dropped: bool = False,
     ) -> list[GroupReport]:
-        """The batch's GroupReports; groups after the trained ones (first > 0) are dropped."""
+        """The batch's GroupReports, indexed from `first` (this rank's first group, or the
+        trained groups' count for the dropped ones); texts for the step's first
+        max_groups_per_step trained groups, whatever rank has them."""
+        keep = self.spec.logging.max_groups_per_step
         return build_groups(
             batch.examples,
             batch.prompts,
@@ -258,10 +313,10 @@ class Trainer:
             token_kls=token_kls,
             passes=self._passes(batch.scores, batch.rewards),
             eos_token_ids=self.eos_token_ids,
-            keep=self.spec.logging.max_groups_per_step,
+            keep=keep if is_dropped else max(0, keep - first),
             stops=self.spec.stop,
             first_index=first,
-            is_dropped=first > 0,
+            is_dropped=is_dropped,
         )
 
     def _passes(self, scores: Scores, rewards: torch.Tensor) -> list[bool]:
@@ -314,7 +369,9 @@ class Trainer:
             add_special_tokens=not self.uses_chat_template,
         )
 
-    def _generate(self, prompts: list[str], step: int, round_index: int = 0) -> Rollout:
+    def _generate(
+        self, prompts: list[str], step: int, round_index: int = 0, first: int = 0
+    ) -> Rollout:
         spec = self.spec
         ids, mask = tokenize_prompts(
             self.tokenizer,
@@ -325,10 +382,9 @@ class Trainer:
         )
         # a stream per group seeded by (seed, step, dynamic-sampling round, group position):
         # resuming at step k samples what the uninterrupted run sampled, whatever consumed
-        # the global RNG before, and generation_batch_size changes no sample
-        seeds = [
-            group_seed(spec.seed, step, position, round_index) for position in range(len(prompts))
-        ]
+        # the global RNG before, and neither generation_batch_size nor the ranks change a
+        # sample (`first`: the position in the step of this rank's first group)
+        seeds = [group_seed(spec.seed, step, first + i, round_index) for i in range(len(prompts))]
         with autocast(self.device, self.dtype):
             return generate(
                 self.model,
@@ -376,15 +432,19 @@ class Trainer:
 
     def _advantages(self, rewards: torch.Tensor, scores: Scores) -> torch.Tensor:
         spec = self.spec
+        # a batch-wide std is over every rank's rewards
+        batch_std = self.ranks.population_std if self.ranks.is_distributed else None
         match spec.multi_objective_aggregation:
             case "sum_then_normalize":
                 advantages = group_advantages(
-                    rewards, scale=spec.scale_rewards, eps=spec.advantage_eps
+                    rewards, scale=spec.scale_rewards, eps=spec.advantage_eps, batch_std=batch_std
                 )
             case "normalize_then_sum":
                 table = reward_table(scores, num_groups=rewards.shape[0])  # (B, G, K)
                 weights = torch.tensor([self.rewarder.weights[label] for label in scores])
-                advantages = decoupled_advantages(table, weights, eps=spec.advantage_eps)
+                advantages = decoupled_advantages(
+                    table, weights, eps=spec.advantage_eps, batch_std=batch_std
+                )
         return clip_advantages(advantages, spec.advantage_clip)
 
     def _reference_logps(self, rollout: Rollout) -> torch.Tensor | None:
@@ -415,25 +475,25 @@ class Trainer:
                 spec=self.spec,
                 beta=self.beta,
                 step=step,
+                ranks=self.ranks,
                 autocast=lambda: autocast(self.device, self.dtype),
             )
 
-    def _scalars(
-        self,
-        rollout: Rollout,
-        rewards: torch.Tensor,
-        scores: Scores,
-        update: UpdateResult,
-    ) -> dict[str, float]:
+    def _scalars(self, whole: RankPart, update: UpdateResult) -> dict[str, float]:
+        """The step's scalars from every rank's groups (`whole`)."""
+        rewards, step_time = whole.rewards, whole.timings["time/step"]
         return {
-            **reward_scalars(rewards, scores),
-            **group_scalars(rewards, torch.tensor(self._passes(scores, rewards)).view_as(rewards)),
-            **length_scalars(rollout.lengths, rollout.is_truncated),
+            **reward_scalars(rewards, whole.scores),
+            **group_scalars(rewards, torch.tensor(whole.passes).view_as(rewards)),
+            **length_scalars(whole.lengths, whole.is_truncated),
             **update.metrics,
             "kl": update.metrics.get("kl", 0.0),
             "beta": self.beta,
-            "entropy": masked_mean(rollout.entropy, rollout.completion_mask),
+            "entropy": whole.mean_entropy,
             "learning_rate": float(self.scheduler.get_last_lr()[0]),
+            "prompts/truncated": float(whole.truncated_prompts),
+            **whole.timings,
+            "tokens_per_second": float(whole.lengths.sum()) / step_time if step_time > 0 else 0.0,
         }
 
     def _after_update(self, step: int, *, kl: float) -> None:
@@ -463,6 +523,8 @@ class Trainer:
         fence: Callable[[], object],
         on_checkpoint: Callable[[SavedCheckpoint], object],
     ) -> int:
+        if not self.ranks.is_main:  # every rank holds the same weights; rank 0 writes them
+            return step
         state: dict[str, Any] = {
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
@@ -485,7 +547,7 @@ class Trainer:
 
     def _start_fresh(self) -> int:
         """Older checkpoints would otherwise win `latest` over this run's and poison a resume."""
-        removed = remove_checkpoints(self.workdir)
+        removed = remove_checkpoints(self.workdir) if self.ranks.is_main else 0
         if removed:
             self.log(
                 "warning", f"resume=False: removed {removed} old checkpoint(s) in {self.workdir}"

@@ -38,6 +38,12 @@ def fit_problem(spec: JobSpec) -> str | None:
     """Why this worker cannot run `spec`, or None when it can."""
     import torch
 
+    ranks = spec.resources.num_processes
+    if ranks > 1:
+        return (
+            f"resources.num_processes is {ranks}; this worker runs one process per run "
+            "(multi-rank runs: grpo train, for now)"
+        )
     visible = torch.cuda.device_count()
     if spec.device.startswith("cuda"):
         index = int(spec.device.partition(":")[2] or 0)

@@ -1,0 +1,71 @@
+"""Start the ranks of one run on this machine with torch's elastic launcher, the API
+behind `torchrun` (torch.distributed.launcher.api.elastic_launch).
+
+The launcher spawns `num_processes` processes, runs a c10d rendezvous on a free port
+(`localhost:0`, as `torchrun --standalone` does), sets RANK / WORLD_SIZE / LOCAL_RANK /
+MASTER_ADDR / MASTER_PORT for each, and supervises them: when one rank exits with an
+error or is killed, it stops the others and raises ChildFailedError naming the rank, so
+no rank outlives a failed run. Nothing is restarted (max_restarts 0): a run's steps are
+not idempotent, so a failed run is resumed from its checkpoint, not re-run in place.
+Across nodes the same launcher takes a shared rendezvous endpoint (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+from grpo.distributed import Ranks, current_ranks
+
+__all__ = ["ChildFailedError", "init_rank", "is_launched", "launch_ranks"]
+
+
+def launch_ranks(
+    entry: Callable[..., Any], args: tuple[Any, ...], *, num_processes: int, run_id: str
+) -> Any:
+    """Run `entry(*args)` in `num_processes` ranks; rank 0's return value.
+
+    `entry` must be a module-level function (the ranks are spawned, not forked) that
+    calls init_rank first. Raises ChildFailedError when any rank fails.
+    """
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=num_processes,
+        run_id=run_id,
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.5,
+        start_method="spawn",
+    )
+    return elastic_launch(config, entry)(*args)[0]
+
+
+def is_launched() -> bool:
+    """True in a process the launcher started (it sets the rank's environment)."""
+    return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
+
+
+def init_rank(device: str) -> Ranks:
+    """In a launched rank: join the run's process group, NCCL with one GPU per rank on
+    CUDA, gloo with one torch thread per rank on CPU (ranks share the cores)."""
+    is_cuda = device != "cpu" and torch.cuda.is_available()
+    if is_cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group("nccl" if is_cuda else "gloo")
+    return current_ranks()
+
+
+def leave_group() -> None:
+    """Destroy the process group, if this process joined one."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,69 @@
+"""What each rank contributes to the step's report, and the whole step from the parts.
+
+Every rank generates, scores and trains its own contiguous slice of the step's groups;
+the step's scalars and GroupReports are computed from the union of the slices (rank order
+is group order), so one process and several report the same step. Phase timings are the
+max over ranks: the step waits for its slowest rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from grpo.distributed import Ranks
+from grpo.report import GroupReport
+from grpo.scoring import Scores
+
+
+@dataclass(frozen=True)
+class RankPart:
+    """One rank's groups of the step, and what its clock measured."""
+
+    rewards: Tensor  # (b, G)
+    scores: Scores
+    passes: list[bool]  # b x G, group-major
+    lengths: Tensor  # (b x G,)
+    is_truncated: Tensor  # (b x G,)
+    entropy: tuple[float, float]  # sum and count over the completions' tokens
+    groups: list[GroupReport]
+    timings: dict[str, float]  # time/<phase>, time/step, time/reward/<label>
+    truncated_prompts: int
+
+    @property
+    def mean_entropy(self) -> float:
+        return self.entropy[0] / self.entropy[1] if self.entropy[1] else 0.0
+
+
+def whole_step(ranks: Ranks, part: RankPart) -> RankPart:
+    """The union of every rank's part, on every rank (the part itself on one process)."""
+    if not ranks.is_distributed:
+        return part
+    parts: list[RankPart] = ranks.gather_all(part)
+    timings: dict[str, float] = {}
+    for p in parts:
+        for key, value in p.timings.items():
+            timings[key] = max(timings.get(key, 0.0), value)
+    return RankPart(
+        rewards=torch.cat([p.rewards for p in parts]),
+        scores={label: [v for p in parts for v in p.scores[label]] for label in part.scores},
+        passes=[v for p in parts for v in p.passes],
+        lengths=torch.cat([p.lengths for p in parts]),
+        is_truncated=torch.cat([p.is_truncated for p in parts]),
+        entropy=(sum(p.entropy[0] for p in parts), sum(p.entropy[1] for p in parts)),
+        groups=[g for p in parts for g in p.groups],
+        timings=timings,
+        truncated_prompts=sum(p.truncated_prompts for p in parts),
+    )
+
+
+def detached(part: RankPart) -> RankPart:
+    """The part on the CPU, ready to pickle to the other ranks."""
+    return replace(
+        part,
+        rewards=part.rewards.detach().cpu(),
+        lengths=part.lengths.detach().cpu(),
+        is_truncated=part.is_truncated.detach().cpu(),
+    )

@@ -1,0 +1,149 @@
+"""A run on 2 ranks started by the elastic launcher (grpo/launch.py) reports the run one
+process trains: the same sampled completions and rewards at step 1 (each group's stream
+is seeded by its position in the step, not on its rank), every group of every rank in
+rank 0's report, one checkpoint written by rank 0, and weights that match to fp32 noise.
+`grpo train` with num_processes 2 launches the ranks itself; a rank that dies fails the
+run with a message naming it and leaves no rank behind.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from grpo import cli
+from grpo.launch import ChildFailedError, init_rank, launch_ranks, leave_group
+from grpo.report import StepReport
+from grpo.spec import JobSpec, RegexReward
+from grpo.trainer import Trainer
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def job(ranks: int, **overrides: Any) -> JobSpec:
+    knobs: dict[str, Any] = dict(
+        model="builtin:tiny",
+        rewards=(RegexReward(pattern=r"\d"),),
+        max_steps=2,
+        prompts_per_step=3,
+        num_generations=4,
+        max_completion_length=6,
+        temperature=1.5,
+        learning_rate=0.05,
+        beta=0.1,
+        num_iterations=2,
+        precision="fp32",  # bf16 autocast (auto on this CPU) rounds differently per batch shape
+        micro_batch_size=5,
+        scale_rewards="batch",
+        save_steps=0,
+        logging={"max_groups_per_step": 3},
+        resources={"num_processes": ranks},
+    )
+    return JobSpec(**{**knobs, **overrides})
+
+
+def fit(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
+    reports: list[StepReport] = []
+    Trainer(spec, workdir=workdir, cache_dir=cache).fit(reports.append)
+    return reports
+
+
+def fit_rank(spec: JobSpec, workdir: Path, cache: Path, die_at: int | None) -> Any:
+    """One launched rank; rank 1 kills itself at its first step when `die_at` is set."""
+    ranks = init_rank("cpu")
+    try:
+        if die_at is not None and ranks.rank == 1:
+            os.kill(os.getpid(), 9)
+        return fit(spec, workdir, cache)
+    finally:
+        leave_group()
+
+
+def completions(report: StepReport) -> list[tuple[str, float]]:
+    return [(c.text, c.reward) for g in report.groups for c in g.completions]
+
+
+def weights(workdir: Path) -> dict[str, torch.Tensor]:
+    return load_file(workdir / "checkpoints" / "step-000002" / "model" / "model.safetensors")
+
+
+def test_two_ranks_sample_report_and_train_what_one_process_does(tmp_path, grpo_cache_dir):
+    one = fit(job(1), tmp_path / "one", grpo_cache_dir)
+    args = (job(2), tmp_path / "two", grpo_cache_dir, None)
+    two = launch_ranks(fit_rank, args, num_processes=2, run_id="test-two")
+    assert [r.step for r in two] == [1, 2]
+    assert [g.index for g in two[0].groups] == [0, 1, 2]
+    expected, got = completions(one[0]), completions(two[0])
+    assert len(got) == len(expected) == 12
+    assert sum(a == b for a, b in zip(got, expected, strict=True)) / 12 >= 0.95
+    for key in ("reward", "reward_std", "completions/mean_length", "loss", "kl", "grad_norm"):
+        assert two[0].scalars[key] == pytest.approx(one[0].scalars[key], rel=1e-5), key
+    assert sorted(os.listdir(tmp_path / "two" / "checkpoints")) == ["step-000002"]
+    assert completions(two[1]) == completions(one[1])  # step 2 samples the same weights
+    for key in ("loss", "kl", "grad_norm"):
+        assert two[1].scalars[key] == pytest.approx(one[1].scalars[key], rel=1e-5), key
+    # AdamW's first steps move a weight by about lr whatever its gradient's size, so the
+    # few gradient entries that are fp32 noise differ by up to lr * noise / |g|; the 1e-6
+    # equivalence of the update itself is test_distributed_update's, with SGD
+    trained, reference = weights(tmp_path / "two"), weights(tmp_path / "one")
+    for name, value in reference.items():
+        torch.testing.assert_close(trained[name], value, atol=5e-4, rtol=0, msg=name)
+
+
+def test_a_rank_that_dies_fails_the_run_and_stops_the_others(tmp_path, grpo_cache_dir):
+    args = (job(2), tmp_path / "run", grpo_cache_dir, 1)
+    with pytest.raises(ChildFailedError) as info:
+        launch_ranks(fit_rank, args, num_processes=2, run_id="test-die")
+    assert "Signal 9" in str(info.value) or "SIGKILL" in str(info.value)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert rank_processes(os.getpid()) == []  # the launcher stopped rank 0: no orphan
+
+
+def rank_processes(pid: int) -> list[int]:
+    """Live spawned children of `pid` (the ranks; not multiprocessing's resource tracker)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            if b"spawn_main" in (stat.parent / "cmdline").read_bytes():
+                found.append(int(stat.parent.name))
+    return found
+
+
+def test_grpo_train_launches_the_ranks_itself(tmp_path, grpo_cache_dir, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "model: builtin:tiny\nmax_steps: 2\nprompts_per_step: 2\nnum_generations: 2\n"
+        "max_completion_length: 4\nsave_steps: 1\nresources:\n  num_processes: 2\n"
+        "rewards:\n  - name: regex\n    pattern: '\\d'\n"
+    )
+    workdir = tmp_path / "run"
+    argv = ["train", str(spec), "--workdir", str(workdir), "--cache-dir", str(grpo_cache_dir)]
+    assert cli.main(argv) == 0
+    assert "launching 2 ranks" in capsys.readouterr().err
+    saved = sorted(os.listdir(workdir / "checkpoints"))
+    assert saved[-2:] == ["step-000001", "step-000002"]
+
+
+def test_a_trainer_refuses_a_spec_for_more_ranks_than_it_has(tmp_path, grpo_cache_dir):
+    with pytest.raises(ValueError, match="num_processes is 2 but this process is one of 1"):
+        Trainer(job(2), workdir=tmp_path, cache_dir=grpo_cache_dir)
+
+
+def test_a_run_checkpointed_on_two_ranks_resumes_exactly_on_one(tmp_path, grpo_cache_dir):
+    uninterrupted = fit(job(1), tmp_path / "one", grpo_cache_dir)
+    args = (job(2, max_steps=1, save_steps=1), tmp_path / "run", grpo_cache_dir, None)
+    launch_ranks(fit_rank, args, num_processes=2, run_id="test-resume")
+    resumed = fit(job(1), tmp_path / "run", grpo_cache_dir)
+    assert [r.step for r in resumed] == [2]
+    assert completions(resumed[0]) == completions(uninterrupted[1])
+    for key in ("loss", "kl", "grad_norm"):
+        assert resumed[0].scalars[key] == pytest.approx(uninterrupted[1].scalars[key], rel=1e-5)
