@@ -189,7 +189,9 @@ def _bad_job(stack: Stack, case: str) -> tuple[dict[str, object], str]:
             # 32768 sequences x 131072 positions: a 1 TiB KV cache the allocator refuses
             knobs = {"prompts_per_step": 64, "num_generations": 512}
             return {**knobs, "max_completion_length": 131072}, (
-                "out of memory on cpu at step 1 (tried to allocate 1024.1 GiB): lower "
+                "out of memory on cpu at step 1 (tried to allocate 1024.1 GiB): set "
+                "micro_batch_size (unset: all 32768 completions per pass; try 16384) and "
+                "generation_batch_size (unset: all 32768 decoded at once; try 16384), or lower "
                 "num_generations (512), prompts_per_step (64) or max_completion_length (131072)"
             )
 
