@@ -150,6 +150,11 @@ class ResourcesSpec(BaseModel):
     `fully_shard`) is refused for now: see docs/scaling.md."""
 
 
+TRACKER_PACKAGES = {"tensorboard": "tensorboard"}
+"""The package each `logging.report_to` tracker needs (the `trackers` extra); the API checks
+it is importable at submit, without importing it."""
+
+
 class LoggingSpec(BaseModel):
     """What is kept of each step beyond its scalars."""
 
@@ -159,6 +164,10 @@ class LoggingSpec(BaseModel):
     pass_threshold: float = Field(1.0, ge=-1e6, le=1e6)
     """Total reward at which a completion passes when no accuracy-like reward (`accuracy`,
     `exact_match`, `code`) decides: groups are all_pass, all_fail or mixed by it."""
+    report_to: tuple[Literal["tensorboard"], ...] = ()
+    """Trackers that also get every step's scalars, histograms and eval metrics (our store
+    stays the source of truth): `tensorboard` writes event files under the run's directory
+    (`tensorboard/`); needs the `trackers` extra. See grpo/trackers.py."""
 
 
 class DynamicSamplingSpec(BaseModel):

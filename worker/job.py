@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from functools import partial
+from typing import TypeVar
 
 from app.queue import dispatch_run
 from app.settings import get_settings
@@ -23,9 +25,12 @@ from app.store.models import RunStatus
 from grpo.failures import user_message
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
+from grpo.trackers import Trackers
 from grpo.trainer import FitResult, Trainer
 from worker.device import device_label, fit_problem
 from worker.lifecycle import current_run, stopping, worker_name
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 DECLINES_REMEMBERED = 1024
@@ -78,13 +83,27 @@ def _train(held: Lease, spec: JobSpec) -> FitResult:
         run_id=held.run_id,
         reward_hosts=settings.reward_host_list,
     )
-    return trainer.fit(
-        partial(steps.save_step, held.run_id, lease=held),
-        should_stop=lambda: lease.check(held) or stopping.is_set(),
-        fence=partial(lease.check, held),
-        on_checkpoint=partial(checkpoints.record_checkpoint, held),
-        on_eval=partial(evals.save_eval, held.run_id, lease=held),
-    )
+    trackers = Trackers(spec, settings.runs_dir / held.run_id)
+    try:
+        return trainer.fit(
+            both(partial(steps.save_step, held.run_id, lease=held), trackers.log_step),
+            should_stop=lambda: lease.check(held) or stopping.is_set(),
+            fence=partial(lease.check, held),
+            on_checkpoint=partial(checkpoints.record_checkpoint, held),
+            on_eval=both(partial(evals.save_eval, held.run_id, lease=held), trackers.log_eval),
+        )
+    finally:
+        trackers.close()
+
+
+def both(store: Callable[[T], None], track: Callable[[T], None]) -> Callable[[T], None]:
+    """The store first: a tracker only hears of what was written under the lease."""
+
+    def call(report: T) -> None:
+        store(report)
+        track(report)
+
+    return call
 
 
 def _end(held: Lease, result: FitResult, *, queue: str) -> None:

@@ -15,6 +15,7 @@ from app.api.reward_checks import check_rewards
 from app.api.runs import PACKAGE_VERSION, run_out
 from app.api.schemas import RunOut
 from app.api.spec_checks import check_spec
+from app.api.tracker_checks import check_trackers
 from app.queue import dispatch_run
 from app.store import runs
 from grpo.spec import JobSpec
@@ -75,6 +76,7 @@ def clone_run(
     spec = JobSpec.model_validate(spec_data)
     check_spec(spec, settings)
     check_rewards(spec, settings)
+    check_trackers(spec)
     clone, _ = runs.create_run(spec, package_version=PACKAGE_VERSION)
     dispatch_run(clone.id, queue=clone.queue)
     response.headers["Location"] = f"/api/runs/{clone.id}"

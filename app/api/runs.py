@@ -30,6 +30,7 @@ from app.api.schemas import (
     RunOut,
 )
 from app.api.spec_checks import check_spec
+from app.api.tracker_checks import check_trackers
 from app.queue import dispatch_run
 from app.store import events, histograms, runs, steps
 from app.store.models import Run, RunStatus
@@ -60,6 +61,7 @@ def submit_run(
     (the same spec again: 200; a different one: 422 naming the key)."""
     check_spec(spec, settings)
     check_rewards(spec, settings)
+    check_trackers(spec)
     run, is_new = runs.create_run(
         spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key
     )

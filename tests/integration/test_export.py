@@ -1,7 +1,8 @@
-"""Eval in the spec and `grpo export` against the real service: eval/accuracy is stored at
-steps 0, 2 and 4; the final checkpoint arrives (resuming a cut download) in a directory that
-AutoModelForCausalLM and AutoTokenizer load, with the trained weights, and its greedy
-accuracy on the same eval examples, computed here, is the stored final eval/accuracy."""
+"""Eval in the spec, TensorBoard and `grpo export` against the real service: eval/accuracy
+is stored (and in the run's TensorBoard event files) at steps 0, 2 and 4; the final
+checkpoint arrives (resuming a cut download) in a directory that AutoModelForCausalLM and
+AutoTokenizer load, with the trained weights, and its greedy accuracy on the same eval
+examples, computed here, is the stored final eval/accuracy."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 import torch
 from safetensors.torch import load_file
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from grpo.data import load_examples
@@ -35,7 +37,7 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
     spec = tiny_spec(
         embedded_stack, name="export", model="builtin:tiny-arith", max_steps=4, save_steps=2,
         max_completion_length=6, learning_rate=3e-4,
-        eval={"every_steps": 2, "max_examples": 16},
+        eval={"every_steps": 2, "max_examples": 16}, logging={"report_to": ["tensorboard"]},
     )  # fmt: skip
     with embedded_stack.client() as client:
         run_id = client.post("/api/runs", json=spec).json()["id"]
@@ -52,6 +54,10 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
     assert "eval/accuracy" not in by_step[1] and "eval/accuracy" in by_step[2]
     assert "eval: 16 examples, 0 of them also training prompts" in logs
     assert [(c["step"], c["is_final"]) for c in listed] == [(2, False), (4, True)]
+    board = EventAccumulator(str(embedded_stack.data_dir / "runs" / run_id / "tensorboard"))
+    board.Reload()
+    assert [s.step for s in board.Scalars("eval/accuracy")] == [0, 2, 4]
+    assert [s.step for s in board.Scalars("reward")] == [1, 2, 3, 4]
 
     out = tmp_path / "model"
     out.mkdir()

@@ -1,0 +1,22 @@
+"""A run that asks for a tracker (`logging.report_to`) whose package is not installed is a
+422 at submit naming the package, checked with importlib.util.find_spec: the API never
+imports a tracker (or torch) itself."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from app.api.errors import ApiError
+from grpo.spec import TRACKER_PACKAGES, JobSpec
+
+
+def check_trackers(spec: JobSpec) -> None:
+    for tracker in spec.logging.report_to:
+        package = TRACKER_PACKAGES[tracker]
+        if importlib.util.find_spec(package) is None:
+            message = (
+                f"{tracker} needs the {package!r} package, which is not installed: "
+                "pip install 'grpo-service[trackers]'"
+            )
+            fields = [{"loc": "logging.report_to", "message": message}]
+            raise ApiError(422, "validation_error", f"invalid job spec: {message}", fields)

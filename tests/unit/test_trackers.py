@@ -1,0 +1,61 @@
+"""Trackers (spec logging.report_to): TensorBoard event files that tensorboard's own event
+reader reads back, and a missing tracker package named at submit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from app.api.errors import ApiError
+from app.api.tracker_checks import check_trackers
+from grpo.report import EvalReport, StepReport
+from grpo.spec import JobSpec
+from grpo.trackers import Trackers
+
+SPEC = JobSpec(logging={"report_to": ["tensorboard"]})
+
+
+def test_tensorboard_event_files_hold_scalars_histograms_and_eval(tmp_path: Path) -> None:
+    trackers = Trackers(SPEC, tmp_path)
+    reward_bins = [0] * 30  # bins of 0.1 on [-1, 2]
+    reward_bins[10], reward_bins[20] = 3, 5  # 3 rewards in [0, .1), 5 in [1, 1.1)
+    for step in (1, 2):
+        scalars = {
+            "reward": 0.25 * step,
+            "kl": 0.01,
+            **({"eval/accuracy": 0.75} if step == 2 else {}),
+        }
+        trackers.log_step(StepReport(step, 2, scalars, reward_histogram=reward_bins))
+    trackers.log_eval(EvalReport(0, {"eval/accuracy": 0.5}))
+    trackers.log_eval(EvalReport(2, {"eval/accuracy": 0.75}))
+    trackers.close()
+
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(s.step, s.value) for s in events.Scalars("reward")] == [(1, 0.25), (2, 0.5)]
+    assert [(s.step, s.value) for s in events.Scalars("eval/accuracy")] == [(0, 0.5), (2, 0.75)]
+    histogram = events.Histograms("reward_histogram")[-1]
+    value = histogram.histogram_value
+    assert histogram.step == 2 and value.num == 8
+    assert value.sum == pytest.approx(3 * 0.05 + 5 * 1.05)
+
+
+def test_no_tracker_writes_nothing(tmp_path: Path) -> None:
+    trackers = Trackers(JobSpec(), tmp_path)
+    trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
+    trackers.close()
+    assert not (tmp_path / "tensorboard").exists()
+
+
+def test_a_missing_tracker_package_is_named_at_submit(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_trackers(SPEC)  # installed: accepted
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # what an uninstalled package looks like
+    with pytest.raises(ApiError) as refused:
+        check_trackers(SPEC)
+    assert refused.value.status == 422
+    assert "'tensorboard' package" in str(refused.value)
+    with pytest.raises(ValueError, match="report_to"):
+        JobSpec(logging={"report_to": ["neptune"]})
