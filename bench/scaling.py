@@ -1,0 +1,95 @@
+"""Data-parallel step time: 2 ranks (one torch thread each, gloo) against one process with
+one thread, on the demo spec, and whether they sample the same completions.
+
+    python bench/scaling.py [--spec examples/arith-demo.yaml] [--steps 12] [--ranks 2]
+
+Both runs train the spec for --steps steps (no checkpoints) from the same start; the
+step time of each is the median of its steps' `time/step` after the first (warm-up; on
+ranks the max over ranks, as the trainer reports it). samples_identical is the fraction
+of step 1's completions (text and reward, in step order) that are equal in both runs.
+The runs go one after the other, so load from other processes on the machine moves the
+ratio: the load average before each run is printed with it. Last line:
+
+    scaling: ranks=2 step_time_ratio=<t2/t1> samples_identical=<fraction>
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import yaml  # noqa: E402
+
+from grpo.launch import init_rank, launch_ranks, leave_group  # noqa: E402
+from grpo.report import StepReport  # noqa: E402
+from grpo.spec import JobSpec  # noqa: E402
+from grpo.trainer import Trainer  # noqa: E402
+
+
+def train(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
+    reports: list[StepReport] = []
+    Trainer(spec, workdir=workdir, cache_dir=cache).fit(reports.append, resume=False)
+    return reports
+
+
+def train_rank(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
+    init_rank(spec.device)
+    try:
+        return train(spec, workdir, cache)
+    finally:
+        leave_group()
+
+
+def step_time(reports: list[StepReport]) -> float:
+    return statistics.median(r.scalars["time/step"] for r in reports[1:])
+
+
+def samples(report: StepReport) -> list[tuple[str, float]]:
+    return [(c.text, c.reward) for g in report.groups for c in g.completions]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "arith-demo.yaml")
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--precision", default=None, help="override the spec's (auto/fp32/bf16)")
+    args = parser.parse_args()
+    cache = Path(os.environ.get("GRPO_CACHE_DIR", "~/.cache/grpo")).expanduser()
+    data: dict[str, Any] = yaml.safe_load(args.spec.read_text())
+    data.update(max_steps=args.steps, save_steps=0)
+    data["logging"] = {**data.get("logging", {}), "max_groups_per_step": data["prompts_per_step"]}
+    if args.precision:
+        data["precision"] = args.precision
+    one = JobSpec.model_validate({**data, "resources": {"num_processes": 1}})
+    many = JobSpec.model_validate({**data, "resources": {"num_processes": args.ranks}})
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        load_one = os.getloadavg()[0]
+        single = train(one, Path(tmp) / "one", cache)
+        load_many = os.getloadavg()[0]
+        ranked = launch_ranks(
+            train_rank, (many, Path(tmp) / "many", cache), num_processes=args.ranks, run_id="bench"
+        )
+    t1, t2 = step_time(single), step_time(ranked)
+    a, b = samples(single[0]), samples(ranked[0])
+    same = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
+    print(f"cores: {os.cpu_count()}; spec {args.spec.name}, {args.steps} steps")
+    print(f"1 process, 1 thread: median step {t1:.3f} s (load average before: {load_one:.1f})")
+    print(
+        f"{args.ranks} ranks, 1 thread each: median step {t2:.3f} s (load before: {load_many:.1f})"
+    )
+    print(f"scaling: ranks={args.ranks} step_time_ratio={t2 / t1:.3f} samples_identical={same:.3f}")
+
+
+if __name__ == "__main__":
+    main()
