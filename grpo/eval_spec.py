@@ -3,9 +3,14 @@ imports without torch (grpo/spec.py uses it)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grpo.sources import parse_data_source
+
+if TYPE_CHECKING:  # defined in grpo/spec.py, which rebuilds this model once it is
+    from grpo.spec import RewardSpec
 
 
 class EvalSpec(BaseModel):
@@ -31,6 +36,18 @@ class EvalSpec(BaseModel):
     """Completions per example; k of pass@k."""
     temperature: float = Field(0.0, ge=0.0, le=10.0)
     """0: greedy decoding."""
+    rewards: tuple[RewardSpec, ...] | None = None
+    """Reward functions that score the eval samples (and decide a pass, as in training);
+    None: the run's own."""
+
+    @field_validator("rewards")
+    @classmethod
+    def _rewards_valid(
+        cls, rewards: tuple[RewardSpec, ...] | None
+    ) -> tuple[RewardSpec, ...] | None:
+        from grpo.spec import check_reward_entries  # grpo/spec.py imports this module
+
+        return None if rewards is None else check_reward_entries(rewards)
 
     @model_validator(mode="after")
     def _samples_differ(self) -> EvalSpec:

@@ -1,5 +1,5 @@
 """Held-out evaluation during training: the spec's eval examples sampled by the policy on
-the run's device, batched like training, scored by the run's rewards.
+the run's device, batched like training, scored by eval.rewards (default: the run's).
 
 `eval/accuracy` is the share of samples that pass (grpo/outcome.py's rule: the accuracy-like
 reward gives full marks, or the total reaches logging.pass_threshold); `eval/pass@k` (k =
@@ -42,6 +42,7 @@ class Policy(Protocol):
     device: torch.device
     dtype: torch.dtype | None
     rewarder: Rewarder
+    eval_rewarder: Rewarder
     eos_token_ids: list[int]
     stop_strings: StopStrings | None
     uses_chat_template: bool
@@ -91,7 +92,7 @@ def evaluate(policy: Policy, step: int, examples: Sequence[Example]) -> EvalRepo
     for start in range(0, len(examples), per_batch):
         batch = list(examples[start : start + per_batch])
         batch_prompts, batch_texts, lengths = _sample(policy, step, batch, first=start)
-        scored = policy.rewarder.score(
+        scored = policy.eval_rewarder.score(
             RewardBatch(policy.run_id, step, batch, batch_prompts, batch_texts, lengths)
         )
         for label, values in scored.scores.items():
@@ -145,9 +146,10 @@ def _report(
 ) -> EvalReport:
     spec = policy.spec
     k = len(texts) // len(examples)
-    totals = total_rewards(scores, policy.rewarder.weights)
+    totals = total_rewards(scores, policy.eval_rewarder.weights)
+    rewards = (spec.eval.rewards if spec.eval else None) or spec.rewards
     passes = completion_passes(
-        scores, totals, label=pass_label(spec.rewards), threshold=spec.logging.pass_threshold
+        scores, totals, label=pass_label(rewards), threshold=spec.logging.pass_threshold
     )
     scalars = {"eval/accuracy": sum(passes) / len(passes), "eval/reward": sum(totals) / len(totals)}
     for label, values in scores.items():

@@ -84,6 +84,26 @@ RewardSpec = Annotated[
 ]
 """One reward entry; `name` picks the kind (grpo/reward_spec.py documents each)."""
 
+EvalSpec.model_rebuild(_types_namespace={"RewardSpec": RewardSpec})
+
+
+def check_reward_entries(rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, ...]:
+    """At least one entry, unique labels, patterns that compile."""
+    if not rewards:
+        raise ValueError("at least one reward function is required")
+    labels = [r.label for r in rewards]
+    if len(set(labels)) != len(labels):
+        raise ValueError(
+            f"reward labels must be unique, got {labels}: give each entry its own `label`"
+        )
+    for r in rewards:
+        if isinstance(r, FormatReward | RegexReward):
+            try:
+                re.compile(r.pattern)
+            except re.error as exc:
+                raise ValueError(f"{r.name}.pattern is not a valid regex: {exc}") from exc
+    return rewards
+
 
 class DataSpec(BaseModel):
     """Where prompts and reference answers come from."""
@@ -352,20 +372,7 @@ class JobSpec(BaseModel):
     @field_validator("rewards")
     @classmethod
     def _rewards_unique_and_valid(cls, rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, ...]:
-        if not rewards:
-            raise ValueError("at least one reward function is required")
-        labels = [r.label for r in rewards]
-        if len(set(labels)) != len(labels):
-            raise ValueError(
-                f"reward labels must be unique, got {labels}: give each entry its own `label`"
-            )
-        for r in rewards:
-            if isinstance(r, FormatReward | RegexReward):
-                try:
-                    re.compile(r.pattern)
-                except re.error as exc:
-                    raise ValueError(f"{r.name}.pattern is not a valid regex: {exc}") from exc
-        return rewards
+        return check_reward_entries(rewards)
 
     @field_validator("model")
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -119,13 +120,16 @@ class Trainer:
             roots=model_roots,
         )
         self.model = prepare_policy(model, spec)
-        self.rewarder = Rewarder(
-            spec.rewards,
+        rewarder = partial(
+            Rewarder,
             device=self.device,
             reward_hosts=reward_hosts,
             cache_dir=Path(cache_dir),
             model_roots=model_roots,
         )
+        self.rewarder = rewarder(spec.rewards)
+        eval_rewards = spec.eval.rewards if spec.eval else None
+        self.eval_rewarder = rewarder(eval_rewards) if eval_rewards else self.rewarder
         self.reference = ReferencePolicy(self.model) if spec.beta > 0 else None
         self.optimizer = build_optimizer(self.model.parameters(), spec)
         self.scheduler = build_scheduler(self.optimizer, spec)

@@ -19,37 +19,45 @@ from grpo.spec import (
     JobSpec,
     ModelReward,
     PythonReward,
+    RewardSpec,
     endpoint_host,
     is_allowed_host,
 )
 
 
 def check_rewards(spec: JobSpec, settings: Settings) -> None:
-    """Raise a 422 naming `rewards.<i>.<field>` for the first entry this server refuses."""
-    for i, entry in enumerate(spec.rewards):
+    """Raise a 422 naming `rewards.<i>.<field>` (or `eval.rewards.<i>.<field>`) for the first
+    entry this server refuses."""
+    check_entries(spec.rewards, settings, prefix="rewards")
+    if spec.eval is not None and spec.eval.rewards is not None:
+        check_entries(spec.eval.rewards, settings, prefix="eval.rewards")
+
+
+def check_entries(entries: tuple[RewardSpec, ...], settings: Settings, *, prefix: str) -> None:
+    for i, entry in enumerate(entries):
         match entry:
             case HttpReward() if not is_allowed_host(entry.url, settings.reward_host_list):
                 allowed = ", ".join(settings.reward_host_list) or "none (GRPO_REWARD_HOSTS)"
                 _reject(
-                    f"rewards.{i}.url",
+                    f"{prefix}.{i}.url",
                     f"host {endpoint_host(entry.url)!r} is not an allowed reward host; "
                     f"allowed: {allowed}",
                 )
             case PythonReward() if entry.function not in _installed_functions():
                 installed = ", ".join(sorted(_installed_functions())) or "none"
                 _reject(
-                    f"rewards.{i}.function",
+                    f"{prefix}.{i}.function",
                     f"no reward function {entry.function!r} is installed in entry-point group "
                     f"{ENTRY_POINT_GROUP!r} (installed: {installed})",
                 )
             case CodeReward() if shutil.which("bwrap") is None:
                 _reject(
-                    f"rewards.{i}",
+                    f"{prefix}.{i}",
                     "code rewards run in a bubblewrap sandbox and bubblewrap is not installed "
                     "on this server (apt-get install bubblewrap)",
                 )
             case ModelReward():
-                check_model_path(entry.model, settings, loc=f"rewards.{i}.model")
+                check_model_path(entry.model, settings, loc=f"{prefix}.{i}.model")
 
 
 def _installed_functions() -> set[str]:

@@ -34,6 +34,10 @@ def test_eval_sections_are_checked_at_submit(api: TestClient) -> None:
     assert unknown.status_code == 422 and "unknown dataset" in unknown.text
     greedy_k = api.post("/api/runs", json={**SPEC, "eval": {"num_samples": 4}})
     assert greedy_k.status_code == 422 and "temperature > 0" in greedy_k.text
+    endpoint = {"name": "http", "url": "http://evil.example/score"}
+    refused = api.post("/api/runs", json={**SPEC, "eval": {"rewards": [endpoint]}})
+    assert refused.status_code == 422
+    assert refused.json()["error"]["fields"][0]["loc"] == "eval.rewards.0.url"
     fine = api.post("/api/runs", json={**SPEC, "eval": {"every_steps": 2}})
     assert fine.status_code == 201, fine.text
     assert fine.json()["spec"]["eval"]["split"] == "test"

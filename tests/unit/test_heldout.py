@@ -3,6 +3,7 @@ is the greedy accuracy grpo.evaluate computes on the same examples, and pass@k."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,20 @@ def test_sampled_eval_gives_pass_at_k(tmp_path: Path, grpo_cache_dir: Path) -> N
         assert report.scalars["eval/pass@4"] == pytest.approx(solved)
         share = sum(sum(p) for p in passes) / (4 * len(passes))  # type: ignore[arg-type]
         assert report.scalars["eval/accuracy"] == pytest.approx(share)
+
+
+def test_eval_rewards_replace_the_runs_for_scoring_and_passing(
+    tmp_path: Path, grpo_cache_dir: Path
+) -> None:
+    regex = {"name": "regex", "pattern": r"^\d\d$"}  # two digits, nothing else
+    s = spec(every_steps=0, rewards=[regex]).model_copy(update={"max_steps": 1})
+    _, evals, steps = fit(s, tmp_path, grpo_cache_dir)
+    final = evals[-1]
+    assert set(final.scalars) == {"eval/accuracy", "eval/reward", "eval/regex/mean"}
+    assert "rewards/accuracy/mean" in steps[0].scalars  # training kept its own rewards
+    texts = [row["completions"][0] for row in final.examples]  # type: ignore[index]
+    matches = [bool(re.fullmatch(r"\d\d", t)) for t in texts]
+    assert 0 < sum(matches) < len(matches)
+    # no accuracy-like reward: a pass is a total reward of logging.pass_threshold (1.0)
+    assert [row["passes"] for row in final.examples] == [[m] for m in matches]
+    assert final.scalars["eval/regex/mean"] == pytest.approx(sum(matches) / len(matches))
