@@ -406,8 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--trl-cache",
         choices=["dynamic", "static"],
         default="static",
-        help="TRL's KV cache in generate (default static: TRL's faster option here, see "
-        "bench/README.md; dynamic is TRL's own default)",
+        help="TRL's KV cache in generate (default static; dynamic, TRL's own default, gave "
+        "the same ratios here: see bench/README.md)",
     )
     parser.add_argument("--verbose", action="store_true", help="print every step's times")
     return parser
