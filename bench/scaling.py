@@ -3,12 +3,13 @@ one thread, on the demo spec, and whether they sample the same completions.
 
     python bench/scaling.py [--spec examples/arith-demo.yaml] [--steps 12] [--ranks 2]
 
-Both runs train the spec for --steps steps (no checkpoints) from the same start; the
-step time of each is the median of its steps' `time/step` after the first (warm-up; on
-ranks the max over ranks, as the trainer reports it). samples_identical is the fraction
-of step 1's completions (text and reward, in step order) that are equal in both runs.
-The runs go one after the other, so load from other processes on the machine moves the
-ratio: the load average before each run is printed with it. Last line:
+Both runs train the spec for --steps steps (no checkpoints) from the same start, and
+the pair is repeated --repeats times, alternating, so load from other processes on the
+machine falls on both sides alike; each side's step time is the median of its steps'
+`time/step` after each run's first (warm-up; on ranks the max over ranks, as the trainer
+reports it), and the load average before each run is printed. samples_identical is the
+fraction of step 1's completions (text and reward, in step order) equal in both runs,
+over all repeats. Last line:
 
     scaling: ranks=2 step_time_ratio=<t2/t1> samples_identical=<fraction>
 """
@@ -49,8 +50,8 @@ def train_rank(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
         leave_group()
 
 
-def step_time(reports: list[StepReport]) -> float:
-    return statistics.median(r.scalars["time/step"] for r in reports[1:])
+def step_times(reports: list[StepReport]) -> list[float]:
+    return [r.scalars["time/step"] for r in reports[1:]]
 
 
 def samples(report: StepReport) -> list[tuple[str, float]]:
@@ -62,6 +63,7 @@ def main() -> None:
     parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "arith-demo.yaml")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--precision", default=None, help="override the spec's (auto/fp32/bf16)")
     args = parser.parse_args()
     cache = Path(os.environ.get("GRPO_CACHE_DIR", "~/.cache/grpo")).expanduser()
@@ -73,20 +75,30 @@ def main() -> None:
     one = JobSpec.model_validate({**data, "resources": {"num_processes": 1}})
     many = JobSpec.model_validate({**data, "resources": {"num_processes": args.ranks}})
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        load_one = os.getloadavg()[0]
-        single = train(one, Path(tmp) / "one", cache)
-        load_many = os.getloadavg()[0]
-        ranked = launch_ranks(
-            train_rank, (many, Path(tmp) / "many", cache), num_processes=args.ranks, run_id="bench"
+    times: tuple[list[float], list[float]] = ([], [])
+    equal, total = 0, 0
+    for repeat in range(args.repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            load_one = os.getloadavg()[0]
+            single = train(one, Path(tmp) / "one", cache)
+            load_many = os.getloadavg()[0]
+            ranked = launch_ranks(
+                train_rank, (many, Path(tmp) / "many", cache), num_processes=args.ranks, run_id="b"
+            )
+        times[0].extend(step_times(single))
+        times[1].extend(step_times(ranked))
+        a, b = samples(single[0]), samples(ranked[0])
+        equal, total = equal + sum(x == y for x, y in zip(a, b, strict=True)), total + len(a)
+        print(
+            f"repeat {repeat + 1}: 1 process {statistics.median(step_times(single)):.3f} s/step "
+            f"(load before {load_one:.1f}), {args.ranks} ranks "
+            f"{statistics.median(step_times(ranked)):.3f} s/step (load before {load_many:.1f})"
         )
-    t1, t2 = step_time(single), step_time(ranked)
-    a, b = samples(single[0]), samples(ranked[0])
-    same = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
-    print(f"cores: {os.cpu_count()}; spec {args.spec.name}, {args.steps} steps")
-    print(f"1 process, 1 thread: median step {t1:.3f} s (load average before: {load_one:.1f})")
+    t1, t2 = statistics.median(times[0]), statistics.median(times[1])
+    same = equal / total
+    print(f"cores: {os.cpu_count()}; spec {args.spec.name}, {args.steps} steps x {args.repeats}")
     print(
-        f"{args.ranks} ranks, 1 thread each: median step {t2:.3f} s (load before: {load_many:.1f})"
+        f"median step: 1 process 1 thread {t1:.3f} s, {args.ranks} ranks 1 thread each {t2:.3f} s"
     )
     print(f"scaling: ranks={args.ranks} step_time_ratio={t2 / t1:.3f} samples_identical={same:.3f}")
 
