@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from app.client import GrpoClient
 from grpo.data import load_examples
 from grpo.evaluate import greedy_accuracy
 from grpo.spec import JobSpec
@@ -48,6 +49,12 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
         archive = client.get(f"/api/runs/{run_id}/checkpoints/latest/download").content
         logs = [line["message"] for line in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
     assert [e["step"] for e in evals["items"]] == [0, 2, 4]
+    streamed = [
+        data for kind, data in GrpoClient(embedded_stack.url).events(run_id) if kind == "eval"
+    ]
+    assert [(e["step"], e["metrics"]) for e in streamed] == [
+        (e["step"], e["metrics"]) for e in evals["items"]
+    ]  # the live stream carries each evaluation, step 0 included
     final = evals["items"][-1]
     by_step = {row["step"]: row["metrics"] for row in metrics}
     assert by_step[4]["eval/accuracy"] == final["metrics"]["eval/accuracy"]
