@@ -1,5 +1,6 @@
 """Held-out eval on the run page: the eval curve beside the training reward, the table of
-one evaluated step's examples, and an example's history across evaluations."""
+one evaluated step's examples, an example's history across evaluations; and the final
+model downloaded from the Export menu."""
 
 from __future__ import annotations
 
@@ -52,4 +53,9 @@ def test_eval_curve_table_and_history(
     shoot(page, "run-eval-curve")
     page.locator("#eval-panel").scroll_into_view_if_needed()
     shoot(page, "run-eval-table")
+
+    page.locator("#run-head details.menu summary").click()
+    with page.expect_download() as info:
+        page.get_by_role("link", name="Model · latest checkpoint (.tar.gz)").click()
+    assert info.value.suggested_filename == f"{run['id']}-step-000004.tar.gz"
     assert console.unexpected() == []
