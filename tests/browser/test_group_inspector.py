@@ -112,7 +112,12 @@ def test_a_function_that_does_not_apply_shows_a_dash_under_its_label(
 ) -> None:
     # records without an answer: the example plugin returns null for them; `any` applies
     records = "".join(json.dumps({"prompt": f"{i}+1=", "answer": ""}) + "\n" for i in range(4))
-    created = api.post("/api/datasets", params={"name": "no-answers"}, content=records.encode())
+    created = api.post(
+        "/api/datasets",
+        params={"name": "no-answers"},
+        content=records.encode(),
+        headers={"content-type": "application/x-ndjson"},
+    )
     assert created.status_code == 201, created.text
     rewards = [
         {"name": "python", "function": "contains_answer", "label": "has_answer"},

@@ -25,7 +25,7 @@ SPEC = {"name": "inprocess", "model": "builtin:tiny", "max_steps": 4, "num_gener
 
 @pytest.fixture
 def api(store: str) -> Iterator[TestClient]:
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), base_url="http://localhost") as client:
         yield client
 
 
@@ -39,6 +39,9 @@ def step_report(step: int) -> StepReport:
         advantages=[1.0, -1.0], completions=[completion, completion], passes=[True, False],
     )  # fmt: skip
     return StepReport(step=step, total_steps=4, scalars={"reward": 0.5, "kl": 0.0}, groups=[group])
+
+
+JSONL = {"content-type": "application/x-ndjson"}
 
 
 def submit(api: TestClient, **overrides: object) -> str:
@@ -121,9 +124,10 @@ def test_steps_read_back_through_every_step_route(api: TestClient) -> None:
 
 def test_a_dataset_is_uploaded_listed_and_a_bad_line_named(api: TestClient) -> None:
     body = b'{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2=", "answer": "4"}\n'
-    uploaded = api.post("/api/datasets", params={"name": "sums"}, content=body)
+    uploaded = api.post("/api/datasets", params={"name": "sums"}, content=body, headers=JSONL)
     assert uploaded.status_code == 201, uploaded.text
     assert uploaded.json()["num_records"] == 2
     assert [d["name"] for d in api.get("/api/datasets").json()["items"]] == ["sums"]
-    bad = api.post("/api/datasets", params={"name": "bad"}, content=b'{"prompt": "x"}\nnot json\n')
+    bad_lines = b'{"prompt": "x"}\nnot json\n'
+    bad = api.post("/api/datasets", params={"name": "bad"}, content=bad_lines, headers=JSONL)
     assert bad.status_code == 422 and "line" in bad.text
