@@ -114,7 +114,7 @@ def train(args: argparse.Namespace) -> int:
     ranks = spec.resources.num_processes
     if ranks == 1:
         return train_here(args, spec, workdir)
-    from grpo.launch import ChildFailedError, launch_ranks
+    from grpo.launch import ChildFailedError, SignalException, launch_ranks
 
     print(f"launching {ranks} ranks (torch elastic launcher)", file=sys.stderr)
     try:
@@ -124,6 +124,9 @@ def train(args: argparse.Namespace) -> int:
     except ChildFailedError as exc:
         print(f"error: a rank failed, every rank was stopped:\n{exc}", file=sys.stderr)
         return 1
+    except SignalException:  # Ctrl-C: the ranks stopped after their step and checkpointed
+        print(f"stopped; checkpoints in {workdir / 'checkpoints'}", file=sys.stderr)
+        return 130
     return code
 
 
@@ -133,12 +136,24 @@ def train_rank(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
 
     init_rank(spec.device)
     try:
-        return train_here(args, spec, workdir)
+        # the launcher passes the Ctrl-C it gets on to the ranks, after the terminal's own:
+        # every one of them only asks for the stop between steps
+        code = train_here(args, spec, workdir, keep_stopping=True)
     finally:
         leave_group()
+    if code == 130:
+        # stopped by Ctrl-C, checkpoint written: exit now, since the launcher's wrapper
+        # would wait for a "finished" event its agent, shutting down, never sets (and
+        # SIGKILL this rank 30 s later)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return code
 
 
-def train_here(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
+def train_here(
+    args: argparse.Namespace, spec: Any, workdir: Path, *, keep_stopping: bool = False
+) -> int:
     """Train in this process (one rank of several when launched); rank 0 shows progress."""
     from tqdm import tqdm
 
@@ -157,7 +172,7 @@ def train_here(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
     bar = tqdm(
         total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True, disable=not is_main
     )
-    with StopOnInterrupt() as stop, bar:
+    with StopOnInterrupt(keep=keep_stopping) as stop, bar:
 
         def show(report: Any) -> None:
             bar.n = report.step
@@ -218,10 +233,12 @@ def load_spec(path: Path) -> Any:
 
 
 class StopOnInterrupt:
-    """First Ctrl-C: finish the step, checkpoint, stop. Second: interrupt at once."""
+    """First Ctrl-C: finish the step, checkpoint, stop. Second: interrupt at once (`keep`:
+    every Ctrl-C only asks for the stop)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep: bool = False) -> None:
         self.requested = False
+        self.keep = keep
         self._previous: Any = None
 
     def __enter__(self) -> StopOnInterrupt:
@@ -232,7 +249,12 @@ class StopOnInterrupt:
         signal.signal(signal.SIGINT, self._previous)
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and self.keep:
+            return
         self.requested = True
+        if self.keep:
+            print("\nstopping after this step", file=sys.stderr)
+            return
         signal.signal(signal.SIGINT, self._previous)
         print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
 

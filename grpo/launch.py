@@ -18,12 +18,13 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from grpo.distributed import Ranks, current_ranks
 
-__all__ = ["ChildFailedError", "init_rank", "is_launched", "launch_ranks"]
+__all__ = ["ChildFailedError", "SignalException", "init_rank", "is_launched", "launch_ranks"]
 
 
 def launch_ranks(

@@ -9,6 +9,10 @@ run with a message naming it and leaves no rank behind.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,15 +108,16 @@ def test_a_rank_that_dies_fails_the_run_and_stops_the_others(tmp_path, grpo_cach
     assert rank_processes(os.getpid()) == []  # the launcher stopped rank 0: no orphan
 
 
-def rank_processes(pid: int) -> list[int]:
-    """Live spawned children of `pid` (the ranks; not multiprocessing's resource tracker)."""
+def rank_processes(pid: int, *, group: bool = False) -> list[int]:
+    """Live spawned children of `pid`, or spawned members of process group `pid` (the
+    ranks; not multiprocessing's resource tracker)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z":
+        if int(fields[2 if group else 1]) == pid and fields[0] != "Z":
             if b"spawn_main" in (stat.parent / "cmdline").read_bytes():
                 found.append(int(stat.parent.name))
     return found
@@ -147,3 +152,36 @@ def test_a_run_checkpointed_on_two_ranks_resumes_exactly_on_one(tmp_path, grpo_c
     assert completions(resumed[0]) == completions(uninterrupted[1])
     for key in ("loss", "kl", "grad_norm"):
         assert resumed[0].scalars[key] == pytest.approx(uninterrupted[1].scalars[key], rel=1e-5)
+
+
+def test_ctrl_c_stops_every_rank_between_steps_with_a_checkpoint(tmp_path, grpo_cache_dir):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "model: builtin:tiny\nmax_steps: 100000\nprompts_per_step: 2\nnum_generations: 2\n"
+        "max_completion_length: 4\nsave_steps: 0\nresources:\n  num_processes: 2\n"
+        "rewards:\n  - name: regex\n    pattern: '\\d'\n"
+    )
+    log = tmp_path / "out.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "grpo.cli",
+        "train",
+        str(spec),
+        "--workdir",
+        str(tmp_path / "run"),
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*argv, "--cache-dir", str(grpo_cache_dir)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, as a terminal's job
+        )
+    deadline = time.monotonic() + 120
+    while b"reward=" not in log.read_bytes() and time.monotonic() < deadline:  # a step done
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends: the launcher and both ranks
+    assert process.wait(timeout=25) == 130, log.read_text(errors="replace")[-2000:]
+    assert len(os.listdir(tmp_path / "run" / "checkpoints")) == 1
+    assert rank_processes(process.pid, group=True) == []  # no rank outlived the launcher
