@@ -1,10 +1,12 @@
 """What watching costs training: the demo spec with 0 and with N live SSE watchers.
 
     python bench/watchers.py                       embedded default (SQLite, no Redis), 2 rounds
+    python bench/watchers.py --seeded 0.076        the steps written at the demo's idle rate
     python bench/watchers.py --store postgres --watchers 1000 --rounds 1 --no-baseline
+        --seeded 0.076                             (one line) PostgreSQL + Redis
 
 Each measurement starts a fresh service (API processes as `grpo up` starts them, one
-worker), submits the demo spec (examples/arith-demo.yaml, 150 steps) and, for N > 0,
+worker), submits the demo spec (examples/arith-demo.yaml, 150 steps; --steps) and, for N > 0,
 opens N streams before the run starts. Every watcher must receive every event of the run
 exactly once and in order (checked against the database). Reported per measurement: the
 median step time (`time/step` of the run's metrics), the delivery delay of every event to
@@ -107,7 +109,9 @@ async def follow_run(stack: Stack, n: int, *, seed_every: float | None) -> dict[
         else:
             await asyncio.sleep(2.0)  # every watcher is open and caught up
         api, me = api_processes(stack.processes["api"].pid), [psutil.Process()]
+        worker = api_processes(stack.processes["worker"].pid) if "worker" in stack.processes else []
         api_start, me_start, wall_start = cpu_seconds(api), cpu_seconds(me), time.monotonic()
+        worker_start = cpu_seconds(worker)
         if proc is not None:
             await asyncio.to_thread(go_and_finish, proc)
             seeding.__exit__(None, None, None)  # type: ignore[union-attr]
@@ -115,6 +119,7 @@ async def follow_run(stack: Stack, n: int, *, seed_every: float | None) -> dict[
         wall = time.monotonic() - wall_start
         api_cpu = (cpu_seconds(api) - api_start) / wall
         me_cpu = (cpu_seconds(me) - me_start) / wall
+        worker_cpu = (cpu_seconds(worker) - worker_start) / wall
         await asyncio.gather(*tasks)
         run = (await client.get(f"/api/runs/{run_id}")).json()
         metrics = (await client.get(f"/api/runs/{run_id}/metrics")).json()["items"]
@@ -122,7 +127,7 @@ async def follow_run(stack: Stack, n: int, *, seed_every: float | None) -> dict[
         raise RuntimeError(f"run {run_id} {run['status']}: {run['error']}")
     step_s = statistics.median(m["metrics"]["time/step"] for m in metrics)
     return {"run_id": run_id, "watchers": watchers, "api_cpu": api_cpu, "me_cpu": me_cpu,
-            "step_s": step_s}  # fmt: skip
+            "worker_cpu": worker_cpu, "step_s": step_s}  # fmt: skip
 
 
 def delivery_delays(database_url: str, run_id: str, watchers: list[Watcher]) -> list[float]:
@@ -185,7 +190,8 @@ def report(n: int, result: dict[str, Any]) -> None:
     delays, watchers = result["delays"], result["watchers"]
     line = (
         f"n={n:<5} step_median_s={result['step_s']:.4f}  api_cpu_cores={result['api_cpu']:.3f}  "
-        f"client_cpu_cores={result['me_cpu']:.3f}  api_processes={result['api_workers']}"
+        f"client_cpu_cores={result['me_cpu']:.3f}  worker_cpu_cores={result['worker_cpu']:.2f}  "
+        f"api_processes={result['api_workers']}"
     )
     if n:
         reconnects = sum(w.reconnects for w in watchers)
