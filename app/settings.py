@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     reward_hosts: str = ""
     """Comma-separated `host[:port]`s that `http` rewards may call (checked at submit and on
     the worker); a bare host allows all its ports. Empty: no reward endpoint is allowed."""
+    mlflow_uri: str | None = None
+    """MLflow tracking URI that runs with `logging.report_to: [mlflow]` log to (a server, or
+    `sqlite:////abs/mlflow.db` offline); default a SQLite store in each run's directory."""
     max_body_bytes: int = 1_000_000
     """Largest request body accepted (datasets have their own limit)."""
     max_dataset_bytes: int = 64_000_000

@@ -4,11 +4,21 @@ truth; a tracker is imported only when a run asks for it (the `trackers` extra).
 
 TensorBoard: event files under `<workdir>/tensorboard/`, through torch's SummaryWriter; a
 histogram is written from its fixed bins (bucket limits are the upper edges; sum and sum of
-squares from the bin centres, as the counts are all that is kept). Knows nothing of SQL.
+squares from the bin centres, as the counts are all that is kept).
+
+MLflow: one MLflow run per run (named by `run_name`, in the experiment `grpo`) at the
+tracking URI the caller passes (the worker passes the operator's `GRPO_MLFLOW_URI`; grpo
+never reads app settings), default a SQLite store `<workdir>/mlflow.db` (MLflow 3 refuses
+plain `file:` stores unless MLFLOW_ALLOW_FILE_STORE=true). Scalars and eval
+metrics only: MLflow has no histogram type, so histograms are not sent. Metric names keep
+MLflow's allowed characters; any other (the `@` of `pass@k`) becomes `_`. Knows nothing of
+SQL.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +31,41 @@ from grpo.report import (
 )
 from grpo.spec import JobSpec
 
+MLFLOW_EXPERIMENT = "grpo"
+_MLFLOW_UNSAFE = re.compile(r"[^\w\-. /]")
+
 
 class Trackers:
     """The spec's trackers, opened on the run's directory; `close` flushes them."""
 
-    def __init__(self, spec: JobSpec, workdir: Path) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        workdir: Path,
+        *,
+        run_name: str | None = None,
+        mlflow_uri: str | None = None,
+    ) -> None:
         self.writer: Any = None
+        self.mlflow: MlflowRun | None = None
         if "tensorboard" in spec.logging.report_to:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(log_dir=str(Path(workdir) / "tensorboard"))
+        if "mlflow" in spec.logging.report_to:
+            workdir = Path(workdir).resolve()
+            workdir.mkdir(parents=True, exist_ok=True)
+            uri = mlflow_uri or f"sqlite:///{workdir / 'mlflow.db'}"
+            self.mlflow = MlflowRun(uri, run_name or Path(workdir).name)
 
     def log_step(self, report: StepReport) -> None:
+        training = {k: v for k, v in report.scalars.items() if not k.startswith("eval/")}
+        if self.mlflow is not None:  # eval/ keys: log_eval sends those, step 0's included
+            self.mlflow.log(training, report.step)
         if self.writer is None:
             return
-        for key, value in report.scalars.items():
-            if not key.startswith("eval/"):  # log_eval writes those, step 0's included
-                self.writer.add_scalar(key, value, report.step)
+        for key, value in training.items():
+            self.writer.add_scalar(key, value, report.step)
         for tag, counts, edges in (
             ("advantage_histogram", report.advantage_histogram, ADVANTAGE_BIN_EDGES),
             ("reward_histogram", report.reward_histogram, REWARD_BIN_EDGES),
@@ -48,6 +76,8 @@ class Trackers:
                 self._histogram(tag, counts, edges, report.step)
 
     def log_eval(self, report: EvalReport) -> None:
+        if self.mlflow is not None:
+            self.mlflow.log(report.scalars, report.step)
         if self.writer is None:
             return
         for key, value in report.scalars.items():
@@ -71,3 +101,41 @@ class Trackers:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.mlflow is not None:
+            self.mlflow.close()
+
+
+class MlflowRun:
+    """One MLflow run through MlflowClient (no process-global active run)."""
+
+    def __init__(self, uri: str, run_name: str) -> None:
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=uri)
+        found = self.client.get_experiment_by_name(MLFLOW_EXPERIMENT)
+        try:
+            experiment_id = (
+                found.experiment_id if found else self.client.create_experiment(MLFLOW_EXPERIMENT)
+            )
+        except MlflowException:  # another worker created it meanwhile
+            again = self.client.get_experiment_by_name(MLFLOW_EXPERIMENT)
+            if again is None:
+                raise
+            experiment_id = again.experiment_id
+        run = self.client.create_run(experiment_id, run_name=run_name)
+        self.run_id: str = run.info.run_id
+
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [
+            Metric(_MLFLOW_UNSAFE.sub("_", key), float(value), now, step)
+            for key, value in scalars.items()
+        ]
+        if metrics:
+            self.client.log_batch(self.run_id, metrics=metrics)
+
+    def close(self) -> None:
+        self.client.set_terminated(self.run_id)

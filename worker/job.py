@@ -83,7 +83,9 @@ def _train(held: Lease, spec: JobSpec) -> FitResult:
         run_id=held.run_id,
         reward_hosts=settings.reward_host_list,
     )
-    trackers = Trackers(spec, settings.runs_dir / held.run_id)
+    trackers = Trackers(
+        spec, settings.runs_dir / held.run_id, run_name=held.run_id, mlflow_uri=settings.mlflow_uri
+    )
     try:
         return trainer.fit(
             both(partial(steps.save_step, held.run_id, lease=held), trackers.log_step),

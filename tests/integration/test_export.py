@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
+from mlflow.tracking import MlflowClient
 from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -38,7 +39,8 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
     spec = tiny_spec(
         embedded_stack, name="export", model="builtin:tiny-arith", max_steps=4, save_steps=2,
         max_completion_length=6, learning_rate=3e-4,
-        eval={"every_steps": 2, "max_examples": 16}, logging={"report_to": ["tensorboard"]},
+        eval={"every_steps": 2, "max_examples": 16},
+        logging={"report_to": ["tensorboard", "mlflow"]},
     )  # fmt: skip
     with embedded_stack.client() as client:
         run_id = client.post("/api/runs", json=spec).json()["id"]
@@ -65,6 +67,13 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
     board.Reload()
     assert [s.step for s in board.Scalars("eval/accuracy")] == [0, 2, 4]
     assert [s.step for s in board.Scalars("reward")] == [1, 2, 3, 4]
+    tracking = MlflowClient(f"sqlite:///{embedded_stack.data_dir / 'runs' / run_id / 'mlflow.db'}")
+    (tracked,) = tracking.search_runs([tracking.get_experiment_by_name("grpo").experiment_id])
+    assert tracked.info.run_name == run_id and tracked.info.status == "FINISHED"
+    accuracy = tracking.get_metric_history(tracked.info.run_id, "eval/accuracy")
+    assert sorted((m.step, m.value) for m in accuracy) == [
+        (e["step"], e["metrics"]["eval/accuracy"]) for e in evals["items"]
+    ]
 
     out = tmp_path / "model"
     out.mkdir()

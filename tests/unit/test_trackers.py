@@ -1,5 +1,6 @@
 """Trackers (spec logging.report_to): TensorBoard event files that tensorboard's own event
-reader reads back, and a missing tracker package named at submit."""
+reader reads back, an MLflow run that MLflow's own client finds in a local store, and a
+missing tracker package named at submit."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from app.api.errors import ApiError
@@ -43,11 +45,48 @@ def test_tensorboard_event_files_hold_scalars_histograms_and_eval(tmp_path: Path
     assert value.sum == pytest.approx(3 * 0.05 + 5 * 1.05)
 
 
+def test_mlflow_local_store_holds_the_runs_scalars_and_eval_metrics(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'store.db'}"  # offline; MLflow 3 refuses bare file stores
+    spec = JobSpec(logging={"report_to": ["mlflow"]})
+    trackers = Trackers(spec, tmp_path / "run", run_name="run-1", mlflow_uri=uri)
+    for step in (1, 2):
+        scalars = {"reward": 0.25 * step, **({"eval/accuracy": 0.75} if step == 2 else {})}
+        trackers.log_step(StepReport(step, 2, scalars))
+    trackers.log_eval(EvalReport(0, {"eval/accuracy": 0.5, "eval/pass@k": 0.5}))
+    trackers.log_eval(EvalReport(2, {"eval/accuracy": 0.75, "eval/pass@k": 1.0}))
+    trackers.close()
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("grpo")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.run_name == "run-1" and run.info.status == "FINISHED"
+
+    def history(key: str) -> list[tuple[int, float]]:
+        return sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+
+    assert history("reward") == [(1, 0.25), (2, 0.5)]
+    assert history("eval/accuracy") == [(0, 0.5), (2, 0.75)]  # once per eval, not per step
+    assert history("eval/pass_k") == [(0, 0.5), (2, 1.0)]  # '@' is not a legal MLflow name
+    assert not (tmp_path / "run" / "mlflow.db").exists()  # the operator's URI, not the default
+
+
+def test_mlflow_defaults_to_a_sqlite_store_in_the_run_directory(tmp_path: Path) -> None:
+    trackers = Trackers(JobSpec(logging={"report_to": ["mlflow"]}), tmp_path / "run-2")
+    trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
+    trackers.close()
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'run-2' / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("grpo").experiment_id])
+    assert run.info.run_name == "run-2"
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "reward")] == [1.0]
+
+
 def test_no_tracker_writes_nothing(tmp_path: Path) -> None:
     trackers = Trackers(JobSpec(), tmp_path)
     trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
     trackers.close()
     assert not (tmp_path / "tensorboard").exists()
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_a_missing_tracker_package_is_named_at_submit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,5 +96,8 @@ def test_a_missing_tracker_package_is_named_at_submit(monkeypatch: pytest.Monkey
         check_trackers(SPEC)
     assert refused.value.status == 422
     assert "'tensorboard' package" in str(refused.value)
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    with pytest.raises(ApiError, match="'mlflow' package"):
+        check_trackers(JobSpec(logging={"report_to": ["mlflow"]}))
     with pytest.raises(ValueError, match="report_to"):
         JobSpec(logging={"report_to": ["neptune"]})
