@@ -170,7 +170,7 @@ class ResourcesSpec(BaseModel):
     `fully_shard`) is refused for now: see docs/scaling.md."""
 
 
-TRACKER_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow"}
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}
 """The package each `logging.report_to` tracker needs (the `trackers` extra); the API checks
 it is importable at submit, without importing it."""
 
@@ -184,11 +184,13 @@ class LoggingSpec(BaseModel):
     pass_threshold: float = Field(1.0, ge=-1e6, le=1e6)
     """Total reward at which a completion passes when no accuracy-like reward (`accuracy`,
     `exact_match`, `code`) decides: groups are all_pass, all_fail or mixed by it."""
-    report_to: tuple[Literal["tensorboard", "mlflow"], ...] = ()
+    report_to: tuple[Literal["tensorboard", "mlflow", "wandb"], ...] = ()
     """Trackers that also get every step's scalars, histograms and eval metrics (our store
     stays the source of truth): `tensorboard` writes event files under the run's directory
     (`tensorboard/`); `mlflow` logs scalars and eval metrics to the operator's tracking URI
-    (`GRPO_MLFLOW_URI`; default a SQLite store in the run's directory), histograms not.
+    (`GRPO_MLFLOW_URI`; default a SQLite store in the run's directory), histograms not;
+    `wandb` logs all three to Weights & Biases as the worker's W&B is configured (online, or
+    `WANDB_MODE=offline`), files under the run's directory (`wandb/`).
     TRL's `report_to` names. Needs the `trackers` extra. See grpo/trackers.py."""
 
 

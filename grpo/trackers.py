@@ -11,8 +11,13 @@ tracking URI the caller passes (the worker passes the operator's `GRPO_MLFLOW_UR
 never reads app settings), default a SQLite store `<workdir>/mlflow.db` (MLflow 3 refuses
 plain `file:` stores unless MLFLOW_ALLOW_FILE_STORE=true). Scalars and eval
 metrics only: MLflow has no histogram type, so histograms are not sent. Metric names keep
-MLflow's allowed characters; any other (the `@` of `pass@k`) becomes `_`. Knows nothing of
-SQL.
+MLflow's allowed characters; any other (the `@` of `pass@k`) becomes `_`.
+
+Weights & Biases: one W&B run per run (project `grpo`, named by `run_name`), files under
+`<workdir>/wandb/`; scalars, histograms (wandb.Histogram from the bins) and eval metrics.
+Online or offline is W&B's own configuration on the worker (`WANDB_MODE`, `wandb login`).
+
+Knows nothing of SQL.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from grpo.report import (
 from grpo.spec import JobSpec
 
 MLFLOW_EXPERIMENT = "grpo"
+WANDB_PROJECT = "grpo"
 _MLFLOW_UNSAFE = re.compile(r"[^\w\-. /]")
 
 
@@ -57,27 +63,38 @@ class Trackers:
             workdir.mkdir(parents=True, exist_ok=True)
             uri = mlflow_uri or f"sqlite:///{workdir / 'mlflow.db'}"
             self.mlflow = MlflowRun(uri, run_name or Path(workdir).name)
+        self.wandb: Any = None
+        if "wandb" in spec.logging.report_to:
+            self.wandb = _wandb_run(Path(workdir), run_name or Path(workdir).name)
 
     def log_step(self, report: StepReport) -> None:
         training = {k: v for k, v in report.scalars.items() if not k.startswith("eval/")}
         if self.mlflow is not None:  # eval/ keys: log_eval sends those, step 0's included
             self.mlflow.log(training, report.step)
+        if self.wandb is not None:
+            self.wandb.log({**training, **self._wandb_histograms(report)}, step=report.step)
         if self.writer is None:
             return
         for key, value in training.items():
             self.writer.add_scalar(key, value, report.step)
-        for tag, counts, edges in (
-            ("advantage_histogram", report.advantage_histogram, ADVANTAGE_BIN_EDGES),
-            ("reward_histogram", report.reward_histogram, REWARD_BIN_EDGES),
-            ("group_reward_std_histogram", report.group_reward_std_histogram,
-             GROUP_REWARD_STD_BIN_EDGES),
-        ):  # fmt: skip
-            if sum(counts):
-                self._histogram(tag, counts, edges, report.step)
+        for tag, counts, edges in _histograms(report):
+            self._histogram(tag, counts, edges, report.step)
+
+    @staticmethod
+    def _wandb_histograms(report: StepReport) -> dict[str, Any]:
+        import numpy as np
+        import wandb
+
+        return {
+            tag: wandb.Histogram(np_histogram=(np.asarray(counts), np.asarray(edges)))
+            for tag, counts, edges in _histograms(report)
+        }
 
     def log_eval(self, report: EvalReport) -> None:
         if self.mlflow is not None:
             self.mlflow.log(report.scalars, report.step)
+        if self.wandb is not None:
+            self.wandb.log(dict(report.scalars), step=report.step)
         if self.writer is None:
             return
         for key, value in report.scalars.items():
@@ -103,6 +120,39 @@ class Trackers:
             self.writer.close()
         if self.mlflow is not None:
             self.mlflow.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def _histograms(report: StepReport) -> list[tuple[str, list[int], tuple[float, ...]]]:
+    """The step's non-empty histograms: (tag, counts, bin edges)."""
+    return [
+        (tag, counts, edges)
+        for tag, counts, edges in (
+            ("advantage_histogram", report.advantage_histogram, ADVANTAGE_BIN_EDGES),
+            ("reward_histogram", report.reward_histogram, REWARD_BIN_EDGES),
+            (
+                "group_reward_std_histogram",
+                report.group_reward_std_histogram,
+                GROUP_REWARD_STD_BIN_EDGES,
+            ),
+        )  # fmt: skip
+        if sum(counts)
+    ]
+
+
+def _wandb_run(workdir: Path, run_name: str) -> Any:
+    """A W&B run in project `grpo`, files under `<workdir>/wandb/`. Online or offline, the
+    entity and the API key are W&B's own configuration on the worker (WANDB_MODE,
+    WANDB_API_KEY, `wandb login`); stdout is left alone (console off)."""
+    import wandb
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    settings = wandb.Settings(console="off", silent=True)
+    return wandb.init(
+        project=WANDB_PROJECT, name=run_name, dir=str(workdir), reinit="create_new",
+        settings=settings,
+    )  # fmt: skip
 
 
 class MlflowRun:

@@ -1,15 +1,19 @@
 """Trackers (spec logging.report_to): TensorBoard event files that tensorboard's own event
-reader reads back, an MLflow run that MLflow's own client finds in a local store, and a
-missing tracker package named at submit."""
+reader reads back, an MLflow run that MLflow's own client finds in a local store, a W&B
+offline run directory, and a missing tracker package named at submit."""
 
 from __future__ import annotations
 
+import json
+import struct
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from wandb.proto import wandb_internal_pb2
 
 from app.api.errors import ApiError
 from app.api.tracker_checks import check_trackers
@@ -81,12 +85,54 @@ def test_mlflow_defaults_to_a_sqlite_store_in_the_run_directory(tmp_path: Path) 
     assert [m.value for m in client.get_metric_history(run.info.run_id, "reward")] == [1.0]
 
 
+def test_wandb_offline_run_directory_holds_the_runs_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    spec = JobSpec(logging={"report_to": ["wandb"]})
+    trackers = Trackers(spec, tmp_path / "run", run_name="run-3")
+    reward_bins = [0] * 30
+    reward_bins[10] = 4
+    trackers.log_eval(EvalReport(0, {"eval/accuracy": 0.5}))
+    for step in (1, 2):
+        trackers.log_step(
+            StepReport(step, 2, {"reward": 0.25 * step}, reward_histogram=reward_bins)
+        )
+    trackers.log_eval(EvalReport(2, {"eval/accuracy": 0.75}))
+    trackers.close()
+
+    (run_dir,) = (tmp_path / "run" / "wandb").glob("offline-run-*")
+    (log,) = run_dir.glob("run-*.wandb")
+    rows = {row.pop("_step"): row for row in wandb_history(log)}
+    assert rows[0]["eval/accuracy"] == 0.5
+    assert rows[1]["reward"] == 0.25 and rows[1]["reward_histogram/values"][10] == 4
+    assert rows[2]["reward"] == 0.5 and rows[2]["eval/accuracy"] == 0.75
+
+
+def wandb_history(log: Path) -> list[dict[str, Any]]:
+    """The history rows of a small W&B run log (LevelDB log format: a 7-byte file header,
+    then records of crc32, length and type, each a wandb_internal_pb2.Record)."""
+    data = log.read_bytes()
+    assert data[:4] == b":W&B" and len(data) < 32768  # one block: no record is split
+    rows, at = [], 7
+    while at + 7 <= len(data):
+        (length,) = struct.unpack("<H", data[at + 4 : at + 6])
+        record = wandb_internal_pb2.Record.FromString(data[at + 7 : at + 7 + length])
+        at += 7 + length
+        if record.WhichOneof("record_type") == "history":
+            items = record.history.item
+            rows.append({"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in items})
+    return rows
+
+
 def test_no_tracker_writes_nothing(tmp_path: Path) -> None:
     trackers = Trackers(JobSpec(), tmp_path)
     trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
     trackers.close()
     assert not (tmp_path / "tensorboard").exists()
     assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "wandb").exists()
 
 
 def test_a_missing_tracker_package_is_named_at_submit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,5 +145,8 @@ def test_a_missing_tracker_package_is_named_at_submit(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "mlflow", None)
     with pytest.raises(ApiError, match="'mlflow' package"):
         check_trackers(JobSpec(logging={"report_to": ["mlflow"]}))
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(ApiError, match="'wandb' package"):
+        check_trackers(JobSpec(logging={"report_to": ["wandb"]}))
     with pytest.raises(ValueError, match="report_to"):
         JobSpec(logging={"report_to": ["neptune"]})
