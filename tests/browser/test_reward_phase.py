@@ -16,6 +16,8 @@ def test_step_time_chart_draws_each_labels_reward_phase(
     run_id, steps = finished_run["id"], finished_run["spec"]["max_steps"]
     metrics = api.get(f"/api/runs/{run_id}/metrics").json()["items"]
     page.goto(f"/runs/{run_id}")
+    # charts below the fold are drawn when scrolled to, as a reader would
+    page.locator("#chart-time").scroll_into_view_if_needed()
     for label in ("accuracy", "regex"):
         points = wait_points(page, "chart-time", f"time/reward/{label}", steps, timeout=60)
         assert points == [[m["step"], m["metrics"][f"time/reward/{label}"]] for m in metrics]
