@@ -262,3 +262,13 @@ class PromptSampler:
             epoch, offset = divmod(position, n)
             batch.append(self.examples[self._order(epoch)[offset]])
         return batch
+
+
+def load_nonempty(
+    data: DataSpec, datasets_dir: Path | None, roots: LocalRoots | None
+) -> list[Example]:
+    """load_examples, refusing a source that yields none."""
+    examples = load_examples(data, datasets_dir=datasets_dir, roots=roots)
+    if not examples:
+        raise ValueError(f"dataset {data.source!r} split {data.split!r} has no examples")
+    return examples

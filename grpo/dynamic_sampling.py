@@ -18,6 +18,8 @@ from torch import Tensor
 from grpo.data import Example
 from grpo.rollout import Rollout, concat_rollouts
 from grpo.scoring import Scores
+from grpo.spec import JobSpec
+from grpo.timing import StepClock
 
 
 @dataclass(frozen=True)
@@ -117,3 +119,28 @@ def _concat_notes(batches: list[Batch]) -> dict[int, str]:
         notes.update({offset + i: note for i, note in batch.notes.items()})
         offset += len(batch.texts)
     return notes
+
+
+def dynamic_scalars(
+    spec: JobSpec, step: int, filled: Filled, clock: StepClock, *, log: Callable[[str, str], None]
+) -> dict[str, float]:
+    """dynamic_sampling/*: rounds, dropped groups, and what the extra rounds cost."""
+    if not spec.dynamic_sampling.enabled:
+        return {}
+    trained = int(has_signal(filled.kept.advantages).sum())
+    if trained < spec.prompts_per_step:
+        log(
+            "warning",
+            f"step {step}: {trained} of {spec.prompts_per_step} groups with signal "
+            f"after {filled.rounds} rounds; training on those",
+        )
+    dropped = 0 if filled.dropped is None else len(filled.dropped.examples)
+    return {
+        "dynamic_sampling/rounds": float(filled.rounds),
+        "dynamic_sampling/dropped_groups": float(dropped),
+        "dynamic_sampling/signal_groups": float(trained),
+        "dynamic_sampling/extra_completions": float(
+            (filled.rounds - 1) * spec.completions_per_step
+        ),
+        "time/dynamic_sampling": clock.seconds.get("dynamic_sampling", 0.0),
+    }

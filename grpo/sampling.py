@@ -117,3 +117,11 @@ def _nucleus(scores: Tensor, top_p: float) -> Tensor:
     is_dropped[:, 0] = False
     dropped = torch.zeros_like(is_dropped).scatter(-1, order, is_dropped)
     return scores.masked_fill(dropped, float("-inf"))
+
+
+def group_seed(seed: int, step: int, position: int, round_index: int = 0) -> int:
+    """Seed of the sampling stream of the group at `position` (0-based) of `step`'s
+    dynamic-sampling round `round_index`: distinct per (seed, step, round, position), stable
+    across runs, batchings and machines."""
+    step_seed = seed * 1_000_003 + step + round_index * 1_000_000_007
+    return (step_seed * 1_000_033 + position) % (2**63 - 1)

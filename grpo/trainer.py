@@ -12,7 +12,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -22,22 +21,15 @@ from grpo.advantages import (
     group_advantages,
     reward_table,
 )
-from grpo.checkpoint import (
-    latest_checkpoint,
-    load_checkpoint,
-    remove_checkpoints,
-    save_checkpoint,
-    saved_checkpoint,
-)
 from grpo.data import (
     Example,
     PromptSampler,
     check_prompts_render,
     has_chat_template,
-    load_examples,
+    load_nonempty,
 )
 from grpo.distributed import current_ranks
-from grpo.dynamic_sampling import Batch, Filled, fill_with_signal, has_signal
+from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.kl_control import adapt_beta
@@ -52,15 +44,16 @@ from grpo.prompt_fit import FittedPrompt, fit_prompt
 from grpo.rank_parts import RankPart, detached, whole_step
 from grpo.reference import ReferencePolicy
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
-from grpo.resume_spec import check_resumable, spec_json
 from grpo.rewards import total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
+from grpo.sampling import group_seed
 from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores, notes_summary
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.step_report import build_groups, build_step_report
 from grpo.stopping import StopStrings
 from grpo.timing import StepClock
+from grpo.training_state import resume_training, save_training, start_fresh
 from grpo.update import UpdateResult, policy_update
 
 Log = Callable[[str, str], None]
@@ -104,7 +97,7 @@ class Trainer:
         self.device = pick_device(spec.device)
         self.dtype = compute_dtype(spec.precision, self.device)
         torch.manual_seed(spec.seed)  # LoRA initialisation
-        self.examples = _load_nonempty(spec, datasets_dir, data_roots)
+        self.examples = load_nonempty(spec.data, datasets_dir, data_roots)
         self.datasets_dir, self.data_roots = datasets_dir, data_roots
         self.eval_examples: list[Example] | None = None  # loaded at the first evaluation
         self.sampler = PromptSampler(
@@ -165,7 +158,7 @@ class Trainer:
         `on_checkpoint` hears of each checkpoint once it is in place; `on_eval` of each
         held-out evaluation (grpo/heldout.py), whose scalars also join its step's.
         """
-        step = self._resume() if resume else self._start_fresh()
+        step = resume_training(self) if resume else start_fresh(self)
         saved = step
         # held-out evaluation: rank 0 alone (it runs no collective; only rank 0 reports)
         if step == 0 and self.ranks.is_main and is_eval_step(self.spec, 0):
@@ -176,9 +169,9 @@ class Trainer:
             if self.ranks.is_main:
                 on_step(self._with_eval(report, step, on_eval))
             if self.spec.save_steps and step % self.spec.save_steps == 0:
-                saved = self._save(step, fence, on_checkpoint)
+                saved = save_training(self, step, fence, on_checkpoint)
         if step > saved:
-            self._save(step, fence, on_checkpoint)
+            save_training(self, step, fence, on_checkpoint)
         return FitResult(last_step=step, is_stopped=step < self.spec.max_steps)
 
     def _with_eval(
@@ -219,7 +212,7 @@ class Trainer:
         whole = whole_step(self.ranks, self._part(batch, groups, clock))
         scalars = self._scalars(whole, update)  # beta and learning rate of this step
         self._after_update(step, kl=scalars["kl"])
-        scalars.update(self._dynamic_scalars(step, filled, clock))
+        scalars.update(dynamic_scalars(self.spec, step, filled, clock, log=self.log))
         return build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
 
     @property
@@ -331,28 +324,6 @@ class Trainer:
             label=pass_label(self.spec.rewards),
             threshold=self.spec.logging.pass_threshold,
         )
-
-    def _dynamic_scalars(self, step: int, filled: Filled, clock: StepClock) -> dict[str, float]:
-        """dynamic_sampling/*: rounds, dropped groups, and what the extra rounds cost."""
-        if not self.spec.dynamic_sampling.enabled:
-            return {}
-        trained = int(has_signal(filled.kept.advantages).sum())
-        if trained < self.spec.prompts_per_step:
-            self.log(
-                "warning",
-                f"step {step}: {trained} of {self.spec.prompts_per_step} groups with signal "
-                f"after {filled.rounds} rounds; training on those",
-            )
-        dropped = 0 if filled.dropped is None else len(filled.dropped.examples)
-        return {
-            "dynamic_sampling/rounds": float(filled.rounds),
-            "dynamic_sampling/dropped_groups": float(dropped),
-            "dynamic_sampling/signal_groups": float(trained),
-            "dynamic_sampling/extra_completions": float(
-                (filled.rounds - 1) * self.spec.completions_per_step
-            ),
-            "time/dynamic_sampling": clock.seconds.get("dynamic_sampling", 0.0),
-        }
 
     def _guarded_step(self, step: int) -> StepReport:
         try:
@@ -520,71 +491,3 @@ class Trainer:
                 roots=self.data_roots, log=self.log,
             )  # fmt: skip
         return evaluate(self, step, self.eval_examples)
-
-    def _save(
-        self,
-        step: int,
-        fence: Callable[[], object],
-        on_checkpoint: Callable[[SavedCheckpoint], object],
-    ) -> int:
-        if not self.ranks.is_main:  # every rank holds the same weights; rank 0 writes them
-            return step
-        state: dict[str, Any] = {
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "beta": self.beta,
-        }
-        if self.reference is not None and self.spec.sync_ref_model:
-            state["reference"] = self.reference.state_dict()
-        path = save_checkpoint(
-            self.workdir,
-            step,
-            model=self.model,
-            tokenizer=self.tokenizer,
-            state=state,
-            before_rename=fence,
-            spec_json=spec_json(self.spec),
-        )
-        self.log("info", f"checkpoint saved at step {step}: {path}")
-        on_checkpoint(saved_checkpoint(path, is_final=step >= self.spec.max_steps))
-        return step
-
-    def _start_fresh(self) -> int:
-        """Older checkpoints would otherwise win `latest` over this run's and poison a resume."""
-        removed = remove_checkpoints(self.workdir) if self.ranks.is_main else 0
-        if removed:
-            self.log(
-                "warning", f"resume=False: removed {removed} old checkpoint(s) in {self.workdir}"
-            )
-        return 0
-
-    def _resume(self) -> int:
-        path = latest_checkpoint(self.workdir)
-        if path is None:
-            return 0
-        check_resumable(path, self.spec)
-        state = load_checkpoint(path, model=self.model, device=self.device)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.beta = float(state["beta"])
-        if self.reference is not None and "reference" in state:
-            self.reference.load_state_dict(state["reference"])
-        self.log("info", f"resumed from checkpoint at step {state['step']}: {path}")
-        return int(state["step"])
-
-
-def group_seed(seed: int, step: int, position: int, round_index: int = 0) -> int:
-    """Seed of the sampling stream of the group at `position` (0-based) of `step`'s
-    dynamic-sampling round `round_index`: distinct per (seed, step, round, position), stable
-    across runs, batchings and machines."""
-    step_seed = seed * 1_000_003 + step + round_index * 1_000_000_007
-    return (step_seed * 1_000_033 + position) % (2**63 - 1)
-
-
-def _load_nonempty(
-    spec: JobSpec, datasets_dir: Path | None, roots: LocalRoots | None
-) -> list[Example]:
-    examples = load_examples(spec.data, datasets_dir=datasets_dir, roots=roots)
-    if not examples:
-        raise ValueError(f"dataset {spec.data.source!r} split {spec.data.split!r} has no examples")
-    return examples
