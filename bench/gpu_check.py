@@ -110,7 +110,8 @@ def reset_peak(device: str) -> None:
 def ours(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
     """Our trainer for args.steps steps: seconds and phase seconds per step, tokens, peak."""
     from grpo.data import R1_TEMPLATE
-    from grpo.spec import DataSpec, JobSpec
+    from grpo.data_spec import DataSpec
+    from grpo.spec import JobSpec
     from grpo.trainer import Trainer
 
     n = args.prompts * args.generations
@@ -149,7 +150,7 @@ def trl(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo.data import R1_TEMPLATE, load_examples
-    from grpo.spec import DataSpec
+    from grpo.data_spec import DataSpec
 
     data = DataSpec(prompt_template=R1_TEMPLATE)
     n = args.prompts * args.generations

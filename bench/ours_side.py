@@ -22,9 +22,10 @@ def run(conn: Connection, config: RunConfig) -> None:
     torch.set_num_threads(config.threads)
     quiet()
     from grpo.data import load_examples
+    from grpo.data_spec import DataSpec
     from grpo.evaluate import greedy_accuracy
     from grpo.report import StepReport
-    from grpo.spec import AccuracyReward, DataSpec, JobSpec
+    from grpo.spec import AccuracyReward, JobSpec
     from grpo.trainer import Trainer
 
     after_imports = memory_mb()["rss"]

@@ -69,7 +69,7 @@ def trl_args(config: RunConfig, output_dir: str) -> Any:
 def prompts_in_our_order(config: RunConfig) -> tuple[list[str], list[str]]:
     """The formatted prompts and answers our trainer sees at steps 1..total_steps, in order."""
     from grpo.data import PromptSampler, format_prompt, load_examples
-    from grpo.spec import DataSpec
+    from grpo.data_spec import DataSpec
 
     data = DataSpec(prompt_template=config.prompt_template, use_chat_template=False)
     sampler = PromptSampler(
@@ -91,9 +91,10 @@ def run(conn: Connection, config: RunConfig) -> None:
     from trl import GRPOTrainer
 
     from grpo.data import load_examples
+    from grpo.data_spec import DataSpec
     from grpo.evaluate import greedy_accuracy
     from grpo.rewards import score_completions
-    from grpo.spec import AccuracyReward, DataSpec
+    from grpo.spec import AccuracyReward
 
     after_imports = memory_mb()["rss"]
     prompts, answers = prompts_in_our_order(config)

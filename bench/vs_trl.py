@@ -273,9 +273,9 @@ def initial_accuracy(config: RunConfig) -> float:
     import torch
 
     from grpo.data import load_examples
+    from grpo.data_spec import DataSpec
     from grpo.evaluate import greedy_accuracy
     from grpo.models import load_policy
-    from grpo.spec import DataSpec
 
     torch.set_num_threads(config.threads)
     data = DataSpec(prompt_template=config.prompt_template, use_chat_template=False)

@@ -189,9 +189,9 @@ def train_here(
 
 def evaluate(args: argparse.Namespace) -> int:
     from grpo.data import load_examples
+    from grpo.data_spec import DataSpec
     from grpo.evaluate import greedy_accuracy
     from grpo.models import pick_device
-    from grpo.spec import DataSpec
 
     data = DataSpec(source=args.data, split=args.split)
     examples = load_examples(data, split=args.split)[: args.n]

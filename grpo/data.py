@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo.data_spec import DataSpec
 from grpo.records import ChatMessage, Prompt, RecordError, parse_record
 from grpo.sources import LocalRoots, parse_data_source, resolve_local
-from grpo.spec import DataSpec
 
 ARITH_SEED = 20240101
 ARITH_MAX_OPERAND = 49

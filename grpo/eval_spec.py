@@ -1,16 +1,12 @@
 """The `eval` section of a JobSpec: held-out prompts scored during training. Pydantic only,
-imports without torch (grpo/spec.py uses it)."""
+imports without torch."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from grpo.reward_spec import RewardSpec, check_reward_entries
 from grpo.sources import parse_data_source
-
-if TYPE_CHECKING:  # defined in grpo/spec.py, which rebuilds this model once it is
-    from grpo.spec import RewardSpec
 
 
 class EvalSpec(BaseModel):
@@ -45,8 +41,6 @@ class EvalSpec(BaseModel):
     def _rewards_valid(
         cls, rewards: tuple[RewardSpec, ...] | None
     ) -> tuple[RewardSpec, ...] | None:
-        from grpo.spec import check_reward_entries  # grpo/spec.py imports this module
-
         return None if rewards is None else check_reward_entries(rewards)
 
     @model_validator(mode="after")

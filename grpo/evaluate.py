@@ -12,10 +12,11 @@ from typing import Any
 import torch
 
 from grpo.data import Example, format_prompt
+from grpo.data_spec import DataSpec
 from grpo.policy import eos_token_ids
 from grpo.rewards import accuracy_reward
 from grpo.rollout import decode_completions, generate, tokenize_prompts
-from grpo.spec import AccuracyReward, DataSpec
+from grpo.spec import AccuracyReward
 
 
 @torch.no_grad()

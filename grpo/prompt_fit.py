@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any
 
 from grpo.data import Example, format_prompt
-from grpo.spec import DataSpec
+from grpo.data_spec import DataSpec
 
 
 @dataclasses.dataclass(frozen=True)

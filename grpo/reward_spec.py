@@ -9,11 +9,14 @@ imports without torch. Knows nothing of HTTP servers, SQL or Celery.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
+
+from grpo.spec_config import SECTION_CONFIG
 
 DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
 LABEL_PATTERN = r"^[A-Za-z0-9_.\-]*$"
@@ -21,15 +24,11 @@ LABEL_PATTERN = r"^[A-Za-z0-9_.\-]*$"
 ENTRY_POINT_GROUP = "grpo.rewards"
 """Entry-point group of the reward functions a worker may call (`python` rewards)."""
 
-_FROZEN = ConfigDict(
-    extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False
-)
-
 
 class RewardEntry(BaseModel):
     """What every reward entry has: its kind, its label and its weight."""
 
-    model_config = _FROZEN
+    model_config = SECTION_CONFIG
     name: str
     label: str = Field("", max_length=64, pattern=LABEL_PATTERN)
     """Key of this function's metrics and inspector column, unique in a spec; default `name`."""
@@ -146,6 +145,39 @@ class CodeReward(RewardEntry):
     """CPU and wall-clock seconds the program and all its tests may take."""
     memory_mb: int = Field(512, ge=64, le=65536)
     """Address-space limit of the sandboxed process."""
+
+
+RewardSpec = Annotated[
+    AccuracyReward
+    | FormatReward
+    | LengthReward
+    | ExactMatchReward
+    | RegexReward
+    | PythonReward
+    | HttpReward
+    | ModelReward
+    | CodeReward,
+    Field(discriminator="name"),
+]
+"""One reward entry; `name` picks the kind."""
+
+
+def check_reward_entries(rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, ...]:
+    """At least one entry, unique labels, patterns that compile."""
+    if not rewards:
+        raise ValueError("at least one reward function is required")
+    labels = [r.label for r in rewards]
+    if len(set(labels)) != len(labels):
+        raise ValueError(
+            f"reward labels must be unique, got {labels}: give each entry its own `label`"
+        )
+    for r in rewards:
+        if isinstance(r, FormatReward | RegexReward):
+            try:
+                re.compile(r.pattern)
+            except re.error as exc:
+                raise ValueError(f"{r.name}.pattern is not a valid regex: {exc}") from exc
+    return rewards
 
 
 def endpoint_host(url: str) -> str:

@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 from grpo.data import Example
 from grpo.failures import NoApplicableReward, RewardFunctionError
 from grpo.reward_plugins import RewardFunction, call_reward_function, load_reward_function
+from grpo.reward_spec import CodeReward, HttpReward, ModelReward, PythonReward, RewardSpec
 from grpo.rewards import RuleReward, score_completions
 from grpo.sources import LocalRoots
-from grpo.spec import CodeReward, HttpReward, ModelReward, PythonReward, RewardSpec
 
 Scores = dict[str, list[float | None]]
 """Unweighted score of every completion (group-major, B x G), keyed by reward label."""

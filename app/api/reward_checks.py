@@ -12,17 +12,17 @@ from importlib.metadata import entry_points
 from app.api.errors import ApiError
 from app.api.spec_checks import check_model_path
 from app.settings import Settings
-from grpo.spec import (
+from grpo.reward_spec import (
     ENTRY_POINT_GROUP,
     CodeReward,
     HttpReward,
-    JobSpec,
     ModelReward,
     PythonReward,
     RewardSpec,
     endpoint_host,
     is_allowed_host,
 )
+from grpo.spec import JobSpec
 
 
 def check_rewards(spec: JobSpec, settings: Settings) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import importlib.util
 
 from app.api.errors import ApiError
-from grpo.spec import TRACKER_PACKAGES, JobSpec
+from grpo.logging_spec import TRACKER_PACKAGES
+from grpo.spec import JobSpec
 
 
 def check_trackers(spec: JobSpec) -> None:

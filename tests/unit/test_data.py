@@ -17,7 +17,7 @@ from grpo.data import (
     format_prompt,
     load_examples,
 )
-from grpo.spec import DataSpec
+from grpo.data_spec import DataSpec
 from grpo.tokenizer import build_char_tokenizer
 
 

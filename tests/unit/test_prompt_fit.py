@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from grpo.data import Example
+from grpo.data_spec import DataSpec
 from grpo.prompt_fit import fit_prompt
-from grpo.spec import DataSpec
 from grpo.tokenizer import build_char_tokenizer
 
 SYSTEM = {"role": "system", "content": "You are a careful calculator."}

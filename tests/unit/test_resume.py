@@ -6,7 +6,8 @@ reference synced at step 2; dynamic sampling's extra rounds must resume the same
 import pytest
 
 from grpo.checkpoint import KEEP_CHECKPOINTS, latest_checkpoint
-from grpo.spec import LoraSpec, RegexReward
+from grpo.optimization_spec import LoraSpec
+from grpo.spec import RegexReward
 from grpo.trainer import FitResult, Trainer
 from tests.unit.test_trainer import comparable, tiny_spec
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from grpo.data import load_examples
+from grpo.data_spec import DataSpec
 from grpo.models import resolve_model_path
 from grpo.sources import LocalRoots, Source, parse_data_source, parse_model_name, resolve_local
-from grpo.spec import DataSpec, JobSpec
+from grpo.spec import JobSpec
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ from transformers import AutoTokenizer
 from grpo.checkpoint import latest_checkpoint
 from grpo.failures import Diverged, OutOfMemory, RewardFunctionError
 from grpo.logprobs import completion_logps
-from grpo.spec import JobSpec, LoraSpec, RegexReward
+from grpo.optimization_spec import LoraSpec
+from grpo.spec import JobSpec, RegexReward
 from grpo.trainer import FitResult, Trainer
 from grpo.update import groups_with_signal, policy_update
 

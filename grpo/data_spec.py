@@ -1,0 +1,45 @@
+"""The `data` section of a JobSpec: where prompts and reference answers come from.
+Pydantic only, imports without torch; grpo/data.py loads what it describes."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+from grpo.sources import parse_data_source
+from grpo.spec_config import SECTION_CONFIG
+
+BUILTIN_TASKS = ("builtin:arith", "builtin:code")
+
+
+class DataSpec(BaseModel):
+    """Where prompts and reference answers come from."""
+
+    model_config = SECTION_CONFIG
+    source: str = Field("builtin:arith", min_length=1, max_length=500)
+    """`builtin:arith`, `builtin:code`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a
+    JSONL path (`file:<path>` or any other text); see grpo/sources.py."""
+    split: str = Field("train", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
+    """Split to train on."""
+    prompt_field: str = Field("prompt", min_length=1, max_length=100)
+    """Field of each record that holds the prompt."""
+    answer_field: str = Field("answer", min_length=1, max_length=100)
+    """Field of each record that holds the reference answer."""
+    prompt_template: str = Field("{prompt}", max_length=4000)
+    """Text around each prompt; `{prompt}` is replaced by the record's prompt."""
+    use_chat_template: bool = True
+    """Apply the tokenizer's chat template when it has one."""
+
+    @field_validator("source")
+    @classmethod
+    def _builtin_known(cls, value: str) -> str:
+        if value.startswith("builtin:") and value not in BUILTIN_TASKS:
+            raise ValueError(f"unknown built-in task {value!r}; choose one of {BUILTIN_TASKS}")
+        parse_data_source(value)
+        return value
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _has_placeholder(cls, value: str) -> str:
+        if "{prompt}" not in value:
+            raise ValueError("must contain the placeholder {prompt}")
+        return value

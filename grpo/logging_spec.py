@@ -1,0 +1,34 @@
+"""The `logging` section of a JobSpec: what is kept of each step beyond its scalars, and
+which trackers also get them. Pydantic only, imports without torch; grpo/trackers.py
+writes to the trackers."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from grpo.spec_config import SECTION_CONFIG
+
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}
+"""The package each `logging.report_to` tracker needs (the `trackers` extra); the API checks
+it is importable at submit, without importing it."""
+
+
+class LoggingSpec(BaseModel):
+    """What is kept of each step beyond its scalars."""
+
+    model_config = SECTION_CONFIG
+    max_groups_per_step: int = Field(16, ge=0, le=4096)
+    """Groups per step whose completion texts are kept (all group stats are always kept)."""
+    pass_threshold: float = Field(1.0, ge=-1e6, le=1e6)
+    """Total reward at which a completion passes when no accuracy-like reward (`accuracy`,
+    `exact_match`, `code`) decides: groups are all_pass, all_fail or mixed by it."""
+    report_to: tuple[Literal["tensorboard", "mlflow", "wandb"], ...] = ()
+    """Trackers that also get every step's scalars, histograms and eval metrics (our store
+    stays the source of truth): `tensorboard` writes event files under the run's directory
+    (`tensorboard/`); `mlflow` logs scalars and eval metrics to the operator's tracking URI
+    (`GRPO_MLFLOW_URI`; default a SQLite store in the run's directory), histograms not;
+    `wandb` logs all three to Weights & Biases as the worker's W&B is configured (online, or
+    `WANDB_MODE=offline`), files under the run's directory (`wandb/`).
+    TRL's `report_to` names. Needs the `trackers` extra. See grpo/trackers.py."""

@@ -1,0 +1,27 @@
+"""The `resources` section of a JobSpec: which queue takes the job, the memory it needs and
+how many ranks run it. Pydantic only, imports without torch."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from grpo.spec_config import SECTION_CONFIG
+
+
+class ResourcesSpec(BaseModel):
+    """Where the job runs."""
+
+    model_config = SECTION_CONFIG
+    queue: str = Field("default", pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    """Celery queue; workers started for a GPU class listen on its queue."""
+    min_free_memory_gb: float | None = Field(None, gt=0, le=100_000)
+    """Free memory (GiB) the job needs on its device; a worker with less leaves it queued."""
+    num_processes: int = Field(1, ge=1, le=64)
+    """Ranks of one run on one machine (torch.distributed data parallel): one per GPU on
+    CUDA (NCCL), CPU processes with gloo otherwise. Whole groups are dealt to ranks, so
+    prompts_per_step must be at least this; the update equals one process on the union."""
+    sharding: Literal["ddp", "fsdp"] = "ddp"
+    """ddp: every rank holds the whole model, gradients are all-reduced. fsdp (FSDP2
+    `fully_shard`) is refused for now: see docs/scaling.md."""
