@@ -23,12 +23,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from grpo.distributed import SINGLE, Ranks
-from grpo.logprobs import completion_logps
 from grpo.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
-from grpo.trainer import Trainer
 from grpo.update import policy_update
-from tests.unit.test_update import ADVANTAGES
+from tests.unit.test_update import ADVANTAGES, rollout_and_reference
 from tests.unit.test_update import spec as update_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -108,19 +106,10 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, grpo_cache_dir) -> dict[str, Any]:
-    trainer = Trainer(
-        job("grpo", "kl_mu3_micro"),
-        workdir=tmp_path_factory.mktemp("run"),
-        cache_dir=grpo_cache_dir,
+    model, rollout, ref_logps = rollout_and_reference(
+        job("grpo", "kl_mu3_micro"), tmp_path_factory.mktemp("run"), grpo_cache_dir
     )
-    rollout = trainer._generate(["1+1=", "23+45=", "7-2="], step=1)
-    assert rollout.is_truncated.any() and not rollout.is_truncated.all(), "pick other prompts"
-    reference = copy.deepcopy(trainer.model)
-    with torch.no_grad():
-        for p in reference.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-        ref_logps = completion_logps(reference, rollout, temperature=1.5)
-    return {"model": trainer.model, "rollout": rollout, "ref_logps": ref_logps}
+    return {"model": model, "rollout": rollout, "ref_logps": ref_logps}
 
 
 @pytest.fixture(scope="module")

@@ -38,9 +38,10 @@ def spec(**overrides):
     return JobSpec(**{**knobs, **overrides})
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory, grpo_cache_dir):
-    trainer = Trainer(spec(), workdir=tmp_path_factory.mktemp("run"), cache_dir=grpo_cache_dir)
+def rollout_and_reference(job, workdir, cache_dir):
+    """The model, its rollout of 3 prompts (some completions truncated, some not) and the
+    log-probs of a perturbed copy as reference; test_distributed_update.py shares it."""
+    trainer = Trainer(job, workdir=workdir, cache_dir=cache_dir)
     rollout = trainer._generate(["1+1=", "23+45=", "7-2="], step=1)
     assert rollout.is_truncated.any() and not rollout.is_truncated.all(), "pick other prompts"
     reference = copy.deepcopy(trainer.model)
@@ -49,6 +50,11 @@ def setup(tmp_path_factory, grpo_cache_dir):
             p.add_(0.05 * torch.randn_like(p))
         ref_logps = completion_logps(reference, rollout, temperature=1.5)
     return trainer.model, rollout, ref_logps
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, grpo_cache_dir):
+    return rollout_and_reference(spec(), tmp_path_factory.mktemp("run"), grpo_cache_dir)
 
 
 def update(setup, job):
