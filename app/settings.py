@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     """Bearer token the CLI's client commands send."""
     default_queue: str = "default"
     """Queue a worker listens on when none is given."""
+    worker_devices: str | None = None
+    """Devices a worker holds when `grpo worker` gets no `--devices`: GPU indices
+    (`0,1,2,3`), or without CUDA a number of CPU slots; default all GPUs, else one slot per CPU."""
     model_roots: str = ""
     """Comma-separated directories that local model paths (and local JSONL files) in a
     spec may point into; relative paths in a spec resolve against the data directory."""

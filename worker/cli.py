@@ -1,4 +1,5 @@
-"""`grpo worker`: a Celery worker with the defaults a GPU job needs (solo pool, one job)."""
+"""`grpo worker`: a Celery worker with the defaults a GPU job needs (solo pool, one job),
+holding the devices it is given (`--devices`; see worker/device.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 from app.settings import get_settings
 from worker.celery_app import celery_app
+from worker.device import hold_devices, machine_devices
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,8 +18,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queue", "-Q", default=None, help="queue(s) to consume, comma-separated")
     parser.add_argument("--loglevel", "-l", default="INFO")
     parser.add_argument("--hostname", "-n", default=None)
+    parser.add_argument(
+        "--devices",
+        default=None,
+        help="GPU indices this worker holds, comma-separated (default: all it sees); without "
+        "CUDA, a number of CPU slots (default: one per CPU). A run takes one device per rank.",
+    )
     args = parser.parse_args(argv)
     settings = get_settings()
+    try:
+        hold_devices(machine_devices(args.devices or settings.worker_devices))
+    except ValueError as exc:
+        parser.error(str(exc))  # exits 2
     worker_args = [
         "worker",
         "--pool",

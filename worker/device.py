@@ -1,15 +1,113 @@
-"""The device this worker trains on, what it has free, and whether a job fits it.
+"""The devices this worker holds, what it has free, and whether a job fits it.
 
-A worker started with CUDA_VISIBLE_DEVICES sees only those GPUs (as cuda:0..n-1), so a
-job asking for a GPU this worker cannot see, or for more free memory than it has, is
-left queued for another worker.
+A worker holds GPUs (`grpo worker --devices 0,1`, indices as this process sees them;
+default all it sees) or, without CUDA, CPU slots (`--devices 4`; default one per CPU).
+Holding GPUs narrows CUDA_VISIBLE_DEVICES to them, so the worker and the ranks it starts
+see them as cuda:0..n-1 and a rank takes cuda:LOCAL_RANK. A job asking for more ranks than
+the worker holds, a GPU it cannot see, or more free memory than it has, is left queued for
+another worker.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from grpo.spec import JobSpec
+
+
+@dataclass(frozen=True)
+class Devices:
+    """What a worker holds: GPUs by the ids the machine gives them (CUDA_VISIBLE_DEVICES
+    entries), or CPU slots 0..n-1; one rank of a run per device."""
+
+    kind: Literal["cuda", "cpu"]
+    ids: tuple[str, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    @property
+    def label(self) -> str:
+        if self.kind == "cuda":
+            return f"{self.count} GPU{'s' if self.count > 1 else ''} ({','.join(self.ids)})"
+        return f"{self.count} CPU slot{'s' if self.count > 1 else ''}"
+
+
+_held: dict[str, Devices] = {}
+
+
+def parse_devices(text: str | None, *, visible_gpus: tuple[str, ...], cpus: int) -> Devices:
+    """The devices `--devices text` names on a machine that shows `visible_gpus` (the ids of
+    cuda:0..n-1) and has `cpus` CPUs; raises ValueError saying what is wrong."""
+    if text is None or not text.strip():
+        if visible_gpus:
+            return Devices("cuda", visible_gpus)
+        return Devices("cpu", tuple(str(i) for i in range(cpus)))
+    items = [item.strip() for item in text.split(",")]
+    if not all(item.isdigit() for item in items):
+        raise ValueError(
+            f"--devices {text!r}: give device indices like 0,1,2,3 (on a machine without "
+            "CUDA, a number of CPU slots or a list of CPU indices)"
+        )
+    indices = [int(item) for item in items]
+    twice = sorted({i for i in indices if indices.count(i) > 1})
+    if twice:
+        raise ValueError(f"--devices {text!r}: {', '.join(map(str, twice))} given twice")
+    if visible_gpus:
+        return Devices(
+            "cuda",
+            tuple(visible_gpus[i] for i in _present(indices, len(visible_gpus), "GPU", text)),
+        )
+    if len(indices) == 1:  # a count of CPU slots
+        if not 1 <= indices[0] <= cpus:
+            raise ValueError(
+                f"--devices {text!r}: give 1 to {cpus} CPU slots (this machine has no CUDA "
+                f"and {cpus} CPUs)"
+            )
+        return Devices("cpu", tuple(str(i) for i in range(indices[0])))
+    return Devices("cpu", tuple(str(i) for i in _present(indices, cpus, "CPU", text)))
+
+
+def _present(indices: list[int], available: int, what: str, text: str) -> list[int]:
+    missing = [i for i in indices if i >= available]
+    if missing:
+        sees = f"{what}s 0-{available - 1}" if available > 1 else f"{available} {what}"
+        raise ValueError(
+            f"--devices {text!r}: {what} {', '.join(map(str, missing))} is not on this machine, "
+            f"which has {sees}"
+        )
+    return indices
+
+
+def machine_devices(text: str | None) -> Devices:
+    """parse_devices on this machine: the GPUs torch sees (without initialising CUDA, so
+    CUDA_VISIBLE_DEVICES can still be narrowed) and os.cpu_count()."""
+    import torch
+
+    count = torch.cuda.device_count()
+    # CUDA_VISIBLE_DEVICES names the GPUs torch numbers 0..n-1 (indices or UUIDs)
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")  # the CUDA runtime's own variable
+    named = [e.strip() for e in env.split(",")] if env else []
+    visible = tuple(named[i] if i < len(named) else str(i) for i in range(count))
+    return parse_devices(text, visible_gpus=visible, cpus=os.cpu_count() or 1)
+
+
+def hold_devices(devices: Devices) -> None:
+    """Hold `devices` for the life of this worker; GPUs become its only visible ones."""
+    _held["devices"] = devices
+    if devices.kind == "cuda":  # read by CUDA at its start here, and inherited by the ranks
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices.ids)
+
+
+def held_devices() -> Devices:
+    """The devices this worker holds: those `hold_devices` was given, else the default."""
+    if "devices" not in _held:
+        _held["devices"] = machine_devices(None)
+    return _held["devices"]
 
 
 def device_label() -> str:
@@ -34,15 +132,15 @@ def free_memory_mb(device: str) -> int | None:
     return None
 
 
-def fit_problem(spec: JobSpec) -> str | None:
-    """Why this worker cannot run `spec`, or None when it can."""
+def fit_problem(spec: JobSpec, held: Devices) -> str | None:
+    """Why a worker holding `held` cannot run `spec`, or None when it can."""
     import torch
 
     ranks = spec.resources.num_processes
-    if ranks > 1:
+    if ranks > held.count:
         return (
-            f"resources.num_processes is {ranks}; this worker runs one process per run "
-            "(multi-rank runs: grpo train, for now)"
+            f"resources.num_processes is {ranks} but this worker holds {held.label}: one rank "
+            f"per device, so it waits for a worker holding at least {ranks}"
         )
     visible = torch.cuda.device_count()
     if spec.device.startswith("cuda"):

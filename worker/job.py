@@ -1,12 +1,13 @@
 """One training job: claim the run, train it with grpo.Trainer, sink every step to the store.
 
 A duplicate delivery of a run that is not queued does nothing. A run this worker cannot
-fit (its device or free memory) goes back to its queue for another worker. Every write
-for the run is conditional on the lease the claim returned: a worker that finds it lost
-the run (it stalled, the run was requeued and claimed by another) stops at once, writes
-nothing more and says why in its own log. A worker that is told to stop hands the run
-back to the queue at the next step boundary, with a checkpoint. Errors become a failed
-run with a message a user understands; the worker process goes on to the next job.
+fit (more ranks than the devices it holds, its device or free memory) goes back to its
+queue for another worker. Every write for the run is conditional on the lease the claim
+returned: a worker that finds it lost the run (it stalled, the run was requeued and
+claimed by another) stops at once, writes nothing more and says why in its own log. A
+worker that is told to stop hands the run back to the queue at the next step boundary,
+with a checkpoint. Errors become a failed run with a message a user understands; the
+worker process goes on to the next job.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.trackers import Trackers
 from grpo.trainer import FitResult, Trainer
-from worker.device import device_label, fit_problem
+from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
 
 T = TypeVar("T")
@@ -126,7 +127,7 @@ def _end(held: Lease, result: FitResult, *, queue: str) -> None:
 
 def _fit_problem(spec: dict[str, object]) -> str | None:
     try:
-        return fit_problem(JobSpec.model_validate(spec))
+        return fit_problem(JobSpec.model_validate(spec), held_devices())
     except ValueError:
         return None  # an invalid spec is claimed and failed with its message below
 

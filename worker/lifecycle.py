@@ -29,7 +29,7 @@ from app.queue import dispatch_run, redispatch_due, requeue_lost_runs
 from app.settings import get_settings
 from app.store import lease, runs, workers
 from app.store.lease import Lease, LeaseLost
-from worker.device import free_memory_mb
+from worker.device import free_memory_mb, held_devices
 
 log = logging.getLogger(__name__)
 current_run: dict[str, Lease | None] = {"lease": None}
@@ -47,10 +47,13 @@ def worker_name() -> str:
 def _report() -> None:
     device = _identity["device"]
     held = current_run["lease"]
+    holds = held_devices()
     workers.report_worker(
         _identity["name"],
         queues=_identity["queues"],
         device=device,
+        device_kind=holds.kind,
+        devices=list(holds.ids),
         free_memory_mb=free_memory_mb(device),
         run_id=held.run_id if held else None,
     )

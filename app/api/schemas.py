@@ -141,6 +141,13 @@ class WorkerOut(BaseModel):
     name: str
     queues: list[str]
     device: str
+    """The device its runs' rank 0 trains on (`cuda:0 (NVIDIA H100 ...)`, `cpu`)."""
+    device_kind: Literal["cuda", "cpu"]
+    """What `devices` are: GPUs, or CPU slots on a machine without CUDA."""
+    devices: list[str]
+    """The GPUs it holds (as CUDA_VISIBLE_DEVICES names them) or its CPU slots (`0`..`n-1`);
+    it takes runs whose `resources.num_processes` is at most their number (`grpo worker
+    --devices`)."""
     free_memory_mb: int | None
     run_id: str | None
     started_at: str

@@ -1,4 +1,4 @@
-"""Live workers: what they listen to, what they run, their device."""
+"""Live workers: what they listen to, what they run, the devices they hold."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def list_workers(settings: SettingsDep) -> WorkerList:
                 name=w.name,
                 queues=w.queues.split(","),
                 device=w.device,
+                device_kind="cuda" if w.device_kind == "cuda" else "cpu",
+                devices=[str(d) for d in w.devices],
                 free_memory_mb=w.free_memory_mb,
                 run_id=w.run_id,
                 started_at=w.started_at.isoformat(),

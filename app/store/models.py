@@ -245,6 +245,11 @@ class WorkerState(Base):
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     queues: Mapped[str] = mapped_column(String(500))
     device: Mapped[str] = mapped_column(String(200))
+    """The device its runs' rank 0 trains on (`cuda:0 (NVIDIA H100 ...)`, `cpu`)."""
+    device_kind: Mapped[str] = mapped_column(String(8), server_default=text("'cpu'"))
+    """`cuda` or `cpu`: what `devices` are."""
+    devices: Mapped[list[Any]] = mapped_column(JSON, server_default=text("'[\"0\"]'"))
+    """The GPUs it holds (CUDA_VISIBLE_DEVICES ids) or its CPU slots (0..n-1): one rank each."""
     free_memory_mb: Mapped[int | None] = mapped_column(Integer)
     run_id: Mapped[str | None] = mapped_column(String(32))
     started_at: Mapped[datetime] = mapped_column(

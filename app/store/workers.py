@@ -11,7 +11,14 @@ from app.store.models import WorkerState, utcnow
 
 
 def report_worker(
-    name: str, *, queues: str, device: str, free_memory_mb: int | None, run_id: str | None
+    name: str,
+    *,
+    queues: str,
+    device: str,
+    device_kind: str,
+    devices: list[str],
+    free_memory_mb: int | None,
+    run_id: str | None,
 ) -> None:
     with session_scope() as session:
         row = session.get(WorkerState, name)
@@ -19,6 +26,7 @@ def report_worker(
             row = WorkerState(name=name, started_at=utcnow())
             session.add(row)
         row.queues, row.device, row.free_memory_mb = queues, device, free_memory_mb
+        row.device_kind, row.devices = device_kind, devices
         row.run_id, row.last_seen_at = run_id, utcnow()
 
 

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.store import steps
+from app.store import steps, workers
 from grpo.report import CompletionReport, GroupReport, StepReport
 from tests.integration.store_fixture import store
 
@@ -61,6 +61,22 @@ def test_service_routes_answer(api: TestClient) -> None:
     assert api.get("/api/presets").json()["items"][0]["name"] == "arith-demo"
     assert api.get("/api/workers").json() == {"items": []}  # none heard from
     assert api.get("/openapi.json").json()["components"]["schemas"]["RunStatus"]["enum"]
+
+
+def test_workers_are_listed_with_the_devices_they_hold(api: TestClient) -> None:
+    workers.report_worker(
+        "gpu-box", queues="default,h100", device="cuda:0 (NVIDIA H100)", device_kind="cuda",
+        devices=["0", "1", "2", "3"], free_memory_mb=80_000, run_id=None,
+    )  # fmt: skip
+    workers.report_worker(
+        "laptop", queues="default", device="cpu", device_kind="cpu", devices=["0", "1"],
+        free_memory_mb=None, run_id=None,
+    )  # fmt: skip
+    items = api.get("/api/workers").json()["items"]
+    assert [(w["name"], w["device_kind"], w["devices"], w["queues"]) for w in items] == [
+        ("gpu-box", "cuda", ["0", "1", "2", "3"], ["default", "h100"]),
+        ("laptop", "cpu", ["0", "1"], ["default"]),
+    ]
 
 
 def test_a_run_is_submitted_listed_read_and_its_actions_answer(api: TestClient) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -231,3 +232,7 @@ def test_workers_endpoint_lists_the_live_worker_and_its_device(stack: Stack) -> 
         time.sleep(0.5)
     assert items and items[0]["device"].startswith(("cpu", "cuda"))
     assert stack.queue in items[0]["queues"]
+    if items[0]["device_kind"] == "cpu":  # no --devices: one CPU slot per CPU
+        assert items[0]["devices"] == [str(i) for i in range(os.cpu_count() or 1)]
+    else:
+        assert items[0]["device_kind"] == "cuda" and items[0]["devices"]

@@ -13,7 +13,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select, text
 
 from app.store.db import make_engine
-from app.store.models import Base, StepMetric
+from app.store.models import Base, StepMetric, WorkerState
 from tests.stack import ROOT, create_pg_database, drop_pg_database
 
 
@@ -76,4 +76,25 @@ def test_steps_stored_before_the_spread_histogram_read_back_an_empty_one(
     assert "group_reward_std_histogram" not in {
         c["name"] for c in inspect(engine).get_columns("step_metric")
     }
+    engine.dispose()
+
+
+def test_workers_reported_before_devices_read_back_as_one_cpu_slot(database_url: str) -> None:
+    command.upgrade(alembic_config(database_url), "0005")
+    engine = make_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO worker (name, queues, device, started_at, last_seen_at)"
+                " VALUES ('old', 'default', 'cpu', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            )
+        )
+    command.upgrade(alembic_config(database_url), "head")
+    with engine.connect() as conn:
+        row = conn.execute(select(WorkerState.device_kind, WorkerState.devices)).one()
+    assert tuple(row) == ("cpu", ["0"])
+    command.downgrade(alembic_config(database_url), "0005")
+    assert {"device_kind", "devices"}.isdisjoint(
+        c["name"] for c in inspect(engine).get_columns("worker")
+    )
     engine.dispose()

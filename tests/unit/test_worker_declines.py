@@ -1,8 +1,15 @@
-"""A worker says once per run that it declines it, and remembers a bounded number of runs."""
+"""A worker holds the devices it is started with, declines runs that need more ranks than
+that, says once per run that it declines it, and remembers a bounded number of runs."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
+from grpo.spec import JobSpec
 from worker import job
+from worker.device import Devices, fit_problem, parse_devices
 
 
 def test_a_decline_is_said_once_and_the_memory_of_declines_is_bounded() -> None:
@@ -13,10 +20,62 @@ def test_a_decline_is_said_once_and_the_memory_of_declines_is_bounded() -> None:
     assert job.is_first_decline("run-a")  # long forgotten: said again, once
 
 
-def test_a_run_for_several_ranks_does_not_fit_a_one_process_worker() -> None:
-    from grpo.spec import JobSpec
-    from worker.device import fit_problem
+GPUS = ("0", "1", "2", "3")
 
-    spec = JobSpec(prompts_per_step=2, resources={"num_processes": 2})
-    assert "num_processes is 2; this worker runs one process" in (fit_problem(spec) or "")
-    assert fit_problem(JobSpec(device="cpu")) is None
+
+@pytest.mark.parametrize(
+    ("text", "gpus", "cpus", "kind", "ids"),
+    [
+        (None, GPUS, 16, "cuda", GPUS),  # default: every GPU it sees
+        ("1,3", GPUS, 16, "cuda", ("1", "3")),
+        ("1", ("GPU-a", "GPU-b"), 16, "cuda", ("GPU-b",)),  # ids as CUDA_VISIBLE_DEVICES names them
+        (None, (), 2, "cpu", ("0", "1")),  # default without CUDA: one slot per CPU
+        ("2", (), 4, "cpu", ("0", "1")),  # a count of CPU slots
+        (" 0, 3 ", (), 4, "cpu", ("0", "3")),
+    ],
+)
+def test_devices_a_worker_holds(
+    text: str | None, gpus: tuple[str, ...], cpus: int, kind: str, ids: tuple[str, ...]
+) -> None:
+    assert parse_devices(text, visible_gpus=gpus, cpus=cpus) == Devices(kind, ids)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "gpus", "cpus", "says"),
+    [
+        ("0,x", GPUS, 16, "give device indices like 0,1,2,3"),
+        ("-1", GPUS, 16, "give device indices"),
+        ("0,,1", GPUS, 16, "give device indices"),
+        ("1,2,1", GPUS, 16, "1 given twice"),
+        ("2,4", GPUS, 16, "GPU 4 is not on this machine, which has GPUs 0-3"),
+        ("0", (), 2, "give 1 to 2 CPU slots (this machine has no CUDA and 2 CPUs)"),
+        ("3", (), 2, "give 1 to 2 CPU slots"),
+        ("0,2", (), 2, "CPU 2 is not on this machine, which has CPUs 0-1"),
+    ],
+)
+def test_devices_that_are_not_there_are_refused(
+    text: str, gpus: tuple[str, ...], cpus: int, says: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)):
+        parse_devices(text, visible_gpus=gpus, cpus=cpus)
+
+
+def test_grpo_worker_refuses_bad_devices_at_start(capsys: pytest.CaptureFixture[str]) -> None:
+    from worker import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--devices", "0,0"])
+    assert exit_.value.code == 2
+    assert "--devices '0,0': 0 given twice" in capsys.readouterr().err
+
+
+def test_a_run_with_more_ranks_than_the_worker_holds_is_declined_saying_both() -> None:
+    spec = JobSpec(device="cpu", prompts_per_step=4, resources={"num_processes": 4})
+    problem = fit_problem(spec, Devices("cpu", ("0", "1")))
+    assert problem is not None
+    assert "resources.num_processes is 4 but this worker holds 2 CPU slots" in problem
+    assert "at least 4" in problem
+    assert fit_problem(spec, Devices("cpu", ("0", "1", "2", "3"))) is None
+    assert fit_problem(JobSpec(device="cpu"), Devices("cpu", ("0",))) is None
+    gpus = fit_problem(spec, Devices("cuda", ("0", "1")))
+    assert "holds 2 GPUs (0,1)" in (gpus or "")

@@ -9,6 +9,8 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').RunList} RunList
  * @typedef {import('./openapi').JobSpec} JobSpec
  * @typedef {import('./openapi').PresetList} PresetList
+ * @typedef {import('./openapi').WorkerList} WorkerList
+ * @typedef {import('./openapi').WorkerOut} WorkerOut
  * @typedef {import('./openapi').LogList} LogList
  * @typedef {import('./openapi').GroupList} GroupList
  * @typedef {import('./openapi').GroupSummary} GroupSummary
@@ -105,6 +107,8 @@ export const cloneRun = (id, patch) => request('POST', `${run(id)}/clone`, { bod
 export const deleteRun = (id) => request('DELETE', run(id));
 /** @type {() => Promise<PresetList>} */
 export const listPresets = () => request('GET', '/api/presets');
+/** @type {() => Promise<WorkerList>} */
+export const listWorkers = () => request('GET', '/api/workers');
 /**
  * A run's histogram bin edges by histogram name (counts[i] is [edges[i], edges[i+1])), read
  * with the smallest page of its histograms.

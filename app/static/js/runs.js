@@ -7,6 +7,7 @@ import { $, $$, fill, h, seg } from './dom.js';
 import { duration, num, runSeconds, since } from './format.js';
 import { errorText, initShell, stateBox, toast } from './shell.js';
 import { askToken, withToken } from './token.js';
+import { showWorkers } from './workers.js';
 
 const PAGE = 50;
 const POLL_MS = 3000;
@@ -238,7 +239,9 @@ function wire() {
     window.location.assign(`/compare?runs=${[...state.selected].map(seg).join(',')}`);
   });
   setInterval(() => {
-    if (document.visibilityState === 'visible') load({ quiet: true });
+    if (document.visibilityState !== 'visible') return;
+    load({ quiet: true });
+    showWorkers($('#workers-list'));
   }, POLL_MS);
 }
 
@@ -246,4 +249,5 @@ initShell();
 readQuery();
 wire();
 load();
+showWorkers($('#workers-list'));
 describeDemo();
