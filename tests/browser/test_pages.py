@@ -3,6 +3,7 @@ With GRPO_SCREENSHOT_DIR set, this is also what makes the 1280x800 screenshots i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,12 @@ def test_every_page_renders_without_console_errors(
 
     page.goto("/")
     expect(page.locator(f"tr[data-run-id='{run_id}']")).to_be_visible()
+    worker = api.get("/api/workers").json()["items"][0]
+    held = len(worker["devices"])
+    kind = "GPU" if worker["device_kind"] == "cuda" else "CPU slot"
+    expect(page.locator(f"li[data-worker='{worker['name']}'] .worker-devices")).to_have_text(
+        re.compile(rf"^{held} {kind}")
+    )
     shoot(page, "runs")
 
     page.goto("/runs/new")
