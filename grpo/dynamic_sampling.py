@@ -5,17 +5,25 @@ policy gradient. With dynamic sampling on, such groups are dropped and more prom
 sampled, round after round, until the step holds `target` groups with a nonzero advantage
 or `max_rounds` rounds have run; then the step trains on what it has. Dropped groups are
 returned too, so the report can show them. Knows nothing of models or rewards' meaning.
+
+On several ranks every rank generates and scores its slice of a round's groups, then the
+round is gathered whole on every rank (`whole_round`), so the decisions (which groups are
+kept, when the step has enough) are one process's, on every rank; the kept groups (and the
+dropped ones, for the report) are then dealt out again as contiguous slices
+(`rank_share`). A group's samples depend only on (seed, step, round, position), so one
+process and several keep the same groups in the same order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import Tensor
 
 from grpo.data import Example
+from grpo.distributed import SINGLE, Ranks
 from grpo.rollout import Rollout, concat_rollouts
 from grpo.scoring import Scores
 from grpo.spec import JobSpec
@@ -61,6 +69,8 @@ class Filled:
     """Zero-signal groups left out of training, in sampling order."""
     rounds: int
     """Generation rounds run, the first included."""
+    first: int = 0
+    """Position in the step of kept's first group (this rank's share on several ranks)."""
 
 
 def has_signal(advantages: Tensor) -> Tensor:
@@ -70,9 +80,15 @@ def has_signal(advantages: Tensor) -> Tensor:
 
 
 def fill_with_signal(
-    sample_round: Callable[[int], Batch], *, target: int, max_rounds: int, pad_token_id: int
+    sample_round: Callable[[int], Batch],
+    *,
+    target: int,
+    max_rounds: int,
+    pad_token_id: int,
+    ranks: Ranks = SINGLE,
 ) -> Filled:
-    """Rounds 0, 1, ... of sample_round until `target` groups have signal or max_rounds ran.
+    """Rounds 0, 1, ... of sample_round until `target` groups have signal or max_rounds ran,
+    decided on the whole rounds (every rank's slice of each, gathered).
 
     Surplus groups with signal from the last round are discarded (DAPO does the same). If
     no round found any signal, the first round's groups are trained on as they are.
@@ -81,7 +97,7 @@ def fill_with_signal(
     dropped: list[Batch] = []
     found, rounds, first = 0, 0, None
     while found < target and rounds < max_rounds:
-        batch = sample_round(rounds)
+        batch = whole_round(ranks, sample_round(rounds), pad_token_id=pad_token_id)
         first = batch if first is None else first
         rounds += 1
         signal = has_signal(batch.advantages).tolist()
@@ -94,6 +110,33 @@ def fill_with_signal(
         assert first is not None  # max_rounds >= 1
         return Filled(first, None, rounds)
     return Filled(trained, concat_batches(dropped, pad_token_id=pad_token_id), rounds)
+
+
+def whole_round(ranks: Ranks, batch: Batch, *, pad_token_id: int) -> Batch:
+    """Every rank's slice of a round, in rank (= position) order, on every rank."""
+    if not ranks.is_distributed:
+        return batch
+    device = batch.rollout.completion_ids.device
+    parts = ranks.gather_all(_moved(batch, torch.device("cpu")))
+    whole = concat_batches(parts, pad_token_id=pad_token_id)
+    assert whole is not None  # prompts_per_step >= num_processes: no rank has no group
+    return _moved(whole, device)
+
+
+def rank_share(ranks: Ranks, filled: Filled) -> Filled:
+    """This rank's contiguous slice of the kept groups; the dropped ones (only reported)
+    all on the last rank, so the gathered report lists kept then dropped, as one process."""
+    if not ranks.is_distributed:
+        return filled
+    mine = ranks.groups(len(filled.kept.examples))
+    dropped = filled.dropped if ranks.rank == ranks.world_size - 1 else None
+    return Filled(filled.kept.select(list(mine)), dropped, filled.rounds, first=mine.start)
+
+
+def _moved(batch: Batch, device: torch.device) -> Batch:
+    rollout = batch.rollout
+    moved = {f.name: getattr(rollout, f.name).to(device) for f in fields(rollout)}
+    return replace(batch, rollout=replace(rollout, **moved))
 
 
 def concat_batches(batches: list[Batch], *, pad_token_id: int) -> Batch | None:

@@ -37,6 +37,10 @@ class ReferencePolicy:
         """Per-token log-probabilities of the sampled tokens under the reference (N, T),
         `micro_batch_size` completions per forward pass."""
         pieces = row_slices(rollout.completion_ids.shape[0], micro_batch_size)
+        if not pieces:  # a rank without groups
+            return rollout.completion_mask.new_zeros(
+                rollout.completion_mask.shape, dtype=torch.float
+            )
         with self._as_reference(policy):
             model = policy if self.frozen is None else self.frozen
             return torch.cat(

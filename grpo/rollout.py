@@ -37,7 +37,8 @@ class Rollout:
 
     @property
     def num_generations(self) -> int:
-        return self.completion_ids.shape[0] // self.prompt_ids.shape[0]
+        # 0 for a rollout of no group (a rank left without a kept group, dynamic sampling)
+        return self.completion_ids.shape[0] // max(1, self.prompt_ids.shape[0])
 
     @property
     def lengths(self) -> Tensor:

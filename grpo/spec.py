@@ -126,9 +126,6 @@ class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
             )
         if value.sharding == "fsdp":
             raise ValueError("sharding fsdp is not implemented yet (FSDP2 fully_shard); use ddp")
-        dynamic = info.data.get("dynamic_sampling")
-        if ranks > 1 and dynamic is not None and dynamic.enabled:
-            raise ValueError("num_processes > 1 with dynamic_sampling is not supported yet")
         return value
 
     @model_validator(mode="after")

@@ -29,7 +29,7 @@ from grpo.data import (
     load_nonempty,
 )
 from grpo.distributed import current_ranks
-from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal
+from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal, rank_share
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.kl_control import adapt_beta
@@ -193,7 +193,7 @@ class Trainer:
         """One GRPO step on the prompts of 1-based `step`, in algorithm order."""
         spec, clock = self.spec, StepClock()
         self._truncated_prompts = 0  # counted by _sample_round over all of the step's rounds
-        filled = self._sample(step, clock)
+        filled, dynamic = self._sample(step, clock)
         batch = filled.kept
         rollout, rewards, scores = batch.rollout, batch.rewards, batch.scores
         # again over the kept groups: a batch-level std must see the batch that trains
@@ -203,22 +203,17 @@ class Trainer:
         with clock.phase("train"):
             update = self._update(rollout, advantages, ref_logps, step)
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
-        groups = self._report_groups(batch, advantages, token_kls, first=self._first_group)
+        groups = self._report_groups(batch, advantages, token_kls, first=filled.first)
         if filled.dropped is not None:
             dropped = filled.dropped
             groups += self._report_groups(
-                dropped, dropped.advantages, None, first=len(groups), is_dropped=True
+                dropped, dropped.advantages, None, first=filled.first + len(groups), is_dropped=True
             )
         whole = whole_step(self.ranks, self._part(batch, groups, clock))
         scalars = self._scalars(whole, update)  # beta and learning rate of this step
         self._after_update(step, kl=scalars["kl"])
-        scalars.update(dynamic_scalars(self.spec, step, filled, clock, log=self.log))
+        scalars.update(dynamic)
         return build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
-
-    @property
-    def _first_group(self) -> int:
-        """This rank's first group of the step (0 on one process)."""
-        return self.ranks.groups(self.spec.prompts_per_step).start
 
     def _part(self, batch: Batch, groups: list[GroupReport], clock: StepClock) -> RankPart:
         rollout = batch.rollout
@@ -240,16 +235,22 @@ class Trainer:
             )
         )
 
-    def _sample(self, step: int, clock: StepClock) -> Filled:
-        """Round 0 alone, or rounds until the step has prompts_per_step groups with signal."""
+    def _sample(self, step: int, clock: StepClock) -> tuple[Filled, dict[str, float]]:
+        """Round 0 alone, or rounds until the step has prompts_per_step groups with signal
+        (decided on the whole rounds, every rank's groups); this rank's groups, and the
+        dynamic_sampling/* scalars."""
         if not self.spec.dynamic_sampling.enabled:
-            return Filled(self._sample_round(step, 0, clock), None, 1)
-        return fill_with_signal(
+            first = self.ranks.groups(self.spec.prompts_per_step).start
+            return Filled(self._sample_round(step, 0, clock), None, 1, first=first), {}
+        filled = fill_with_signal(
             lambda round_index: self._sample_round(step, round_index, clock),
             target=self.spec.prompts_per_step,
             max_rounds=self.spec.dynamic_sampling.max_rounds,
             pad_token_id=self.tokenizer.pad_token_id,
+            ranks=self.ranks,
         )
+        dynamic = dynamic_scalars(self.spec, step, filled, clock, log=self.log)
+        return rank_share(self.ranks, filled), dynamic
 
     def _sample_round(self, step: int, round_index: int, clock: StepClock) -> Batch:
         """Prompts of `step` (round 0) or of a reserve stream (extra rounds), generated and

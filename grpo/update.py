@@ -256,6 +256,8 @@ def _optimizer_step(
 def groups_with_signal(advantages: Tensor, num_generations: int) -> Tensor:
     """Indices of groups with a nonzero advantage. Without a KL term the others (all-equal
     rewards) add exactly 0 to loss and gradient, so their forward and backward are skipped."""
+    if advantages.numel() == 0:  # a rank without groups
+        return torch.zeros(0, dtype=torch.long, device=advantages.device)
     return advantages.view(-1, num_generations).ne(0).any(dim=1).nonzero().squeeze(1)
 
 

@@ -185,3 +185,35 @@ def test_ctrl_c_stops_every_rank_between_steps_with_a_checkpoint(tmp_path, grpo_
     assert process.wait(timeout=25) == 130, log.read_text(errors="replace")[-2000:]
     assert len(os.listdir(tmp_path / "run" / "checkpoints")) == 1
     assert rank_processes(process.pid, group=True) == []  # no rank outlived the launcher
+
+
+def kept_and_dropped(report: StepReport) -> list[tuple[int, str, list[float], bool]]:
+    return [(g.index, g.prompt_id, g.rewards, g.is_dropped) for g in report.groups]
+
+
+@pytest.mark.parametrize(
+    ("max_rounds", "signal_groups"),
+    [(3, 3), (1, 1)],  # 1: a step with one group of signal leaves rank 1 without a group
+)
+def test_dynamic_sampling_on_two_ranks_keeps_the_groups_one_process_keeps(
+    tmp_path, grpo_cache_dir, max_rounds, signal_groups
+):
+    knobs: dict[str, Any] = dict(  # seed 2 and a leading digit: flat groups in every round
+        max_steps=1,
+        seed=2,
+        rewards=(RegexReward(pattern=r"^\d"),),
+        dynamic_sampling={"enabled": True, "max_rounds": max_rounds},
+        logging={"max_groups_per_step": 16},
+        num_iterations=1,  # mu 2's AdamW step would amplify the ranks' fp32 summation order
+    )
+    (one,) = fit(job(1, **knobs), tmp_path / "one", grpo_cache_dir)
+    args = (job(2, **knobs), tmp_path / "two", grpo_cache_dir, None)
+    (two,) = launch_ranks(fit_rank, args, num_processes=2, run_id="test-dynamic")
+    assert one.scalars["dynamic_sampling/rounds"] == max_rounds
+    assert one.scalars["dynamic_sampling/signal_groups"] == signal_groups
+    assert one.scalars["dynamic_sampling/dropped_groups"] > 0
+    assert kept_and_dropped(two) == kept_and_dropped(one)
+    assert completions(two) == completions(one)
+    for key, value in one.scalars.items():
+        if not key.startswith("time/") and key != "tokens_per_second":
+            assert two.scalars[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
