@@ -3,7 +3,9 @@
 The archive is built next to the run's checkpoints (`<run dir>/exports/`), written to a temp
 file and renamed into place, so a download that is resumed with `Range` reads the very bytes
 it started on. Only regular files of the checkpoint's `model/` directory go in (no links),
-and the checkpoint must lie inside the run's directory. Knows nothing of HTTP or torch.
+and the checkpoint must lie inside the run's directory. A checkpoint is looked up by its
+name under this server's run directory, not by the path its worker recorded: a worker on
+another node may mount the shared data directory elsewhere. Knows nothing of HTTP or torch.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from app.store.models import Checkpoint
 
 MODEL_DIR = "model"
 """The `save_pretrained` directory inside a checkpoint (grpo/checkpoint.py)."""
+CHECKPOINTS_DIR = "checkpoints"
+"""Where a run's checkpoints lie in its directory (grpo/checkpoint.py's checkpoint_root)."""
 
 
 MERGE_TIMEOUT_S = 3600
@@ -33,10 +37,15 @@ class MergeFailed(Exception):
     """The merge subprocess failed; the message is the end of what it printed."""
 
 
+def checkpoint_dir(checkpoint: Checkpoint, run_dir: Path) -> Path:
+    """The checkpoint's directory as this server sees it: its name under `run_dir`."""
+    return run_dir / CHECKPOINTS_DIR / Path(checkpoint.path).name
+
+
 def model_dir(checkpoint: Checkpoint, run_dir: Path) -> Path:
     """The checkpoint's `model/` directory, refused unless it resolves inside `run_dir`."""
     root = run_dir.resolve()
-    directory = (Path(checkpoint.path) / MODEL_DIR).resolve()
+    directory = (checkpoint_dir(checkpoint, run_dir) / MODEL_DIR).resolve()
     if not directory.is_relative_to(root):
         raise CheckpointGone(f"checkpoint of step {checkpoint.step} is outside the run's directory")
     if not directory.is_dir():
@@ -82,7 +91,8 @@ def cached_merged_archive(
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".merge-", dir=target.parent))
     try:
-        command = [sys.executable, "-m", "grpo.merge", checkpoint.path, str(work / "model")]
+        source = str(checkpoint_dir(checkpoint, run_dir))
+        command = [sys.executable, "-m", "grpo.merge", source, str(work / "model")]
         done = subprocess.run(
             [*command, *merge_args], capture_output=True, text=True, timeout=MERGE_TIMEOUT_S
         )

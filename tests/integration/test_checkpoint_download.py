@@ -1,6 +1,7 @@
 """Checkpoint list and download through the real app and store: the archive holds the
 model directory, a cut download resumes with Range, weights need a token whenever tokens
-are configured, and nothing outside the run's directory is served."""
+are configured, nothing outside the run's directory is served, and a checkpoint is found
+under this server's run directory wherever its worker mounted the shared data."""
 
 from __future__ import annotations
 
@@ -29,8 +30,11 @@ def api(store: str) -> Iterator[TestClient]:
         yield client
 
 
-def run_with_checkpoints(steps: list[int], *, outside: Path | None = None) -> str:
-    """A claimed run whose worker wrote these checkpoints (a small model directory each)."""
+def run_with_checkpoints(
+    steps: list[int], *, outside: Path | None = None, recorded_in: Path | None = None
+) -> str:
+    """A claimed run whose worker wrote these checkpoints (a small model directory each);
+    `recorded_in`: where the worker saw them (it mounts the data directory there)."""
     run, _ = runs.create_run(
         JobSpec(model="builtin:tiny", max_steps=steps[-1]), package_version="t"
     )
@@ -43,7 +47,8 @@ def run_with_checkpoints(steps: list[int], *, outside: Path | None = None) -> st
         model.mkdir(parents=True)
         (model / "config.json").write_text(f'{{"step": {step}}}')
         (model / "model.safetensors").write_bytes(bytes(range(256)) * 64 * step)
-        saved = SavedCheckpoint(step, str(model.parent), 1, step == steps[-1], tuple(steps))
+        path = (recorded_in or root) / model.parent.name
+        saved = SavedCheckpoint(step, str(path), 1, step == steps[-1], tuple(steps))
         checkpoints.record_checkpoint(held, saved)
     return run.id
 
@@ -96,8 +101,8 @@ def test_missing_pruned_and_foreign_checkpoints_are_404s(api: TestClient, tmp_pa
 
     foreign = run_with_checkpoints([1], outside=tmp_path / "elsewhere")
     refused = api.get(f"/api/runs/{foreign}/checkpoints/1/download")
-    assert refused.status_code == 404
-    assert "outside the run's directory" in refused.json()["error"]["message"]
+    assert refused.status_code == 404  # the recorded path is not followed out of the run
+    assert "not here" in refused.json()["error"]["message"]
 
     fresh = runs.create_run(JobSpec(model="builtin:tiny"), package_version="t")[0]
     assert api.get(f"/api/runs/{fresh.id}/checkpoints").json() == {"items": []}
@@ -172,3 +177,13 @@ def base_logits(spec: JobSpec, ids: object) -> object:
     base, _ = load_policy(spec.model, cache_dir=get_settings().resolved_cache_dir)
     with torch.no_grad():
         return base(ids).logits
+
+
+def test_a_checkpoint_a_worker_recorded_under_its_own_mount_is_served_from_ours(
+    api: TestClient,
+) -> None:
+    # a worker on another node mounts the shared data directory at /mnt/grpo-data
+    run_id = run_with_checkpoints([3], recorded_in=Path("/mnt/grpo-data/runs/x/checkpoints"))
+    answer = api.get(f"/api/runs/{run_id}/checkpoints/3/download")
+    assert answer.status_code == 200, answer.text
+    assert members(answer.content)[f"{run_id}-step-000003/config.json"] == b'{"step": 3}'
