@@ -66,6 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", action="store_true", help="continue from the latest checkpoint"
     )
     train_parser.add_argument(
+        "--nnodes",
+        type=int,
+        default=1,
+        help="machines the run spans, each running this same command with the same spec and "
+        "--workdir on shared storage; resources.num_processes ranks in all (default 1)",
+    )
+    train_parser.add_argument(
+        "--rdzv-endpoint",
+        default=None,
+        help="host:port every node reaches for the rendezvous (one of the nodes; needed with "
+        "--nnodes > 1), as torchrun's",
+    )
+    train_parser.add_argument(
         "--reward-hosts",
         default="",
         help="comma-separated host[:port]s that http rewards may call (default: none)",
@@ -112,14 +125,26 @@ def train(args: argparse.Namespace) -> int:
         )
         return 2
     ranks = spec.resources.num_processes
-    if ranks == 1:
+    if ranks == 1 and args.nnodes == 1:
         return train_here(args, spec, workdir)
+    problem = nodes_problem(ranks, nodes=args.nnodes, endpoint=args.rdzv_endpoint)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     from grpo.launch import ChildFailedError, SignalException, launch_ranks
 
-    print(f"launching {ranks} ranks (torch elastic launcher)", file=sys.stderr)
+    here = ranks // args.nnodes
+    where = f" here, of {ranks} on {args.nnodes} nodes" if args.nnodes > 1 else ""
+    plural = "s" if here > 1 else ""
+    print(f"launching {here} rank{plural}{where} (torch elastic launcher)", file=sys.stderr)
     try:
         code: int = launch_ranks(
-            train_rank, (args, spec, workdir), num_processes=ranks, run_id=workdir.name
+            train_rank,
+            (args, spec, workdir),
+            num_processes=here,
+            run_id=workdir.name,
+            nodes=args.nnodes,
+            rdzv_endpoint=args.rdzv_endpoint or "localhost:0",
         )
     except ChildFailedError as exc:
         print(f"error: a rank failed, every rank was stopped:\n{exc}", file=sys.stderr)
@@ -128,6 +153,20 @@ def train(args: argparse.Namespace) -> int:
         print(f"stopped; checkpoints in {workdir / 'checkpoints'}", file=sys.stderr)
         return 130
     return code
+
+
+def nodes_problem(ranks: int, *, nodes: int, endpoint: str | None) -> str | None:
+    """Why `--nnodes`/`--rdzv-endpoint` cannot split `ranks`, or None."""
+    if nodes < 1:
+        return f"--nnodes is {nodes}; give 1 or more"
+    if ranks % nodes:
+        return (
+            f"resources.num_processes is {ranks}, which {nodes} nodes cannot share equally "
+            "(every node runs the same number of ranks)"
+        )
+    if nodes > 1 and not endpoint:
+        return "--nnodes > 1 needs --rdzv-endpoint host:port, the same on every node"
+    return None
 
 
 def train_rank(args: argparse.Namespace, spec: Any, workdir: Path) -> int:

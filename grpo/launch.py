@@ -7,7 +7,8 @@ MASTER_ADDR / MASTER_PORT for each, and supervises them: when one rank exits wit
 error or is killed, it stops the others and raises ChildFailedError naming the rank, so
 no rank outlives a failed run. Nothing is restarted (max_restarts 0): a run's steps are
 not idempotent, so a failed run is resumed from its checkpoint, not re-run in place.
-Across nodes the same launcher takes a shared rendezvous endpoint (docs/scaling.md).
+Across nodes the same launcher takes a shared rendezvous endpoint and the node count
+(`grpo train --nnodes --rdzv-endpoint`, docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -28,25 +29,35 @@ __all__ = ["ChildFailedError", "SignalException", "init_rank", "is_launched", "l
 
 
 def launch_ranks(
-    entry: Callable[..., Any], args: tuple[Any, ...], *, num_processes: int, run_id: str
+    entry: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    num_processes: int,
+    run_id: str,
+    nodes: int = 1,
+    rdzv_endpoint: str = "localhost:0",
 ) -> Any:
-    """Run `entry(*args)` in `num_processes` ranks; rank 0's return value.
+    """Run `entry(*args)` in `num_processes` ranks on this machine; the return value of the
+    lowest rank here (rank 0 on the node that got it).
 
     `entry` must be a module-level function (the ranks are spawned, not forked) that
-    calls init_rank first. Raises ChildFailedError when any rank fails.
+    calls init_rank first. Raises ChildFailedError when any rank fails. Over `nodes`
+    machines, each node calls this with the same `run_id` and a `rdzv_endpoint` (host:port
+    of one of them) that all reach, as `torchrun --nnodes --rdzv-endpoint` does.
     """
     config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
+        min_nodes=nodes,
+        max_nodes=nodes,
         nproc_per_node=num_processes,
         run_id=run_id,
         rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
+        rdzv_endpoint=rdzv_endpoint,
         max_restarts=0,
         monitor_interval=0.5,
         start_method="spawn",
     )
-    return elastic_launch(config, entry)(*args)[0]
+    returned = elastic_launch(config, entry)(*args)  # {global rank: value} of this node's ranks
+    return returned[min(returned)]
 
 
 def is_launched() -> bool:

@@ -1,0 +1,59 @@
+"""One run over several machines with the same launcher: `grpo train --nnodes 2
+--rdzv-endpoint host:port` on each node. Here the two "nodes" are two processes of this
+machine that share nothing but the rendezvous endpoint and the run's directory, as two
+machines with a shared filesystem would."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from grpo import cli
+
+SPEC = (
+    "model: builtin:tiny\nmax_steps: 1\nprompts_per_step: 2\nnum_generations: 2\n"
+    "max_completion_length: 4\nsave_steps: 1\nresources:\n  num_processes: 2\n"
+    "rewards:\n  - name: regex\n    pattern: '\\d'\n"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_two_nodes_meet_at_one_endpoint_and_train_one_run(
+    tmp_path: Path, grpo_cache_dir: Path
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    workdir = tmp_path / "shared" / "run"
+    endpoint = f"127.0.0.1:{free_port()}"
+    argv = [
+        sys.executable, "-m", "grpo.cli", "train", str(spec), "--workdir", str(workdir),
+        "--cache-dir", str(grpo_cache_dir), "--nnodes", "2", "--rdzv-endpoint", endpoint,
+    ]  # fmt: skip
+    nodes = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)
+    ]
+    outputs = [node.communicate(timeout=300)[0].decode(errors="replace") for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    assert all("launching 1 rank here, of 2 on 2 nodes" in out for out in outputs)
+    assert sum("finished at step 1" in out for out in outputs) == 1, outputs  # rank 0 alone
+    assert os.listdir(workdir / "checkpoints") == ["step-000001"]
+
+
+def test_nodes_that_cannot_share_the_ranks_are_refused_before_any_launch(
+    tmp_path: Path, capsys
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    run = ["train", str(spec), "--workdir", str(tmp_path / "run")]
+    assert cli.main([*run, "--nnodes", "3", "--rdzv-endpoint", "h:1"]) == 2
+    assert "num_processes is 2, which 3 nodes cannot share equally" in capsys.readouterr().err
+    assert cli.main([*run, "--nnodes", "2"]) == 2
+    assert "--nnodes > 1 needs --rdzv-endpoint" in capsys.readouterr().err
