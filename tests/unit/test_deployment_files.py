@@ -37,6 +37,21 @@ def test_compose_has_the_full_stack_with_healthchecks_volumes_and_a_gpu_worker()
         ].startswith("redis")
 
 
+def test_every_path_the_api_and_workers_share_is_on_a_shared_volume() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for name in ("api", "worker"):
+        service = compose["services"][name]
+        mounts = {
+            Path(v.split(":")[1])
+            for v in service["volumes"]
+            if v.split(":")[0] in compose["volumes"]
+        }
+        env = service["environment"]
+        for setting in ("GRPO_DATA_DIR", "GRPO_CACHE_DIR", "HF_HOME"):
+            path = Path(env[setting])
+            assert any(path.is_relative_to(m) for m in mounts), f"{name}: {setting}={path}"
+
+
 def test_compose_waits_for_a_stopping_worker_to_hand_its_run_back() -> None:
     from app.settings import Settings
 
