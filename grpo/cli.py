@@ -127,7 +127,9 @@ def train(args: argparse.Namespace) -> int:
     ranks = spec.resources.num_processes
     if ranks == 1 and args.nnodes == 1:
         return train_here(args, spec, workdir)
-    problem = nodes_problem(ranks, nodes=args.nnodes, endpoint=args.rdzv_endpoint)
+    problem = nodes_problem(
+        ranks, nodes=args.nnodes, endpoint=args.rdzv_endpoint, has_workdir=bool(args.workdir)
+    )
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -155,7 +157,7 @@ def train(args: argparse.Namespace) -> int:
     return code
 
 
-def nodes_problem(ranks: int, *, nodes: int, endpoint: str | None) -> str | None:
+def nodes_problem(ranks: int, *, nodes: int, endpoint: str | None, has_workdir: bool) -> str | None:
     """Why `--nnodes`/`--rdzv-endpoint` cannot split `ranks`, or None."""
     if nodes < 1:
         return f"--nnodes is {nodes}; give 1 or more"
@@ -166,6 +168,9 @@ def nodes_problem(ranks: int, *, nodes: int, endpoint: str | None) -> str | None
         )
     if nodes > 1 and not endpoint:
         return "--nnodes > 1 needs --rdzv-endpoint host:port, the same on every node"
+    if nodes > 1 and not has_workdir:
+        # the default, runs/<name>, is under each node's own working directory
+        return "--nnodes > 1 needs --workdir on storage every node shares, the same on each"
     return None
 
 

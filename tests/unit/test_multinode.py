@@ -57,3 +57,5 @@ def test_nodes_that_cannot_share_the_ranks_are_refused_before_any_launch(
     assert "num_processes is 2, which 3 nodes cannot share equally" in capsys.readouterr().err
     assert cli.main([*run, "--nnodes", "2"]) == 2
     assert "--nnodes > 1 needs --rdzv-endpoint" in capsys.readouterr().err
+    assert cli.main(["train", str(spec), "--nnodes", "2", "--rdzv-endpoint", "h:1"]) == 2
+    assert "--nnodes > 1 needs --workdir on storage every node shares" in capsys.readouterr().err
