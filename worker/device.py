@@ -88,12 +88,16 @@ def machine_devices(text: str | None) -> Devices:
     CUDA_VISIBLE_DEVICES can still be narrowed) and os.cpu_count()."""
     import torch
 
-    count = torch.cuda.device_count()
-    # CUDA_VISIBLE_DEVICES names the GPUs torch numbers 0..n-1 (indices or UUIDs)
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")  # the CUDA runtime's own variable
-    named = [e.strip() for e in env.split(",")] if env else []
-    visible = tuple(named[i] if i < len(named) else str(i) for i in range(count))
+    # CUDA_VISIBLE_DEVICES is the CUDA runtime's own variable
+    visible = visible_ids(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
     return parse_devices(text, visible_gpus=visible, cpus=os.cpu_count() or 1)
+
+
+def visible_ids(cuda_visible_devices: str | None, count: int) -> tuple[str, ...]:
+    """The ids of the GPUs torch numbers cuda:0..count-1: CUDA_VISIBLE_DEVICES names them
+    (indices or UUIDs), else they are the machine's first `count`."""
+    named = [e.strip() for e in cuda_visible_devices.split(",")] if cuda_visible_devices else []
+    return tuple(named[i] if i < len(named) else str(i) for i in range(count))
 
 
 def hold_devices(devices: Devices) -> None:

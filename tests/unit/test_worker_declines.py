@@ -3,13 +3,14 @@ that, says once per run that it declines it, and remembers a bounded number of r
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 
 from grpo.spec import JobSpec
-from worker import job
-from worker.device import Devices, fit_problem, parse_devices
+from worker import device, job
+from worker.device import Devices, fit_problem, parse_devices, visible_ids
 
 
 def test_a_decline_is_said_once_and_the_memory_of_declines_is_bounded() -> None:
@@ -58,6 +59,20 @@ def test_devices_that_are_not_there_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(says)):
         parse_devices(text, visible_gpus=gpus, cpus=cpus)
+
+
+def test_held_gpus_are_named_as_the_machine_names_them_and_become_the_only_visible_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert visible_ids(None, 2) == ("0", "1")
+    assert visible_ids("2, 3", 2) == ("2", "3")  # this process sees the machine's GPUs 2 and 3
+    seen = visible_ids("2,3", 2)
+    assert parse_devices("1", visible_gpus=seen, cpus=8) == Devices("cuda", ("3",))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.setattr(device, "_held", {})
+    device.hold_devices(Devices("cuda", ("3",)))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "3"  # the worker's ranks inherit it
+    assert device.held_devices() == Devices("cuda", ("3",))
 
 
 def test_grpo_worker_refuses_bad_devices_at_start(capsys: pytest.CaptureFixture[str]) -> None:
