@@ -17,8 +17,19 @@ export const COLORS = [
   '#667085',
   '#875bf7',
 ];
-const AXIS = { color: '#98a2b3', fontSize: 10 };
-const GRID_LINE = { lineStyle: { color: '#f2f4f7' } };
+export const AXIS = { color: '#98a2b3', fontSize: 10 };
+export const GRID_LINE = { lineStyle: { color: '#f2f4f7' } };
+/** The legend above every line chart: one scrolling row of short swatches. */
+export const LEGEND = {
+  top: 0,
+  left: 4,
+  type: 'scroll',
+  itemWidth: 12,
+  itemHeight: 3,
+  textStyle: { fontSize: 10, color: '#667085' },
+};
+/** The x axis of training steps, from the first point to the last. */
+export const STEP_AXIS = { type: 'value', min: 'dataMin', max: 'dataMax', minInterval: 1, splitLine: { show: false } };
 
 /**
  * Creates a chart that follows its container's size.
@@ -115,13 +126,8 @@ export function lineChartOption({ source, lines, weight = 0, axes = [{}], markAr
     dataset: { source: Object.fromEntries(Object.entries(columns).map(([k, c]) => [k, pick(c, keep)])) },
     grid: { left: 8, right: 10, top: 24, bottom: 4, containLabel: true },
     legend: {
-      top: 0,
-      left: 4,
-      type: 'scroll',
-      itemWidth: 12,
-      itemHeight: 3,
+      ...LEGEND,
       icon: 'rect',
-      textStyle: { fontSize: 10, color: '#667085' },
       data: lines.filter((l) => !l.invisible && !l.band && source[l.key]).map((l) => l.name),
     },
     tooltip: {
@@ -131,13 +137,9 @@ export function lineChartOption({ source, lines, weight = 0, axes = [{}], markAr
       axisPointer: { type: 'line', lineStyle: { color: '#d0d5dd' } },
     },
     xAxis: {
-      type: 'value',
-      min: 'dataMin',
-      max: 'dataMax',
+      ...STEP_AXIS,
       axisLabel: { ...AXIS, hideOverlap: true },
       axisLine: { lineStyle: { color: '#e4e7ec' } },
-      splitLine: { show: false },
-      minInterval: 1,
     },
     yAxis: axes.map((axis, i) => ({
       type: 'value',

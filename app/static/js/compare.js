@@ -2,13 +2,12 @@
 
 import { getAllMetrics, listRuns } from './api.js';
 import { ACTIVE, statusPill } from './badges.js';
-import { COLORS, echarts, ema, mountChart } from './charts.js';
+import { AXIS, COLORS, echarts, ema, GRID_LINE, LEGEND, mountChart, STEP_AXIS } from './charts.js';
 import { $, fill, h } from './dom.js';
 import { num } from './format.js';
 import { errorText, initShell, stateBox } from './shell.js';
 
 const DEFAULT_METRICS = ['reward', 'kl', 'loss', 'entropy', 'completions/mean_length', 'grad_norm'];
-const AXIS = { color: '#98a2b3', fontSize: 10 };
 const POLL_MS = 5000;
 /**
  * @type {{
@@ -197,29 +196,15 @@ function drawMetric(box, metric) {
     {
       animation: false,
       grid: { left: 8, right: 12, top: 26, bottom: 4, containLabel: true },
-      legend: {
-        top: 0,
-        left: 4,
-        type: 'scroll',
-        itemWidth: 12,
-        itemHeight: 3,
-        textStyle: { fontSize: 10, color: '#667085' },
-      },
+      legend: LEGEND,
       tooltip: { trigger: 'axis', confine: true, valueFormatter: (v) => num(v) },
-      xAxis: {
-        type: 'value',
-        min: 'dataMin',
-        max: 'dataMax',
-        minInterval: 1,
-        axisLabel: AXIS,
-        splitLine: { show: false },
-      },
+      xAxis: { ...STEP_AXIS, axisLabel: AXIS },
       yAxis: {
         type: 'value',
         scale: true,
         splitNumber: 3,
         axisLabel: { ...AXIS, formatter: (v) => num(v, 4) },
-        splitLine: { lineStyle: { color: '#f2f4f7' } },
+        splitLine: GRID_LINE,
       },
       dataZoom: [{ type: 'inside', filterMode: 'none', zoomOnMouseWheel: 'shift' }],
       series,

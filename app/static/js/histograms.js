@@ -2,9 +2,8 @@
 // heatmaps of every step's histogram over training (columns bucketed so 10,000 steps stay light).
 
 import { binLabels } from './bins.js';
-import { mountChart } from './charts.js';
+import { AXIS, GRID_LINE, mountChart } from './charts.js';
 
-const AXIS = { color: '#98a2b3', fontSize: 10 };
 const AXIS_NAME = { color: '#667085', fontSize: 11 };
 const MAX_COLUMNS = 160;
 const REDRAW_MS = 1000;
@@ -67,7 +66,7 @@ export class StepHistogramView {
           minInterval: 1,
           splitNumber: 3,
           axisLabel: AXIS,
-          splitLine: { lineStyle: { color: '#f2f4f7' } },
+          splitLine: GRID_LINE,
         },
         series: [
           {

@@ -2,7 +2,7 @@
 
 import { getPromptHistory, getRun } from './api.js';
 import { OUTCOME_LABEL } from './bins.js';
-import { COLORS, mountChart } from './charts.js';
+import { AXIS, COLORS, GRID_LINE, mountChart } from './charts.js';
 import { $, fill, h, seg } from './dom.js';
 import { num, signed } from './format.js';
 import { errorText, initShell, stateBox } from './shell.js';
@@ -11,7 +11,6 @@ import { groupUrl } from './stepgroups.js';
 const page = $('#page');
 const runId = page.dataset.runId;
 const promptId = page.dataset.promptId;
-const AXIS = { color: '#98a2b3', fontSize: 10 };
 
 function drawChart(items) {
   const chart = mountChart($('#chart-prompt'));
@@ -44,7 +43,7 @@ function drawChart(items) {
       axisLabel: AXIS,
       splitLine: { show: false },
     },
-    yAxis: { type: 'value', scale: true, axisLabel: AXIS, splitLine: { lineStyle: { color: '#f2f4f7' } } },
+    yAxis: { type: 'value', scale: true, axisLabel: AXIS, splitLine: GRID_LINE },
     series: [
       {
         name: 'std band',

@@ -2,13 +2,11 @@
 
 import { getGroups } from './api.js';
 import { fiveNumbers, OUTCOME_COLOR, OUTCOME_LABEL } from './bins.js';
-import { mountChart } from './charts.js';
+import { AXIS, GRID_LINE, mountChart } from './charts.js';
 import { seg } from './dom.js';
 import { num } from './format.js';
 
 /** @typedef {import('./api.js').GroupSummary} GroupSummary */
-
-const AXIS = { color: '#98a2b3', fontSize: 10 };
 
 export class StepGroupsView {
   /**
@@ -73,7 +71,7 @@ export class StepGroupsView {
           scale: true,
           splitNumber: 4,
           axisLabel: AXIS,
-          splitLine: { lineStyle: { color: '#f2f4f7' } },
+          splitLine: GRID_LINE,
         },
         series: [
           { id: 'boxes', type: 'boxplot', data: boxes, boxWidth: [4, 22], cursor: 'pointer' },
