@@ -5,7 +5,9 @@ vocabulary, 256 x 128 tokens are 19.9 GB in fp32, several times over once log-so
 autograd keep their copies. Only the sampled token's log-probability is needed, so the LM
 head and the log-softmax run on chunks of at most `LOGITS_BUDGET` logits ("selective
 log-softmax"), and with gradients each chunk is recomputed in backward instead of being
-kept (activation checkpointing of the head alone). Knows nothing of GRPO.
+kept (activation checkpointing of the head alone). The head's logits get what the model's
+own forward does to them after its LM head (`head_logit_knobs`), so the log-probs equal
+those of the logits the completions were sampled from. Knows nothing of GRPO.
 """
 
 from __future__ import annotations
@@ -26,25 +28,40 @@ def decoder_and_head(model: Any) -> tuple[Any, Any]:
     return base.get_decoder(), base.get_output_embeddings()
 
 
+def head_logit_knobs(config: Any) -> tuple[float | None, float | None]:
+    """What a causal LM's forward does to its LM head's output, as token_logps' `scale` and
+    `softcap`: Cohere's `logit_scale` multiplies the logits and Granite's `logits_scaling`
+    divides them; Gemma 2's `final_logit_softcapping` then caps them. None: nothing."""
+    multiplier = getattr(config, "logit_scale", None)
+    divisor = getattr(config, "logits_scaling", None)
+    scale = None
+    if multiplier is not None or divisor is not None:
+        scale = float(multiplier if multiplier is not None else 1) / float(divisor or 1)
+    return scale, getattr(config, "final_logit_softcapping", None)
+
+
 def token_logps(
     hidden: Tensor,
     head: Any,
     tokens: Tensor,
     *,
     temperature: float,
+    scale: float | None = None,
     softcap: float | None = None,
     with_entropy: bool = False,
     chunk_tokens: int | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """log softmax(head(h) / temperature)[token] per row: hidden (K, H), tokens (K,) -> (K,),
-    and with_entropy the entropy of softmax(head(h) / temperature) per row (K,); both carry
-    gradient (the entropy bonus needs it).
+    """log softmax(z / temperature)[token] per row, z = softcap(scale * head(h)): hidden
+    (K, H), tokens (K,) -> (K,), and with_entropy the entropy of softmax(z / temperature) per
+    row (K,); both carry gradient (the entropy bonus needs it). The log-probs and the
+    entropy share one logsumexp.
 
     Dividing by the sampling temperature makes the ratio compare the distributions the
-    tokens were drawn from (as TRL does). `softcap` is Gemma 2's final logit soft-capping.
+    tokens were drawn from (as TRL does). `scale` and `softcap` repeat what the model's
+    forward does after its head (head_logit_knobs); None: nothing.
     """
     size = chunk_tokens or max(1, LOGITS_BUDGET // head.weight.shape[0])
-    knobs = (temperature, softcap, with_entropy)
+    knobs = (temperature, scale, softcap, with_entropy)
     if hidden.shape[0] <= size:  # one chunk: within budget, so it may be kept for backward
         values = _chunk_values(hidden, head, tokens, *knobs)
     else:
@@ -65,11 +82,14 @@ def _chunk_values(
     head: Any,
     tokens: Tensor,
     temperature: float,
+    scale: float | None,
     softcap: float | None,
     with_entropy: bool,
 ) -> Tensor:
     """(k, 1): the chosen tokens' log-probs; (k, 2) with their distributions' entropies."""
     logits: Tensor = head(hidden).float()  # (k, V)
+    if scale is not None:
+        logits = logits * scale
     if softcap is not None:
         logits = softcap * torch.tanh(logits / softcap)
     scores = logits / temperature
@@ -77,5 +97,6 @@ def _chunk_values(
     logps = scores.gather(-1, tokens[:, None]).squeeze(-1) - norm  # (k,)
     if not with_entropy:
         return logps[:, None]
-    entropy = norm - (torch.softmax(scores, dim=-1) * scores).sum(dim=-1)  # (k,)
+    probs = torch.exp(scores - norm[:, None])  # (k, V) softmax from the same logsumexp
+    entropy = norm - (probs * scores).sum(dim=-1)  # (k,)
     return torch.stack([logps, entropy], dim=-1)

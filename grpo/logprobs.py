@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from grpo.kv_cache import cache_argument, cache_of
-from grpo.lm_head import decoder_and_head, token_logps
+from grpo.lm_head import decoder_and_head, head_logit_knobs, token_logps
 from grpo.rollout import Rollout, prompt_positions
 
 
@@ -69,12 +69,14 @@ def _token_values(
     else:
         hidden = _hidden_full_sequence(decoder, *prompt, prompt_of_row, ids)
     is_real = mask[:, :width]
+    scale, softcap = head_logit_knobs(getattr(model, "config", None))
     logps, entropy = token_logps(
         hidden[is_real],
         head,
         ids[is_real],
         temperature=temperature,
-        softcap=getattr(getattr(model, "config", None), "final_logit_softcapping", None),
+        scale=scale,
+        softcap=softcap,
         with_entropy=with_entropy,
     )  # (K,) one per unmasked token
 

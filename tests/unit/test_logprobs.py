@@ -3,13 +3,14 @@ chunks with no full-vocabulary tensor kept (grpo/logprobs.py, grpo/lm_head.py)."
 
 import pytest
 import torch
+import transformers
 
 from grpo import lm_head
 from grpo.lm_head import token_logps
 from grpo.logprobs import completion_logps
 from grpo.reference import ReferencePolicy
 from grpo.rollout import Rollout, row_slices, tokenize_prompts
-from tests.unit.tiny_lm import CPU, sample
+from tests.unit.tiny_lm import CPU, completion_logits, sample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -129,3 +130,38 @@ def test_the_reference_pass_in_micro_batches_equals_one_pass(model, tokenizer):
     pieces = reference.logps(model, rollout, temperature=0.7, micro_batch_size=5)
     torch.testing.assert_close(pieces, whole, atol=1e-5, rtol=0)
     assert whole.shape == rollout.completion_ids.shape and not whole.requires_grad
+
+
+HEAD_TRANSFORMS = {
+    "llama": ("LlamaConfig", {}),
+    "cohere_logit_scale": ("CohereConfig", {"logit_scale": 3.0}),  # logits * 3
+    "granite_logits_scaling": ("GraniteConfig", {"logits_scaling": 0.25}),  # logits / 0.25
+    "gemma2_softcapping": ("Gemma2Config", {"final_logit_softcapping": 1.0, "head_dim": 8}),
+}
+
+
+@pytest.mark.parametrize("name", list(HEAD_TRANSFORMS))
+def test_logps_are_those_of_the_models_own_logits_whatever_follows_its_head(tokenizer, name):
+    """Cohere and Granite scale the head's logits and Gemma 2 caps them in their forward:
+    the chunked head must do the same, or the ratio compares the wrong distributions."""
+    config_class, knobs = HEAD_TRANSFORMS[name]
+    config = getattr(transformers, config_class)(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **knobs,
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    rollout = sample(model, tokenizer, ["1+1=", "23+45="], g=2, max_new=5, temperature=1.3)
+    expected = torch.log_softmax(completion_logits(model, rollout).float() / 1.3, -1)
+    expected = expected.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)  # (N, T)
+    with torch.no_grad():
+        logps = completion_logps(model, rollout, temperature=1.3)
+    real = rollout.completion_mask.bool()
+    torch.testing.assert_close(logps[real], expected[real], atol=1e-5, rtol=0)

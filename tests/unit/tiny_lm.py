@@ -3,7 +3,7 @@
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from grpo.rollout import Rollout, generate, tokenize_prompts
+from grpo.rollout import Rollout, generate, prompt_positions, tokenize_prompts
 
 CPU = torch.device("cpu")
 
@@ -39,3 +39,16 @@ def sample(model, tokenizer, prompts, *, g=3, max_new=6, seed=0, **kwargs) -> Ro
         seeds=kwargs.pop("seeds", [seed + b for b in range(len(prompts))]),
         **kwargs,
     )
+
+
+def completion_logits(model, rollout: Rollout) -> torch.Tensor:
+    """(N, T, V) the logits that predict each completion token, from the model's own plain
+    forward of prompt + completion (every transform after its LM head applied)."""
+    g, width = rollout.num_generations, rollout.completion_ids.shape[1]
+    ids = torch.cat([rollout.prompt_ids.repeat_interleave(g, 0), rollout.completion_ids], 1)
+    mask = torch.cat([rollout.prompt_mask.repeat_interleave(g, 0), rollout.completion_mask], 1)
+    with torch.no_grad():
+        logits = model(
+            input_ids=ids, attention_mask=mask, position_ids=prompt_positions(mask)
+        ).logits
+    return logits[:, -width - 1 : -1]
