@@ -11,8 +11,9 @@ tokens are picked by inverse CDF. Two costs, measured side by side:
    completions: the per-group generators' share of a step.
 2. drawing the uniforms alone, per-group streams against one stream, for 8, 64 and 256
    groups (the only work the streams add).
-3. the sampler: inverse CDF (softmax, cumsum, searchsorted) against the torch.multinomial
-   draw the trainer used before, on one decode step's (B x G, V) logits.
+3. the sampler: inverse CDF (softmax, cumsum, searchsorted; with the entropy it reports from
+   the same softmax) against the torch.multinomial draw the trainer used before, on one
+   decode step's (B x G, V) logits.
 
 Last line:
     sampling: generate_ratio=<per-group / one stream> sampler_ms=<ours> multinomial_ms=<before>

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from grpo.kv_cache import cache_argument, cache_of, preallocate
-from grpo.sampling import GroupUniforms, sample_next_tokens, token_entropy
+from grpo.sampling import GroupUniforms, sample_next_tokens
 from grpo.stopping import StopStrings
 
 
@@ -154,7 +154,6 @@ def generate(
             min_p=min_p,
             repetition_penalty=repetition_penalty,
         ),
-        temperature=temperature,
         stop=stop,
     )
     groups_at_once = None if generation_batch_size is None else generation_batch_size // g
@@ -182,8 +181,7 @@ def _generate_groups(
     eos: Tensor,
     pad_token_id: int,
     is_penalized: bool,
-    draw: Callable[..., Tensor],
-    temperature: float,
+    draw: Callable[..., tuple[Tensor, Tensor]],
     stop: StopStrings | None,
 ) -> Rollout:
     """One decode of all completions of the given prompts; `draw` is sample_next_tokens
@@ -202,13 +200,13 @@ def _generate_groups(
     cache.batch_repeat_interleave(g)
     seen = _prompt_tokens(out.logits, prompt_ids, prompt_mask, g) if is_penalized else None
 
-    def sample(logits: Tensor, rows: Tensor, t: int) -> Tensor:
-        token: Tensor = draw(
+    def sample(logits: Tensor, rows: Tensor, t: int) -> tuple[Tensor, Tensor]:
+        token, entropy = draw(
             logits, seen=None if seen is None else seen[rows], uniforms=uniforms.at(t)[rows]
         )
         if seen is not None:
             seen[rows, token] = True
-        return token
+        return token, entropy
 
     tokens, lengths, entropy, is_stopped = _decode(
         model,
@@ -217,7 +215,6 @@ def _generate_groups(
         attention=prompt_mask.repeat_interleave(g, dim=0),  # (N, P)
         next_position=positions[:, -1].repeat_interleave(g) + 1,  # (N,)
         sample=sample,
-        temperature=temperature,
         eos=eos,
         max_new_tokens=max_new_tokens,
         pad_token_id=pad_token_id,
@@ -247,8 +244,7 @@ def _decode(
     logits: Tensor,
     attention: Tensor,
     next_position: Tensor,
-    sample: Callable[[Tensor, Tensor, int], Tensor],
-    temperature: float,
+    sample: Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor]],
     eos: Tensor,
     max_new_tokens: int,
     pad_token_id: int,
@@ -265,10 +261,11 @@ def _decode(
     is_stopped = torch.zeros(n, dtype=torch.bool, device=device)  # per completion
     cache_arg = cache_argument(model)
     for t in range(max_new_tokens):
-        token = sample(logits, rows, t)  # (rows,) each row with its own uniform draw
+        # each row with its own uniform draw; the sampling distribution's entropy comes from
+        # the draw's softmax, not from the training pass
+        token, token_entropy = sample(logits, rows, t)  # (rows,), (rows,)
         tokens[rows[is_alive], t] = token[is_alive]
-        # the sampling distribution's entropy comes free here, not from the training pass
-        entropy[rows[is_alive], t] = token_entropy(logits[is_alive], temperature)
+        entropy[rows[is_alive], t] = token_entropy[is_alive]
         is_eos = torch.isin(token, eos) & is_alive
         if stop is not None:
             is_stop = _stop_hits(stop, tokens[:, : t + 1], rows, is_alive & ~is_eos)

@@ -24,18 +24,22 @@ def sample_next_tokens(
     repetition_penalty: float = 1.0,
     seen: Tensor | None = None,
     uniforms: Tensor | None = None,
-) -> Tensor:
-    """logits (N, V) -> token ids (N,) drawn from softmax(logits / T) after the filters.
+) -> tuple[Tensor, Tensor]:
+    """logits (N, V) -> token ids (N,) drawn from softmax(logits / T) after the filters, and
+    the entropy of softmax(logits / T) before them (N,): the two share one softmax, which
+    the draw reuses when no penalty or filter changed the scores.
 
     seen (N, V) bool marks tokens already in each row's prompt or completion (for the
     repetition penalty). Inverse-CDF sampling: row i takes the first token whose cumulative
     probability reaches uniforms[i] in (0, 1] (fresh draws when None), so a row's token
     depends on its own distribution and draw only, never on the other rows of the batch.
     """
-    scores = logits.float()  # (N, V)
+    tempered = logits.float() / temperature  # (N, V)
+    probs = torch.softmax(tempered, dim=-1)  # (N, V)
+    entropy = torch.logsumexp(tempered, dim=-1) - (probs * tempered).sum(dim=-1)  # (N,)
+    scores = tempered
     if repetition_penalty != 1.0 and seen is not None:
-        scores = penalize_repetition(scores, seen, repetition_penalty)
-    scores = scores / temperature
+        scores = penalize_repetition(logits.float(), seen, repetition_penalty) / temperature
     if 0 < top_k < scores.shape[-1]:
         kth = torch.topk(scores, top_k, dim=-1).values[:, -1:]  # (N, 1)
         scores = scores.masked_fill(scores < kth, float("-inf"))
@@ -43,12 +47,15 @@ def sample_next_tokens(
         scores = _nucleus(scores, top_p)
     if min_p is not None and min_p > 0:
         scores = min_p_filter(scores, min_p)
-    cdf = torch.softmax(scores, dim=-1).cumsum(dim=-1)  # (N, V)
+    if scores is not tempered:  # penalised or filtered: the draw needs its own softmax
+        probs = torch.softmax(scores, dim=-1)
+    cdf = probs.cumsum(dim=-1)  # (N, V)
     if uniforms is None:
         uniforms = 1 - torch.rand(len(cdf), device=cdf.device)
     # (0, 1]: a draw of exactly 0 would pick token 0 even at probability 0
     target = (uniforms.to(cdf.dtype) * cdf[:, -1])[:, None]  # (N, 1)
-    return torch.searchsorted(cdf, target).squeeze(1).clamp(max=cdf.shape[-1] - 1)
+    tokens = torch.searchsorted(cdf, target).squeeze(1).clamp(max=cdf.shape[-1] - 1)
+    return tokens, entropy
 
 
 class GroupUniforms:
@@ -87,12 +94,6 @@ class GroupUniforms:
         return self.drawn[:, t % self.block]
 
 
-def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
-    """Entropy of softmax(s), s = logits / T: logsumexp(s) - sum softmax(s) * s; (N, V) -> (N,)."""
-    scores = logits.float() / temperature
-    return torch.logsumexp(scores, dim=-1) - (torch.softmax(scores, dim=-1) * scores).sum(dim=-1)
-
-
 def penalize_repetition(logits: Tensor, seen: Tensor, penalty: float) -> Tensor:
     """Seen tokens' logits l -> l / penalty when l > 0, l * penalty when l <= 0 (CTRL, Keskar
     et al. 2019, arXiv:1909.05858), so penalty > 1 always makes them less likely."""
@@ -111,9 +112,9 @@ def min_p_filter(scores: Tensor, min_p: float) -> Tensor:
 def _nucleus(scores: Tensor, top_p: float) -> Tensor:
     """Keep the smallest set of tokens whose probability reaches top_p (Holtzman et al., 2020)."""
     sorted_scores, order = torch.sort(scores, descending=True, dim=-1)  # (N, V)
-    cumulative = torch.softmax(sorted_scores, dim=-1).cumsum(dim=-1)
+    probs = torch.softmax(sorted_scores, dim=-1)  # (N, V)
     # drop a token when the mass before it already reaches top_p; the top token always stays
-    is_dropped = (cumulative - torch.softmax(sorted_scores, dim=-1)) >= top_p
+    is_dropped = (probs.cumsum(dim=-1) - probs) >= top_p
     is_dropped[:, 0] = False
     dropped = torch.zeros_like(is_dropped).scatter(-1, order, is_dropped)
     return scores.masked_fill(dropped, float("-inf"))

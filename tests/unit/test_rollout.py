@@ -5,28 +5,30 @@ import pytest
 import torch
 
 from grpo.rollout import Rollout, decode_completions, prompt_positions, tokenize_prompts
-from grpo.sampling import sample_next_tokens, token_entropy
-from tests.unit.tiny_lm import CPU, sample
+from grpo.sampling import sample_next_tokens
+from tests.unit.tiny_lm import CPU, completion_logits, sample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_top_k_one_is_greedy():
     logits = torch.tensor([[0.1, 2.0, 0.3], [5.0, 0.0, 4.9]])
-    assert sample_next_tokens(logits, top_k=1).tolist() == [1, 0]
+    assert sample_next_tokens(logits, top_k=1)[0].tolist() == [1, 0]
 
 
 def test_top_p_keeps_the_smallest_set_reaching_the_mass():
     probs = torch.tensor([[0.5, 0.3, 0.2]])  # mass before token 3 is 0.8 >= 0.7: dropped
     uniforms = torch.linspace(0.001, 1.0, 200)
-    drawn = {int(sample_next_tokens(probs.log(), top_p=0.7, uniforms=u[None])) for u in uniforms}
+    drawn = {int(sample_next_tokens(probs.log(), top_p=0.7, uniforms=u[None])[0]) for u in uniforms}
     assert drawn == {0, 1}
 
 
 def test_low_temperature_concentrates_on_the_mode():
     logits = torch.tensor([[1.0, 0.5, 0.0]])
     uniforms = torch.linspace(0.001, 1.0, 50)
-    drawn = [int(sample_next_tokens(logits, temperature=0.01, uniforms=u[None])) for u in uniforms]
+    drawn = [
+        int(sample_next_tokens(logits, temperature=0.01, uniforms=u[None])[0]) for u in uniforms
+    ]
     assert set(drawn) == {0}
 
 
@@ -85,20 +87,8 @@ def test_greedy_generation_matches_argmax_of_the_full_forward(model, tokenizer):
         top_k=1,
         eos=[tokenizer.eos_token_id, one],
     )
-    best = _full_forward_argmax(model, rollout) == rollout.completion_ids
+    best = completion_logits(model, rollout).argmax(-1) == rollout.completion_ids
     assert best[rollout.completion_mask.bool()].all()
-
-
-def _full_forward_argmax(model, rollout):
-    g = rollout.num_generations
-    width = rollout.completion_ids.shape[1]
-    ids = torch.cat([rollout.prompt_ids.repeat_interleave(g, 0), rollout.completion_ids], 1)
-    mask = torch.cat([rollout.prompt_mask.repeat_interleave(g, 0), rollout.completion_mask], 1)
-    with torch.no_grad():
-        logits = model(
-            input_ids=ids, attention_mask=mask, position_ids=prompt_positions(mask)
-        ).logits
-    return logits[:, -width - 1 : -1].argmax(-1)
 
 
 def test_decode_drops_padding_and_eos(tokenizer):
@@ -117,14 +107,8 @@ def test_decode_drops_padding_and_eos(tokenizer):
 
 def test_generation_reports_the_sampling_distributions_entropy(model, tokenizer):
     rollout = sample(model, tokenizer, ["1+1=", "23+45="], g=2, max_new=5, temperature=1.5)
-    g, width = rollout.num_generations, rollout.completion_ids.shape[1]
-    ids = torch.cat([rollout.prompt_ids.repeat_interleave(g, 0), rollout.completion_ids], 1)
-    mask = torch.cat([rollout.prompt_mask.repeat_interleave(g, 0), rollout.completion_mask], 1)
-    with torch.no_grad():
-        logits = model(
-            input_ids=ids, attention_mask=mask, position_ids=prompt_positions(mask)
-        ).logits
-    expected = token_entropy(logits[:, -width - 1 : -1].flatten(0, 1), 1.5).view(-1, width)
+    logp = torch.log_softmax(completion_logits(model, rollout).float() / 1.5, -1)  # (N, T, V)
+    expected = -(logp.exp() * logp).sum(-1)  # (N, T)
     real = rollout.completion_mask.bool()
     torch.testing.assert_close(rollout.entropy[real], expected[real], atol=1e-4, rtol=0)
     assert (rollout.entropy[~real] == 0).all()

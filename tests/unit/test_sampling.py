@@ -23,7 +23,7 @@ def test_sampling_never_draws_a_filtered_or_penalised_away_token():
     seen = torch.tensor([[True, False, False]]).repeat(200, 1)
     uniforms = torch.linspace(1e-6, 1.0, 200)
     # penalty 100 sends token 0 to 0.03 while token 1 stays at 2.9: min-p 0.5 leaves only 1
-    tokens = sample_next_tokens(
+    tokens, _ = sample_next_tokens(
         logits, min_p=0.5, repetition_penalty=100.0, seen=seen, uniforms=uniforms
     )
     assert tokens.eq(1).all()
@@ -32,4 +32,14 @@ def test_sampling_never_draws_a_filtered_or_penalised_away_token():
 def test_inverse_cdf_maps_each_uniform_to_the_token_whose_mass_holds_it():
     logits = torch.tensor([0.5, 0.3, 0.2, 0.0]).log().expand(6, 4)  # last token impossible
     uniforms = torch.tensor([1e-9, 0.5, 0.51, 0.8, 0.81, 1.0])
-    assert sample_next_tokens(logits, uniforms=uniforms).tolist() == [0, 0, 1, 1, 2, 2]
+    assert sample_next_tokens(logits, uniforms=uniforms)[0].tolist() == [0, 0, 1, 1, 2, 2]
+
+
+def test_the_entropy_is_of_the_tempered_distribution_before_penalty_and_filters():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0], [0.5, 0.5, 3.0, 0.0]])
+    seen = torch.tensor([[True, False, False, False], [False, False, True, False]])
+    logp = torch.log_softmax(logits / 1.5, -1)
+    expected = -(logp.exp() * logp).sum(-1)  # (2,)
+    for filters in ({}, {"top_k": 2, "top_p": 0.5, "min_p": 0.3}, {"repetition_penalty": 3.0}):
+        _, entropy = sample_next_tokens(logits, temperature=1.5, seen=seen, **filters)
+        torch.testing.assert_close(entropy, expected, atol=1e-6, rtol=0)
