@@ -1,4 +1,15 @@
-"""Imports flow one way (STYLE.md): the API never loads torch; grpo/ never loads the server."""
+"""Imports flow one way (STYLE.md): the API never loads torch; grpo/ never loads the server.
+
+| code | may import | never |
+|---|---|---|
+| grpo/ | torch, transformers, pydantic | app, worker, fastapi, sqlalchemy, celery |
+| app/store/ | sqlalchemy, app.settings, torch-free grpo modules | fastapi, torch |
+| rest of app/ | fastapi, app.store, app.queue, torch-free grpo modules | torch, worker |
+| worker/ | celery, grpo, app.store, app.queue, app.settings | app.api, app.main |
+
+The torch-free grpo modules are TORCH_FREE_GRPO below; app/ imports no other grpo module,
+even inside a function, and each of them imports without torch or transformers.
+"""
 
 from __future__ import annotations
 
@@ -24,8 +35,29 @@ def test_api_app_imports_without_torch_or_training_code() -> None:
     assert "worker.tasks" not in loaded and "grpo.trainer" not in loaded
 
 
-def test_spec_imports_without_torch() -> None:
-    assert "torch" not in _loaded_after("import grpo.spec")
+TORCH_FREE_GRPO = (
+    "grpo.spec",  # JobSpec: request bodies, stored specs
+    "grpo.reward_spec",  # reward entries, checked at submit
+    "grpo.logging_spec",  # the trackers a spec may name
+    "grpo.sources",  # what `model` and `data.source` point at
+    "grpo.records",  # a JSONL record, checked at upload
+    "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
+)
+"""The grpo modules app/ may import: pydantic and the standard library, never torch."""
+
+
+def test_app_imports_only_torch_free_grpo_modules() -> None:
+    bad = {
+        (p, m)
+        for p, m in _imported_modules("app")
+        if m.split(".")[0] == "grpo" and m not in TORCH_FREE_GRPO
+    }
+    assert not bad, f"app/ imports grpo modules outside TORCH_FREE_GRPO: {sorted(bad)}"
+
+
+def test_the_torch_free_grpo_modules_import_without_torch() -> None:
+    loaded = _loaded_after(f"import {', '.join(TORCH_FREE_GRPO)}")
+    assert "torch" not in loaded and "transformers" not in loaded
 
 
 def _imported_modules(folder: str, *, with_names: bool = False) -> set[tuple[str, str]]:
