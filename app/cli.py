@@ -32,6 +32,7 @@ def migrate() -> None:
 def up(*, host: str, port: int) -> int:
     """Migrate, then supervise one worker and the API until Ctrl-C; stop both cleanly."""
     from app.queue import requeue_lost_runs  # loads Celery: not for the client commands
+    from app.store import db
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -43,7 +44,7 @@ def up(*, host: str, port: int) -> int:
         "worker",
         [sys.executable, "-m", "worker.cli", "--queue", settings.default_queue,
          "--hostname", worker_name],
-        on_exit=partial(requeue_lost_runs, worker=worker_name),
+        on_exit=partial(db.call, requeue_lost_runs, worker=worker_name),
     )  # fmt: skip
     api = Child(
         "API",

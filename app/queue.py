@@ -17,6 +17,7 @@ from celery import Celery
 
 from app.settings import Settings, get_settings
 from app.store import dispatch, events, runs
+from app.store.db import Session
 from app.store.models import utcnow
 
 TRAIN_TASK = "grpo.train"
@@ -76,7 +77,7 @@ def send_run(run_id: str, *, queue: str) -> None:
     celery_app.send_task(TRAIN_TASK, args=[run_id], queue=queue)
 
 
-def dispatch_run(run_id: str, *, queue: str) -> bool:
+def dispatch_run(session: Session, run_id: str, *, queue: str) -> bool:
     """Send a committed queued run; on failure mark it unsent for the sweep. True when sent."""
     try:
         send_run(run_id, queue=queue)
@@ -85,34 +86,34 @@ def dispatch_run(run_id: str, *, queue: str) -> bool:
         log.warning(
             "run %s not sent to queue %s (%s); the sweep sends it later", run_id, queue, exc
         )
-        dispatch.mark_undispatched(run_id)
+        dispatch.mark_undispatched(session, run_id)
         return False
 
 
-def redispatch_due() -> list[str]:
+def redispatch_due(session: Session) -> list[str]:
     """Send again the queued runs never sent, or unclaimed since `redispatch_after_seconds`."""
     cutoff = utcnow() - timedelta(seconds=get_settings().redispatch_after_seconds)
     sent = []
-    for run in dispatch.take_due(sent_before=cutoff):
-        if dispatch_run(run.id, queue=run.queue):
+    for run in dispatch.take_due(session, sent_before=cutoff):
+        if dispatch_run(session, run.id, queue=run.queue):
             sent.append(run.id)
     return sent
 
 
-def requeue_lost_runs(*, worker: str | None = None) -> None:
+def requeue_lost_runs(session: Session, *, worker: str | None = None) -> None:
     """Requeue and send (or, past the retry limit, fail) runs whose worker stopped beating,
     or every running run of `worker` when it is known to be dead (`grpo up` saw it exit)."""
     settings = get_settings()
     cutoff = utcnow() - timedelta(seconds=settings.stale_after_seconds)
     requeued, failed = runs.requeue_stale_runs(
-        stale_before=cutoff, max_retries=settings.max_retries, worker=worker
+        session, stale_before=cutoff, max_retries=settings.max_retries, worker=worker
     )
     for run in requeued:
-        events.add_log(run.id, "warning", run.error or "requeued")
-        dispatch_run(run.id, queue=run.queue)
+        events.add_log(session, run.id, "warning", run.error or "requeued")
+        dispatch_run(session, run.id, queue=run.queue)
         log.warning("requeued run %s of lost worker %s", run.id, run.worker)
     for run in failed:
-        events.add_log(run.id, "error", run.error or "failed")
+        events.add_log(session, run.id, "error", run.error or "failed")
 
 
 def is_broker_reachable() -> bool:

@@ -26,12 +26,13 @@ from tests.stack import create_pg_database, drop_pg_database, migrate  # noqa: E
 
 WRITER = r"""
 import random, sys
-from app.store import runs, steps
+from app.store import db, runs, steps
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
 n_steps, length = int(sys.argv[1]), int(sys.argv[2])
 rng = random.Random(0)
-run, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=n_steps), package_version="bench")
+spec = JobSpec(model="builtin:tiny", max_steps=n_steps)
+run, _ = db.call(runs.create_run, spec, package_version="bench")
 for step in range(1, n_steps + 1):
     groups = []
     for g in range(16):
@@ -46,7 +47,7 @@ for step in range(1, n_steps + 1):
         groups.append(GroupReport(index=g, prompt_id=f"p{rng.randint(0, 9999)}", prompt="x" * 60,
             answer="42", rewards=[c.reward for c in comps], advantages=[c.advantage for c in comps],
             completions=comps, passes=[c.reward >= 1 for c in comps]))
-    steps.save_step(run.id, StepReport(step=step, total_steps=n_steps,
+    db.call(steps.save_step, run.id, StepReport(step=step, total_steps=n_steps,
         scalars={f"m{i}": rng.random() for i in range(30)}, groups=groups,
         advantage_histogram=[0] * 24, reward_histogram=[0] * 30,
         group_reward_std_histogram=[0] * 30))

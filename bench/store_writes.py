@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.store import runs, steps  # noqa: E402
+from app.store import db, runs, steps  # noqa: E402
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
     GROUP_REWARD_STD_BIN_EDGES,
@@ -87,12 +87,14 @@ def main(num_steps: int) -> None:
     start = time.perf_counter()
     run_id = seed_run(num_steps)
     fill_s = time.perf_counter() - start
-    big, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=20), package_version="bench")
+    big, _ = db.call(
+        runs.create_run, JobSpec(model="builtin:tiny", max_steps=20), package_version="bench"
+    )
     timings = []
     for step in range(1, 12):
         report = big_report(step, rng)
         start = time.perf_counter()
-        steps.save_step(big.id, report)
+        db.call(steps.save_step, big.id, report)
         timings.append((time.perf_counter() - start) * 1000)
     print(
         json.dumps(

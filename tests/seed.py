@@ -30,9 +30,8 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from app.store import events, runs, steps
+from app.store import db, events, runs, steps
 from app.store.bulk import bulk_insert
-from app.store.db import session_scope
 from app.store.models import Event, Run, StepMetric
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
@@ -115,14 +114,14 @@ def seed_run(num_steps: int, *, seed: int = 0) -> str:
     """A finished run of num_steps steps (step rows only: no groups, no events)."""
     rng = random.Random(seed)
     spec = JobSpec(name=f"seeded-{num_steps}", model="builtin:tiny", max_steps=num_steps)
-    run, _ = runs.create_run(spec, package_version="seed")
+    run, _ = db.call(runs.create_run, spec, package_version="seed")
     for first in range(1, num_steps + 1, 1000):
         last = min(first + 1000, num_steps + 1)
         rows = [metric_row(run.id, synthetic_step(s, num_steps, rng)) for s in range(first, last)]
-        with session_scope() as session:
+        with db.session() as session:
             bulk_insert(session, StepMetric, rows)
-    runs.claim_run(run.id, worker="seed", device="cpu")
-    runs.finish_run(run.id, status="succeeded")
+    db.call(runs.claim_run, run.id, worker="seed", device="cpu")
+    db.call(runs.finish_run, run.id, status="succeeded")
     return run.id
 
 
@@ -130,7 +129,7 @@ def seed_steps(run_id: str, total: int, *, seed: int = 0) -> None:
     """Steps 1..total and their events into an existing run, in one transaction."""
     rng = random.Random(seed)
     reports = [synthetic_step(step, total, rng) for step in range(1, total + 1)]
-    with session_scope() as session:
+    with db.session() as session:
         session.execute(insert(StepMetric), [metric_row(run_id, r) for r in reports])
         events = [{"run_id": run_id, "kind": "step", "step": r.step,
                    "payload": steps.step_payload(r)} for r in reports]  # fmt: skip
@@ -154,9 +153,9 @@ def write_live(
         time.sleep(max(0.0, due - time.perf_counter()))
         late = max(late, time.perf_counter() - due)
         began = time.perf_counter()
-        steps.save_step(run_id, synthetic_step(step, total, rng))
+        db.call(steps.save_step, run_id, synthetic_step(step, total, rng))
         if log_bytes:
-            events.add_log(run_id, "info", f"step {step} " + "x" * log_bytes)
+            db.call(events.add_log, run_id, "info", f"step {step} " + "x" * log_bytes)
         durations.append(time.perf_counter() - began)
     return {
         "steps": total,
@@ -168,12 +167,12 @@ def write_live(
 
 
 def live(run_id: str, total: int, every: float, log_bytes: int) -> None:
-    assert runs.claim_run(run_id, worker="seed-live", device="cpu") is not None, run_id
+    assert db.call(runs.claim_run, run_id, worker="seed-live", device="cpu") is not None, run_id
     print("claimed", flush=True)
     sys.stdin.readline()
     print(json.dumps(write_live(run_id, total, every, log_bytes=log_bytes)), flush=True)
     sys.stdin.readline()
-    runs.finish_run(run_id, status="succeeded")
+    db.call(runs.finish_run, run_id, status="succeeded")
 
 
 @contextmanager

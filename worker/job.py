@@ -15,12 +15,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import TypeVar
 
 from app.queue import dispatch_run
 from app.settings import get_settings
-from app.store import checkpoints, evals, events, lease, runs, steps
+from app.store import checkpoints, db, evals, events, lease, runs, steps
 from app.store.lease import Lease, LeaseLost
 from app.store.models import RunStatus
 from grpo.failures import user_message
@@ -41,17 +40,17 @@ _declined: dict[str, None] = {}  # insertion-ordered: the first key is the oldes
 
 
 def run_job(run_id: str) -> None:
-    queued = runs.get_run(run_id)
+    queued = db.call(runs.get_run, run_id)
     if stopping.is_set() and queued is not None:
         # taken between its own run's hand-back and the exit: leave it to the next worker
-        dispatch_run(run_id, queue=queued.queue)
+        db.call(dispatch_run, run_id, queue=queued.queue)
         return
     if queued is not None and queued.status == RunStatus.QUEUED:
         problem = _fit_problem(queued.spec)
         if problem:
             _decline(run_id, problem, queue=queued.queue)
             return
-    run = runs.claim_run(run_id, worker=worker_name(), device=device_label())
+    run = db.call(runs.claim_run, run_id, worker=worker_name(), device=device_label())
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return
@@ -64,7 +63,7 @@ def run_job(run_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         log.exception("run %s failed", run_id)
         try:
-            lease.finish(held, status=RunStatus.FAILED, error=user_message(exc))
+            db.call(lease.finish, held, status=RunStatus.FAILED, error=user_message(exc))
         except LeaseLost as lost:
             log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:
@@ -80,7 +79,7 @@ def _train(held: Lease, spec: JobSpec) -> FitResult:
         datasets_dir=settings.datasets_dir,
         model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
         data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
-        log=partial(lease.add_log, held),
+        log=lambda level, message: db.call(lease.add_log, held, level, message),
         run_id=held.run_id,
         reward_hosts=settings.reward_host_list,
     )
@@ -89,11 +88,17 @@ def _train(held: Lease, spec: JobSpec) -> FitResult:
     )
     try:
         return trainer.fit(
-            both(partial(steps.save_step, held.run_id, lease=held), trackers.log_step),
-            should_stop=lambda: lease.check(held) or stopping.is_set(),
-            fence=partial(lease.check, held),
-            on_checkpoint=partial(checkpoints.record_checkpoint, held),
-            on_eval=both(partial(evals.save_eval, held.run_id, lease=held), trackers.log_eval),
+            both(
+                lambda report: db.call(steps.save_step, held.run_id, report, lease=held),
+                trackers.log_step,
+            ),
+            should_stop=lambda: db.call(lease.check, held) or stopping.is_set(),
+            fence=lambda: db.call(lease.check, held),
+            on_checkpoint=lambda saved: db.call(checkpoints.record_checkpoint, held, saved),
+            on_eval=both(
+                lambda report: db.call(evals.save_eval, held.run_id, report, lease=held),
+                trackers.log_eval,
+            ),
         )
     finally:
         trackers.close()
@@ -112,17 +117,18 @@ def both(store: Callable[[T], None], track: Callable[[T], None]) -> Callable[[T]
 def _end(held: Lease, result: FitResult, *, queue: str) -> None:
     """Succeeded, cancelled, or (this worker is stopping) handed back to the queue."""
     if not result.is_stopped:
-        lease.finish(held, status=RunStatus.SUCCEEDED)
-    elif lease.check(held):  # a cancel wins over a stop
-        lease.finish(held, status=RunStatus.CANCELLED)
+        db.call(lease.finish, held, status=RunStatus.SUCCEEDED)
+    elif db.call(lease.check, held):  # a cancel wins over a stop
+        db.call(lease.finish, held, status=RunStatus.CANCELLED)
     else:
-        lease.hand_back(
+        db.call(
+            lease.hand_back,
             held,
             reason=f"worker {worker_name()} is stopping: handed the run back to the queue at "
             f"step {result.last_step} with a checkpoint",
         )
         log.warning("run %s handed back to the queue at step %d", held.run_id, result.last_step)
-        dispatch_run(held.run_id, queue=queue)
+        db.call(dispatch_run, held.run_id, queue=queue)
 
 
 def _fit_problem(spec: dict[str, object]) -> str | None:
@@ -145,8 +151,13 @@ def is_first_decline(run_id: str) -> bool:
 def _decline(run_id: str, problem: str, *, queue: str) -> None:
     """Leave the run queued for a worker that fits it; say so once per worker and run."""
     if is_first_decline(run_id):
-        events.add_log(run_id, "warning", f"worker {worker_name()} left this run queued: {problem}")
+        db.call(
+            events.add_log,
+            run_id,
+            "warning",
+            f"worker {worker_name()} left this run queued: {problem}",
+        )
     log.info("run %s does not fit this worker: %s", run_id, problem)
     # the pause keeps a lone unfit worker from spinning on the same message
     time.sleep(get_settings().decline_pause_seconds)
-    dispatch_run(run_id, queue=queue)
+    db.call(dispatch_run, run_id, queue=queue)

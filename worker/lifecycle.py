@@ -27,7 +27,7 @@ from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 
 from app.queue import dispatch_run, redispatch_due, requeue_lost_runs
 from app.settings import get_settings
-from app.store import lease, runs, workers
+from app.store import db, lease, runs, workers
 from app.store.lease import Lease, LeaseLost
 from worker.device import free_memory_mb, held_devices
 
@@ -48,7 +48,8 @@ def _report() -> None:
     device = _identity["device"]
     held = current_run["lease"]
     holds = held_devices()
-    workers.report_worker(
+    db.call(
+        workers.report_worker,
         _identity["name"],
         queues=_identity["queues"],
         device=device,
@@ -64,7 +65,7 @@ def _beat() -> None:
     if held is None:
         return
     try:
-        lease.beat(held)
+        db.call(lease.beat, held)
     except LeaseLost as exc:  # the job stops at its next write; say why here, once
         if _lost_logged.get("lease") != held:
             _lost_logged["lease"] = held
@@ -76,8 +77,8 @@ def _loop(every_seconds: float) -> None:
         try:
             _beat()
             _report()
-            requeue_lost_runs()
-            redispatch_due()
+            db.call(requeue_lost_runs)
+            db.call(redispatch_due)
         except Exception:  # noqa: BLE001 - a failed sweep must not kill the worker
             log.exception("worker housekeeping failed; retrying")
 
@@ -92,8 +93,8 @@ def _on_ready(sender: object, **_: object) -> None:
         name=str(getattr(consumer, "hostname", "worker")), queues=queues, device=device_label()
     )
     _report()
-    requeue_lost_runs()
-    redispatch_due()
+    db.call(requeue_lost_runs)
+    db.call(redispatch_due)
     every = min(get_settings().heartbeat_seconds, get_settings().stale_after_seconds / 3)
     threading.Thread(target=_loop, args=(every,), name="worker-housekeeping", daemon=True).start()
 
@@ -102,7 +103,7 @@ def _on_ready(sender: object, **_: object) -> None:
 def _on_shutdown(**_: object) -> None:
     _stopped.set()
     if "name" in _identity:
-        workers.forget_worker(_identity["name"])
+        db.call(workers.forget_worker, _identity["name"])
 
 
 @worker_shutting_down.connect
@@ -128,18 +129,21 @@ def _stop_by(grace: float) -> None:
     held = current_run["lease"]
     if held is not None:
         try:
-            lease.hand_back(
+            db.call(
+                lease.hand_back,
                 held,
                 reason=f"worker {worker_name()} stopped mid-step after {grace:.0f} s: handed "
                 "the run back to the queue; it resumes from its last checkpoint",
             )
-            run = runs.get_run(held.run_id)
-            dispatch_run(held.run_id, queue=run.queue if run else get_settings().default_queue)
+            run = db.call(runs.get_run, held.run_id)
+            db.call(
+                dispatch_run, held.run_id, queue=run.queue if run else get_settings().default_queue
+            )
         except LeaseLost:
             pass
         except Exception:  # noqa: BLE001 - exiting matters more than this write
             log.exception("could not hand run %s back; the stale sweep requeues it", held.run_id)
     if "name" in _identity:
-        workers.forget_worker(_identity["name"])
+        db.call(workers.forget_worker, _identity["name"])
     log.warning("stopped after %.0f s without reaching a step boundary", grace)
     os._exit(1)

@@ -24,7 +24,7 @@ from app.api.checkpoint_archive import (
     is_lora_checkpoint,
     prune_archives,
 )
-from app.api.deps import RunDep, SettingsDep, WeightsAccess
+from app.api.deps import RunDep, SessionDep, SettingsDep, WeightsAccess
 from app.api.errors import ApiError
 from app.api.responses import ErrorOut, errors
 from app.api.schemas import CheckpointList, CheckpointOut
@@ -47,10 +47,10 @@ def checkpoint_out(run_id: str, checkpoint: Checkpoint) -> CheckpointOut:
 
 
 @router.get("/{run_id}/checkpoints", dependencies=[WeightsAccess])
-def list_run_checkpoints(run: RunDep) -> CheckpointList:
+def list_run_checkpoints(run: RunDep, session: SessionDep) -> CheckpointList:
     """The run's checkpoints on disk, oldest step first; the final one says so."""
     return CheckpointList(
-        items=[checkpoint_out(run.id, c) for c in checkpoints.list_checkpoints(run.id)]
+        items=[checkpoint_out(run.id, c) for c in checkpoints.list_checkpoints(session, run.id)]
     )
 
 
@@ -83,12 +83,13 @@ def pick_checkpoint(found: list[Checkpoint], which: str) -> Checkpoint:
 async def download_checkpoint(
     run: RunDep,
     settings: SettingsDep,
+    session: SessionDep,
     which: Annotated[str, Path(pattern=STEP_OR_LATEST, description="a step, or `latest`")],
     merge: bool = False,
 ) -> FileResponse:
     """The model of a checkpoint (full weights, or the LoRA adapter) with its tokenizer;
     `merge=true` turns a LoRA adapter into merged full weights (a full model is unchanged)."""
-    found = await run_in_threadpool(checkpoints.list_checkpoints, run.id)
+    found = await run_in_threadpool(checkpoints.list_checkpoints, session, run.id)
     checkpoint = pick_checkpoint(found, which)
     run_dir = settings.runs_dir / run.id
     try:

@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from app.api.deps import ReadAccess, SettingsDep, WriteAccess
+from app.api.deps import ReadAccess, SessionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
 from app.api.guards import JSONL_TYPES
 from app.api.jsonl_check import check_jsonl_file
@@ -60,6 +60,7 @@ UPLOAD_BODY = {
 async def upload_dataset(
     request: Request,
     settings: SettingsDep,
+    session: SessionDep,
     name: NameQuery,
     prompt_field: FieldName = "prompt",
     answer_field: FieldName = "answer",
@@ -88,7 +89,7 @@ async def upload_dataset(
         upload.rename(settings.datasets_dir / f"{dataset_id}.jsonl")
     finally:
         upload.unlink(missing_ok=True)
-    return dataset_out(await run_in_threadpool(datasets.add_dataset, row))
+    return dataset_out(await run_in_threadpool(datasets.add_dataset, session, row))
 
 
 async def receive_to_file(request: Request, folder: Path, max_bytes: int) -> Path:
@@ -117,5 +118,5 @@ def _too_large(max_bytes: int) -> ApiError:
 
 
 @router.get("", dependencies=[ReadAccess])
-def list_datasets() -> DatasetList:
-    return DatasetList(items=[dataset_out(d) for d in datasets.list_datasets()])
+def list_datasets(session: SessionDep) -> DatasetList:
+    return DatasetList(items=[dataset_out(d) for d in datasets.list_datasets(session)])

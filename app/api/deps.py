@@ -1,13 +1,18 @@
-"""Shared route dependencies: bearer-token checks and loading a run or answering 404.
+"""Shared route dependencies: the request's database session, bearer-token checks, and
+loading a run or answering 404.
 
 Those that do no I/O are `async def`: FastAPI would run a plain `def` in the thread pool,
 a hop that costs more than the check itself on every request.
+
+This is where a request gets its session (`SessionDep`), as in the FastAPI full-stack
+template; no other route module opens one (tests/unit/test_import_rules.py checks).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Header
@@ -16,7 +21,8 @@ from starlette.concurrency import run_in_threadpool
 from app.api.errors import ApiError
 from app.api.params import RunIdPath
 from app.settings import Settings, get_settings
-from app.store import events, runs
+from app.store import db, events, runs
+from app.store.db import Session
 from app.store.models import Run
 
 
@@ -25,6 +31,21 @@ async def current_settings() -> Settings:
 
 
 SettingsDep = Annotated[Settings, Depends(current_settings)]
+
+
+async def get_session() -> AsyncIterator[Session]:
+    """The request's session. `async`, with no thread-pool hop: creating and closing a
+    session does no I/O, since every store function it is handed ends its own transaction
+    (app/store/db.py) and the connection goes back to the pool at each commit."""
+    session = db.new_session()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+# scope="function": closed when the route returns, before a streamed body is sent.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def check_token(settings: Settings, authorization: str | None) -> None:
@@ -61,8 +82,8 @@ async def require_weights(
     check_token(settings, authorization)
 
 
-def load_run(run_id: RunIdPath) -> Run:
-    run = runs.get_run(run_id)
+def load_run(run_id: RunIdPath, session: SessionDep) -> Run:
+    run = runs.get_run(session, run_id)
     if run is None:
         raise ApiError(404, "not_found", f"run {run_id} not found")
     return run
@@ -78,7 +99,7 @@ async def load_run_version(run_id: RunIdPath) -> int:
     reloading one page costs a few queries, not one per request."""
     head = _heads.get(run_id)
     if head is None:
-        head = asyncio.ensure_future(run_in_threadpool(events.read_head, run_id))
+        head = asyncio.ensure_future(run_in_threadpool(db.read, events.read_head, run_id))
         _heads[run_id] = head
         head.add_done_callback(lambda _: _heads.pop(run_id, None))
     status, newest = await asyncio.shield(head)

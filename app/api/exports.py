@@ -15,15 +15,19 @@ from fastapi.responses import StreamingResponse
 from app.api.deps import ReadAccess, RunDep
 from app.api.errors import ApiError
 from app.api.responses import errors, text_body
-from app.store import histograms, steps
+from app.store import db, histograms, steps
 
 router = APIRouter(
     prefix="/api/runs", tags=["export"], dependencies=[ReadAccess], responses=errors(404)
 )
 
 
+GROUPS_PAGE = 1000
+"""Groups read per borrowed connection: no session is held while a body streams."""
+
+
 def metrics_csv(run_id: str) -> Iterator[str]:
-    rows = steps.list_metrics(run_id)
+    rows = db.read(steps.list_metrics, run_id)
     keys = sorted({k for r in rows for k in r["metrics"]})
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -39,30 +43,19 @@ def metrics_csv(run_id: str) -> Iterator[str]:
 
 def metrics_jsonl(run_id: str) -> Iterator[str]:
     """One line per step: its scalars and its fixed-bin histograms (bins as in /histograms)."""
-    by_step = {row.pop("step"): row for row in histograms.list_histograms(run_id)}
-    for row in steps.list_metrics(run_id):
+    by_step = {row.pop("step"): row for row in db.read(histograms.list_histograms, run_id)}
+    for row in db.read(steps.list_metrics, run_id):
         yield json.dumps({**row, **by_step.get(row["step"], {})}) + "\n"
 
 
 def groups_jsonl(run_id: str) -> Iterator[str]:
-    for g in steps.iter_groups(run_id):
-        yield (
-            json.dumps(
-                {
-                    "step": g.step,
-                    "index": g.index,
-                    "prompt_id": g.prompt_id,
-                    "prompt": g.prompt,
-                    "answer": g.answer,
-                    "rewards": g.rewards,
-                    "advantages": g.advantages,
-                    "reward_mean": g.reward_mean,
-                    "reward_std": g.reward_std,
-                    "outcome": g.outcome,
-                }
-            )
-            + "\n"
-        )
+    after = (0, -1)
+    while True:
+        page = db.read(steps.groups_after, run_id, after, limit=GROUPS_PAGE)
+        yield from (json.dumps(group) + "\n" for group in page)
+        if len(page) < GROUPS_PAGE:
+            return
+        after = (page[-1]["step"], page[-1]["index"])
 
 
 @router.get(

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict
 
-from app.api.deps import RunDep, SettingsDep, WriteAccess
+from app.api.deps import RunDep, SessionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
 from app.api.responses import WRITES, errors
 from app.api.reward_checks import check_rewards
@@ -35,23 +35,23 @@ class ClonePatch(BaseModel):
 
 
 @router.post("/{run_id}/cancel")
-def cancel_run(run: RunDep) -> RunOut:
+def cancel_run(run: RunDep, session: SessionDep) -> RunOut:
     """Queued runs never start; running runs stop at the next step boundary with a checkpoint."""
-    updated = runs.request_cancel(run.id)
+    updated = runs.request_cancel(session, run.id)
     assert updated is not None
     return run_out(updated)
 
 
 @router.post("/{run_id}/resume")
-def resume_run(run: RunDep) -> RunOut:
+def resume_run(run: RunDep, session: SessionDep) -> RunOut:
     """A cancelled or failed run continues from its last checkpoint."""
-    updated = runs.requeue_run(run.id)
+    updated = runs.requeue_run(session, run.id)
     if updated is None:  # re-read: a concurrent resume may have just moved it
-        status = runs.get_status(run.id) or "deleted"
+        status = runs.get_status(session, run.id) or "deleted"
         raise ApiError(
             409, "conflict", f"run {run.id} is {status}; only cancelled or failed runs resume"
         )
-    dispatch_run(updated.id, queue=updated.queue)
+    dispatch_run(session, updated.id, queue=updated.queue)
     return run_out(updated)
 
 
@@ -67,26 +67,30 @@ def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 @router.post("/{run_id}/clone", status_code=201)
 def clone_run(
-    run: RunDep, response: Response, settings: SettingsDep, body: ClonePatch | None = None
+    run: RunDep,
+    response: Response,
+    settings: SettingsDep,
+    session: SessionDep,
+    body: ClonePatch | None = None,
 ) -> RunOut:
     """A new run with the same spec, optionally patched; the patched spec is validated again."""
     spec_data = merge(run.spec, body.patch if body else {})
     if body is None or "name" not in body.patch:
         spec_data["name"] = f"{run.name} (clone)"[:200]
     spec = JobSpec.model_validate(spec_data)
-    check_spec(spec, settings)
+    check_spec(spec, settings, session)
     check_rewards(spec, settings)
     check_trackers(spec)
-    clone, _ = runs.create_run(spec, package_version=PACKAGE_VERSION)
-    dispatch_run(clone.id, queue=clone.queue)
+    clone, _ = runs.create_run(session, spec, package_version=PACKAGE_VERSION)
+    dispatch_run(session, clone.id, queue=clone.queue)
     response.headers["Location"] = f"/api/runs/{clone.id}"
     return run_out(clone)
 
 
 @router.delete("/{run_id}", status_code=204)
-def delete_run(run: RunDep, settings: SettingsDep) -> Response:
+def delete_run(run: RunDep, settings: SettingsDep, session: SessionDep) -> Response:
     """Only finished runs; removes their rows and their files (checkpoints)."""
-    if not runs.delete_run(run.id):
+    if not runs.delete_run(session, run.id):
         raise ApiError(409, "conflict", f"run {run.id} is {run.status}; cancel it before deleting")
     shutil.rmtree(settings.runs_dir / run.id, ignore_errors=True)
     return Response(status_code=204)

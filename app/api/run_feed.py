@@ -19,7 +19,7 @@ from collections import deque
 
 from starlette.concurrency import run_in_threadpool
 
-from app.store import events
+from app.store import db, events
 from app.store.models import FINAL_STATUSES
 from app.store.wakeup import waker
 
@@ -117,7 +117,7 @@ class RunFeed:
         woken = waker.subscribe(self.run_id)
         try:
             await waker.start()
-            _status, self.cursor = await run_in_threadpool(events.read_head, self.run_id)
+            _status, self.cursor = await run_in_threadpool(db.read, events.read_head, self.run_id)
             self.ring_after = self.cursor
             self.is_ready.set()
             await self._follow(woken)
@@ -136,7 +136,9 @@ class RunFeed:
                 idle_since = time.monotonic()
             woken.clear()  # set again by a wake-up that lands while we read
             try:
-                status, news = await run_in_threadpool(events.read_news, self.run_id, self.cursor)
+                status, news = await run_in_threadpool(
+                    db.read, events.read_news, self.run_id, self.cursor
+                )
             except Exception:  # noqa: BLE001 - a database hiccup must not end every stream
                 log.warning("reading run %s's events failed; retrying", self.run_id, exc_info=True)
                 await asyncio.sleep(self.poll_seconds)

@@ -9,10 +9,10 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.api.checkpoints import checkpoint_out
-from app.api.deps import ReadAccess, RunDep
+from app.api.deps import ReadAccess, RunDep, SessionDep
 from app.api.responses import errors
 from app.api.schemas import EvalPoint, RunSummary
-from app.store import checkpoints, evals, steps
+from app.store import checkpoints, db, evals, steps
 
 router = APIRouter(
     prefix="/api/runs", tags=["runs"], dependencies=[ReadAccess], responses=errors(404)
@@ -49,12 +49,12 @@ def phase_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 @router.get("/{run_id}/summary")
-def get_summary(run: RunDep) -> RunSummary:
+def get_summary(run: RunDep, session: SessionDep) -> RunSummary:
     """Final and best eval, reward first and last decile, KL at the end, no-signal share,
     tokens generated, wall time per phase, and the checkpoint to download."""
-    rows = steps.list_metrics(run.id)
-    points = evals.list_evals(run.id, with_examples=False)
-    found = checkpoints.list_checkpoints(run.id)
+    rows = db.read(steps.list_metrics, run.id)
+    points = evals.list_evals(session, run.id, with_examples=False)
+    found = checkpoints.list_checkpoints(session, run.id)
     chosen = next((c for c in found if c.is_final), found[-1] if found else None)
     rewards = [r["metrics"]["reward"] for r in rows if "reward" in r["metrics"]]
     first, last = deciles(rewards)

@@ -15,7 +15,14 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response
 
 from app.api.body_cache import bodies
-from app.api.deps import ReadAccess, RunDep, RunVersionDep, SettingsDep, WriteAccess
+from app.api.deps import (
+    ReadAccess,
+    RunDep,
+    RunVersionDep,
+    SessionDep,
+    SettingsDep,
+    WriteAccess,
+)
 from app.api.errors import ApiError
 from app.api.params import MetricKeysQuery, RunIdPath, SearchQuery, StepQuery
 from app.api.responses import WRITES, errors
@@ -32,7 +39,8 @@ from app.api.schemas import (
 from app.api.spec_checks import check_spec
 from app.api.tracker_checks import check_trackers
 from app.queue import dispatch_run
-from app.store import events, histograms, runs, steps
+from app.store import db, events, histograms, runs, steps
+from app.store.db import Connection
 from app.store.models import Run, RunStatus
 from grpo.spec import JobSpec
 
@@ -55,18 +63,19 @@ def submit_run(
     spec: JobSpec,
     response: Response,
     settings: SettingsDep,
+    session: SessionDep,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> RunOut:
     """Store the run, then enqueue it; a repeated Idempotency-Key returns the first run
     (the same spec again: 200; a different one: 422 naming the key)."""
-    check_spec(spec, settings)
+    check_spec(spec, settings, session)
     check_rewards(spec, settings)
     check_trackers(spec)
     run, is_new = runs.create_run(
-        spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key
+        session, spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key
     )
     if is_new:
-        dispatch_run(run.id, queue=run.queue)
+        dispatch_run(session, run.id, queue=run.queue)
     else:
         _check_same_spec(run, spec, idempotency_key or "")
         response.status_code = 200
@@ -108,6 +117,7 @@ def _encode_cursor(run: Run) -> str:
 
 @router.get("", dependencies=[ReadAccess], responses=errors(400))
 def list_runs(
+    session: SessionDep,
     status: RunStatus | None = None,
     q: SearchQuery = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -115,7 +125,11 @@ def list_runs(
 ) -> RunList:
     """Newest first, filtered by status and name; follow next_cursor for the next page."""
     page = runs.list_runs(
-        status=status, query=q, limit=limit, cursor=_decode_cursor(cursor) if cursor else None
+        session,
+        status=status,
+        query=q,
+        limit=limit,
+        cursor=_decode_cursor(cursor) if cursor else None,
     )
     next_cursor = _encode_cursor(page[-1]) if len(page) == limit else None
     return RunList(items=[run_out(r) for r in page], next_cursor=next_cursor)
@@ -138,19 +152,24 @@ async def get_metrics(
     key_list = tuple(k for k in (keys or "").split(",") if k)
     body = await bodies.get(
         ("metrics", run_id, newest_event, after_step, limit, key_list),
-        partial(_metrics_body, run_id, newest_event, after_step, limit, key_list),
+        partial(db.read, _metrics_body, run_id, newest_event, after_step, limit, key_list),
     )
     return Response(content=body, media_type="application/json")
 
 
 def _metrics_body(
-    run_id: str, newest_event: int, after_step: int, limit: int, keys: tuple[str, ...]
+    conn: Connection,
+    run_id: str,
+    newest_event: int,
+    after_step: int,
+    limit: int,
+    keys: tuple[str, ...],
 ) -> str:
     if not keys:
         return steps.metrics_json(
-            run_id, after_step=after_step, limit=limit, after_event=newest_event
+            conn, run_id, after_step=after_step, limit=limit, after_event=newest_event
         )
-    rows = steps.list_metrics(run_id, after_step=after_step, limit=limit, keys=list(keys))
+    rows = steps.list_metrics(conn, run_id, after_step=after_step, limit=limit, keys=list(keys))
     items = [MetricRow(**r) for r in rows]
     return MetricList(last_event_id=newest_event, items=items).model_dump_json()
 
@@ -166,6 +185,7 @@ async def get_histograms(
     body = await bodies.get(
         ("histograms", run_id, newest_event, after_step, limit),
         partial(
+            db.read,
             histograms.histograms_json,
             run_id,
             after_step=after_step,
@@ -183,10 +203,10 @@ async def get_logs(
     limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
 ) -> Response:
     key = ("logs", run_id, newest_event, limit)
-    body = await bodies.get(key, partial(_logs_body, run_id, limit))
+    body = await bodies.get(key, partial(db.read, _logs_body, run_id, limit))
     return Response(content=body, media_type="application/json")
 
 
-def _logs_body(run_id: str, limit: int) -> str:
-    rows = events.list_logs(run_id, limit=limit)
+def _logs_body(conn: Connection, run_id: str, limit: int) -> str:
+    rows = events.list_logs(conn, run_id, limit=limit)
     return LogList(items=[LogRow(**row) for row in rows]).model_dump_json()

@@ -10,17 +10,18 @@ from __future__ import annotations
 from app.api.errors import ApiError
 from app.settings import Settings
 from app.store import datasets
+from app.store.db import Session
 from grpo.sources import LocalRoots, parse_data_source, parse_model_name, resolve_local
 from grpo.spec import JobSpec
 
 
-def check_spec(spec: JobSpec, settings: Settings) -> None:
+def check_spec(spec: JobSpec, settings: Settings, session: Session) -> None:
     """Raise a 422 naming the field when a path leaves the allowed roots or a dataset is unknown."""
     check_no_nul(spec.model_dump(mode="json"), "")
     check_model_path(spec.model, settings)
-    check_data_source(spec.data.source, settings)
+    check_data_source(spec.data.source, settings, session)
     if spec.eval is not None and spec.eval.source is not None:
-        check_data_source(spec.eval.source, settings, loc="eval.source")
+        check_data_source(spec.eval.source, settings, session, loc="eval.source")
     if spec.resources.num_processes > 1:
         # a queued run no worker will ever take is worse than a refusal now
         _reject(
@@ -43,10 +44,12 @@ def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> N
         _reject(loc, str(exc))
 
 
-def check_data_source(text: str, settings: Settings, *, loc: str = "data.source") -> None:
+def check_data_source(
+    text: str, settings: Settings, session: Session, *, loc: str = "data.source"
+) -> None:
     source = parse_data_source(text)
     if source.kind == "dataset":
-        if datasets.get_dataset(source.value) is None:
+        if datasets.get_dataset(session, source.value) is None:
             _reject(loc, f"unknown dataset {text!r}; upload it with POST /api/datasets")
     elif source.kind == "local":
         roots = LocalRoots(settings.local_path_base, tuple(settings.data_root_list))

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import ReadAccess, RunDep
+from app.api.deps import ReadAccess, RunDep, SessionDep
 from app.api.errors import ApiError
 from app.api.params import PromptIdPath, StepPath
 from app.api.responses import errors
@@ -26,17 +26,22 @@ def group_summary(group: StepGroup) -> GroupSummary:
 
 @router.get("/{run_id}/steps/{step}/groups")
 def list_groups(
-    run: RunDep, step: StepPath, filter: Annotated[GroupFilter | None, Query()] = None
+    run: RunDep,
+    session: SessionDep,
+    step: StepPath,
+    filter: Annotated[GroupFilter | None, Query()] = None,
 ) -> GroupList:
     """Every group the step trained on with its reward stats; `filter` keeps one kind, and
     `dropped` shows the groups dynamic sampling left out instead."""
-    return GroupList(items=[group_summary(g) for g in steps.list_groups(run.id, step, only=filter)])
+    return GroupList(
+        items=[group_summary(g) for g in steps.list_groups(session, run.id, step, only=filter)]
+    )
 
 
 @router.get("/{run_id}/steps/{step}/groups/{index}")
-def get_group(run: RunDep, step: StepPath, index: StepPath) -> GroupDetail:
+def get_group(run: RunDep, session: SessionDep, step: StepPath, index: StepPath) -> GroupDetail:
     """The prompt, its reference answer and all G completions, best reward first."""
-    found = steps.get_group(run.id, step, index)
+    found = steps.get_group(session, run.id, step, index)
     if found is None:
         raise ApiError(404, "not_found", f"run {run.id} has no group {index} at step {step}")
     group, stored = found
@@ -46,6 +51,8 @@ def get_group(run: RunDep, step: StepPath, index: StepPath) -> GroupDetail:
 
 
 @router.get("/{run_id}/prompts/{prompt_id:path}")
-def prompt_history(run: RunDep, prompt_id: PromptIdPath) -> GroupList:
+def prompt_history(run: RunDep, session: SessionDep, prompt_id: PromptIdPath) -> GroupList:
     """One prompt's groups across steps: did training help it?"""
-    return GroupList(items=[group_summary(g) for g in steps.prompt_history(run.id, prompt_id)])
+    return GroupList(
+        items=[group_summary(g) for g in steps.prompt_history(session, run.id, prompt_id)]
+    )

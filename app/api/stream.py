@@ -21,7 +21,7 @@ from app.api.params import EventIdHeader, EventIdQuery
 from app.api.responses import errors, sse_body
 from app.api.run_feed import RunFeed, Subscriber, encode_frame, hub
 from app.settings import Settings
-from app.store import events
+from app.store import db, events
 
 router = APIRouter(prefix="/api/runs", tags=["stream"], responses=errors(404))
 KEEPALIVE_SECONDS = 15.0
@@ -40,7 +40,7 @@ async def event_stream(run_id: str, after_id: int, settings: Settings) -> AsyncI
         if feed.covers(last):
             break
         ring_after = feed.ring_after
-        page = await run_in_threadpool(events.events_after, run_id, last)
+        page = await run_in_threadpool(db.read, events.events_after, run_id, last)
         if page:
             yield b"".join(encode_frame(*event) for event in page)
             last = page[-1][0]

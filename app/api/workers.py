@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from fastapi import APIRouter
 
-from app.api.deps import ReadAccess, SettingsDep
+from app.api.deps import ReadAccess, SessionDep, SettingsDep
 from app.api.schemas import WorkerList, WorkerOut
 from app.store import workers
 from app.store.models import utcnow
@@ -15,7 +15,7 @@ router = APIRouter(prefix="/api", tags=["workers"], dependencies=[ReadAccess])
 
 
 @router.get("/workers")
-def list_workers(settings: SettingsDep) -> WorkerList:
+def list_workers(settings: SettingsDep, session: SessionDep) -> WorkerList:
     """Workers heard from within the stale-after window."""
     seen_after = utcnow() - timedelta(seconds=settings.stale_after_seconds)
     return WorkerList(
@@ -31,6 +31,6 @@ def list_workers(settings: SettingsDep) -> WorkerList:
                 started_at=w.started_at.isoformat(),
                 last_seen_at=w.last_seen_at.isoformat(),
             )
-            for w in workers.list_workers(seen_after=seen_after)
+            for w in workers.list_workers(session, seen_after=seen_after)
         ]
     )

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from app.store.db import session_scope
+from app.store.db import unit
 from app.store.models import Dataset
 
 
-def add_dataset(dataset: Dataset) -> Dataset:
-    with session_scope() as session:
-        session.add(dataset)
+@unit
+def add_dataset(session: Session, dataset: Dataset) -> Dataset:
+    session.add(dataset)
     return dataset
 
 
-def get_dataset(dataset_id: str) -> Dataset | None:
-    with session_scope() as session:
-        return session.get(Dataset, dataset_id)
+@unit
+def get_dataset(session: Session, dataset_id: str) -> Dataset | None:
+    return session.get(Dataset, dataset_id)
 
 
-def list_datasets() -> list[Dataset]:
-    with session_scope() as session:
-        return list(session.scalars(select(Dataset).order_by(Dataset.created_at.desc())))
+@unit
+def list_datasets(session: Session) -> list[Dataset]:
+    return list(session.scalars(select(Dataset).order_by(Dataset.created_at.desc())))

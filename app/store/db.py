@@ -1,4 +1,25 @@
-"""Engine and sessions: the one place that knows how to reach the database.
+"""Engine, sessions and units of work: the one place that knows how to reach the database.
+
+Every store function takes what it works in as its first argument; none opens its own.
+
+- `@unit` functions take a `Session`: each is one transaction on the session it is handed,
+  as when each opened its own. Handed a session with no transaction open,
+  the function begins one and commits it when it returns (rolls it back when it raises),
+  so a lease check (lease.hold) stays in the transaction of the writes it guards, a run's
+  row is committed before the caller sends it to the queue, and the after-commit wake-ups
+  (wakeup.py) fire at that commit. Handed a session already inside a transaction, it joins
+  it and the opener commits: that is how a unit calls another, or a test groups several.
+  After its commit the unit lets go of what it loaded (objects come back detached, as
+  before), so the next unit on the same session reads the database, not a stale copy.
+- Plain reads take a `Connection`: the hot, shared reads of live streams, cached bodies
+  and exports (events.read_news, steps.metrics_json, ...). `read(fn, ...)` lends one a
+  pooled connection for the call: a quarter of a session's cost (the ORM's bookkeeping
+  and the commit), and never a session held across a stream that lasts hours or a body
+  that several requests share.
+
+Who opens: a request gets its session from app/api/deps.py (`SessionDep`); the worker, the
+CLI and tests open their own with `session()` or `call(fn, ...)`; stream and export
+readers borrow a connection per read with `read`. tests/unit/test_import_rules.py checks it.
 
 SQLite (the embedded default) runs in WAL mode with a busy timeout so the API and the
 worker can write concurrently; PostgreSQL needs nothing special.
@@ -6,17 +27,22 @@ worker can write concurrently; PostgreSQL needs nothing special.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Connection as Connection  # the type plain reads take
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.orm import Session as Session  # the type routes and the worker hold
+from sqlalchemy.orm import sessionmaker
 
 from app.settings import get_settings
 from app.store import wakeup  # noqa: F401 - registers the after-commit wake-up hooks
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def make_engine(url: str, *, idle_in_transaction_seconds: float | None = None) -> Engine:
@@ -64,26 +90,53 @@ def _session_factory() -> sessionmaker[Session]:
     return sessionmaker(get_engine(), expire_on_commit=False)
 
 
-@contextmanager
-def read_scope() -> Iterator[Connection]:
-    """A plain connection for small hot reads (what every stream and reload asks): a quarter
-    of a session's cost, which goes to the ORM's bookkeeping and to the commit."""
-    with get_engine().connect() as conn:
-        yield conn
+def new_session() -> Session:
+    """A session bound to the engine; it takes a connection only when first used."""
+    return _session_factory()()
 
 
 @contextmanager
-def session_scope() -> Iterator[Session]:
-    """One transaction: commit on success, roll back on error."""
-    session = _session_factory()()
+def session() -> Iterator[Session]:
+    """A session for a caller outside requests (worker, CLI, tests): commits what is left
+    open on success, rolls back on error, closes. Units inside commit their own."""
+    opened = new_session()
     try:
-        yield session
-        session.commit()
+        yield opened
+        opened.commit()
     except BaseException:
-        session.rollback()
+        opened.rollback()
         raise
     finally:
-        session.close()
+        opened.close()
+
+
+def call(fn: Callable[Concatenate[Session, P], R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """Call one store function in a session of its own: what the worker does for each
+    write, from whichever of its threads (a session is not shared between threads)."""
+    with session() as opened:
+        return fn(opened, *args, **kwargs)
+
+
+def unit(fn: Callable[Concatenate[Session, P], R]) -> Callable[Concatenate[Session, P], R]:
+    """Mark a store function as one transaction on the session it is handed (see above)."""
+
+    @wraps(fn)
+    def in_transaction(session: Session, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if session.in_transaction():
+            return fn(session, *args, **kwargs)  # part of the caller's transaction
+        try:
+            with session.begin():
+                return fn(session, *args, **kwargs)
+        finally:
+            session.expunge_all()
+
+    return in_transaction
+
+
+def read(fn: Callable[Concatenate[Connection, P], R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """Call a plain read on a pooled connection lent for the call (see above)."""
+    with get_engine().connect() as conn:
+        return fn(conn, *args, **kwargs)
 
 
 def is_database_reachable() -> bool:

@@ -11,37 +11,38 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
 
-from app.store.db import session_scope
+from app.store.db import unit
 from app.store.models import Run, RunStatus, utcnow
 
 
-def mark_undispatched(run_id: str) -> None:
+@unit
+def mark_undispatched(session: Session, run_id: str) -> None:
     """The send after the commit failed: the next sweep sends it."""
-    with session_scope() as session:
-        session.execute(
-            update(Run)
-            .where(Run.id == run_id, Run.status == RunStatus.QUEUED)
-            .values(dispatched_at=None)
-        )
+    session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.status == RunStatus.QUEUED)
+        .values(dispatched_at=None)
+    )
 
 
-def take_due(*, sent_before: datetime, limit: int = 100) -> list[Run]:
+@unit
+def take_due(session: Session, *, sent_before: datetime, limit: int = 100) -> list[Run]:
     """Queued runs never sent, or last sent before `sent_before` and still unclaimed; each is
     stamped as sent now, so of several sweeping workers only one sends a given run."""
     now = utcnow()
-    with session_scope() as session:
-        due = session.scalars(
-            select(Run)
-            .where(
-                Run.status == RunStatus.QUEUED,
-                Run.is_cancel_requested.is_(False),
-                or_(Run.dispatched_at.is_(None), Run.dispatched_at < sent_before),
-            )
-            .order_by(Run.created_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        ).all()
-        for run in due:
-            run.dispatched_at = now
-        return list(due)
+    due = session.scalars(
+        select(Run)
+        .where(
+            Run.status == RunStatus.QUEUED,
+            Run.is_cancel_requested.is_(False),
+            or_(Run.dispatched_at.is_(None), Run.dispatched_at < sent_before),
+        )
+        .order_by(Run.created_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    for run in due:
+        run.dispatched_at = now
+    return list(due)

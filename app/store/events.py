@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, Integer, Text, bindparam, cast, func, select
 from sqlalchemy.orm import Session
 
-from app.store.db import read_scope, session_scope
+from app.store.db import unit
 from app.store.models import Event, LogLine, Run, utcnow
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -29,11 +29,11 @@ def lock_run_events(session: Session, run_id: str) -> None:
     session.execute(select(Run.id).where(Run.id == run_id).with_for_update())
 
 
-def add_log(run_id: str, level: str, message: str) -> None:
+@unit
+def add_log(session: Session, run_id: str, level: str, message: str) -> None:
     """Store a log line and its event in one transaction."""
-    with session_scope() as session:
-        lock_run_events(session, run_id)
-        insert_log(session, run_id, level, message)
+    lock_run_events(session, run_id)
+    insert_log(session, run_id, level, message)
 
 
 def insert_log(session: Session, run_id: str, level: str, message: str) -> None:
@@ -45,9 +45,10 @@ def insert_log(session: Session, run_id: str, level: str, message: str) -> None:
     session.add(Event(run_id=run_id, kind="log", payload=payload, created_at=now))
 
 
-def events_after(run_id: str, after_id: int, *, limit: int = 500) -> list[RawEvent]:
-    with read_scope() as conn:
-        return _events_after(conn, run_id, after_id, limit)
+def events_after(
+    conn: Connection, run_id: str, after_id: int, *, limit: int = 500
+) -> list[RawEvent]:
+    return _events_after(conn, run_id, after_id, limit)
 
 
 # Built once: building a statement costs more than running it on these hot paths.
@@ -64,19 +65,19 @@ _AFTER = (
 )
 
 
-def read_head(run_id: str) -> tuple[str | None, int]:
+def read_head(conn: Connection, run_id: str) -> tuple[str | None, int]:
     """The run's status (None: no such run) and its newest event id (0: none), one query."""
-    with read_scope() as conn:
-        row = conn.execute(_HEAD, {"run_id": run_id}).first()
+    row = conn.execute(_HEAD, {"run_id": run_id}).first()
     return (row[0], row[1] or 0) if row else (None, 0)
 
 
-def read_news(run_id: str, after_id: int, *, limit: int = 500) -> tuple[str | None, list[RawEvent]]:
+def read_news(
+    conn: Connection, run_id: str, after_id: int, *, limit: int = 500
+) -> tuple[str | None, list[RawEvent]]:
     """The run's status, then its events after after_id. Read in that order, a final status
     vouches that the events that preceded it are all in the list (unless it is full)."""
-    with read_scope() as conn:
-        status = conn.scalar(_STATUS, {"run_id": run_id})
-        return status, _events_after(conn, run_id, after_id, limit)
+    status = conn.scalar(_STATUS, {"run_id": run_id})
+    return status, _events_after(conn, run_id, after_id, limit)
 
 
 def _events_after(conn: Connection, run_id: str, after_id: int, limit: int) -> list[RawEvent]:
@@ -84,13 +85,12 @@ def _events_after(conn: Connection, run_id: str, after_id: int, limit: int) -> l
     return [(i, k, p) for i, k, p in conn.execute(_AFTER, params).all()]
 
 
-def list_logs(run_id: str, *, limit: int = 1000) -> list[dict[str, Any]]:
+def list_logs(conn: Connection, run_id: str, *, limit: int = 1000) -> list[dict[str, Any]]:
     stmt = (
         select(LogLine.level, LogLine.message, LogLine.created_at)
         .where(LogLine.run_id == run_id)
         .order_by(LogLine.id)
         .limit(limit)
     )
-    with session_scope() as session:
-        rows = session.execute(stmt).all()
+    rows = conn.execute(stmt).all()
     return [{"level": lv, "message": m, "created_at": c.isoformat()} for lv, m, c in rows]

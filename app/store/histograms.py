@@ -10,9 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, Text, cast, select
+from sqlalchemy import Connection, Select, Text, cast, select
 
-from app.store.db import session_scope
 from app.store.models import StepMetric
 from app.store.steps import last_event_id
 from grpo.report import ADVANTAGE_BIN_EDGES, GROUP_REWARD_STD_BIN_EDGES, REWARD_BIN_EDGES
@@ -27,17 +26,21 @@ COLUMNS = [getattr(StepMetric, name) for name in BIN_EDGES]
 
 
 def list_histograms(
-    run_id: str, *, after_step: int = 0, limit: int = 100_000
+    conn: Connection, run_id: str, *, after_step: int = 0, limit: int = 100_000
 ) -> list[dict[str, Any]]:
     """{step, advantage_histogram, reward_histogram, group_reward_std_histogram} in step order."""
     stmt = _select(run_id, COLUMNS, after_step=after_step, limit=limit)
-    with session_scope() as session:
-        rows = session.execute(stmt).all()
+    rows = conn.execute(stmt).all()
     return [{"step": row[0], **dict(zip(BIN_EDGES, row[1:], strict=True))} for row in rows]
 
 
 def histograms_json(
-    run_id: str, *, after_step: int = 0, limit: int = 100_000, after_event: int | None = None
+    conn: Connection,
+    run_id: str,
+    *,
+    after_step: int = 0,
+    limit: int = 100_000,
+    after_event: int | None = None,
 ) -> str:
     """The histograms list as a JSON document, spliced from the stored JSON text unparsed
     (as steps.metrics_json: a 10,000-step run is read whole by the heatmaps)."""
@@ -45,9 +48,8 @@ def histograms_json(
         run_id, [cast(column, Text) for column in COLUMNS], after_step=after_step, limit=limit
     )
     if after_event is None:  # before the rows: a resumed stream repeats, never skips
-        after_event = last_event_id(run_id)
-    with session_scope() as session:
-        rows = session.execute(stmt).all()
+        after_event = last_event_id(conn, run_id)
+    rows = conn.execute(stmt).all()
     items = ",".join(_row_json(row[0], row[1:]) for row in rows)
     edges = json.dumps({name: list(e) for name, e in BIN_EDGES.items()}, separators=(",", ":"))
     return f'{{"last_event_id":{after_event},"bin_edges":{edges},"items":[{items}]}}'

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.store.db import session_scope
+from app.store.db import unit
 from app.store.events import insert_log
 from app.store.models import FINAL_STATUSES, Run, RunStatus, utcnow
 from app.store.runs import add_status_event
@@ -65,45 +65,45 @@ def _why_lost(session: Session, lease: Lease) -> str:
     return f"run {lease.run_id} is {status}, no longer running under lease {lease.token}"
 
 
-def beat(lease: Lease) -> None:
+@unit
+def beat(session: Session, lease: Lease) -> None:
     """Refresh the heartbeat; LeaseLost when the run is no longer this worker's."""
-    with session_scope() as session:
-        hold(session, lease)
+    hold(session, lease)
 
 
-def check(lease: Lease) -> bool:
+@unit
+def check(session: Session, lease: Lease) -> bool:
     """Whether a cancel was asked for; LeaseLost when the run is no longer this worker's.
 
     The trainer calls it between steps and right before renaming a checkpoint into place.
     """
-    with session_scope() as session:
-        hold(session, lease)
-        return bool(session.scalar(select(Run.is_cancel_requested).where(Run.id == lease.run_id)))
+    hold(session, lease)
+    return bool(session.scalar(select(Run.is_cancel_requested).where(Run.id == lease.run_id)))
 
 
-def add_log(lease: Lease, level: str, message: str) -> None:
+@unit
+def add_log(session: Session, lease: Lease, level: str, message: str) -> None:
     """A log line of the owner (the trainer's progress notes), written only while it owns."""
-    with session_scope() as session:
-        hold(session, lease)
-        insert_log(session, lease.run_id, level, message)
+    hold(session, lease)
+    insert_log(session, lease.run_id, level, message)
 
 
-def finish(lease: Lease, *, status: RunStatus, error: str | None = None) -> None:
+@unit
+def finish(session: Session, lease: Lease, *, status: RunStatus, error: str | None = None) -> None:
     """The final status (with the error as a log line first, when there is one)."""
     assert status in FINAL_STATUSES
-    with session_scope() as session:
-        hold(session, lease, status=status, error=error, finished_at=utcnow())
-        if error:
-            insert_log(session, lease.run_id, "error", error)
-        _add_status_event(session, lease.run_id)
+    hold(session, lease, status=status, error=error, finished_at=utcnow())
+    if error:
+        insert_log(session, lease.run_id, "error", error)
+    _add_status_event(session, lease.run_id)
 
 
-def hand_back(lease: Lease, *, reason: str) -> None:
+@unit
+def hand_back(session: Session, lease: Lease, *, reason: str) -> None:
     """Back to `queued` for the next worker, which resumes from the last checkpoint."""
-    with session_scope() as session:
-        hold(session, lease, status=RunStatus.QUEUED, dispatched_at=utcnow())
-        insert_log(session, lease.run_id, "warning", reason)
-        _add_status_event(session, lease.run_id)
+    hold(session, lease, status=RunStatus.QUEUED, dispatched_at=utcnow())
+    insert_log(session, lease.run_id, "warning", reason)
+    _add_status_event(session, lease.run_id)
 
 
 def _add_status_event(session: Session, run_id: str) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.store.db import session_scope
+from app.store.db import unit
 from app.store.models import (
     FINAL_STATUSES,
     Checkpoint,
@@ -65,14 +65,15 @@ def add_status_event(session: Session, run: Run) -> None:
 
 
 def create_run(
-    spec: JobSpec, *, package_version: str, idempotency_key: str | None = None
+    session: Session, spec: JobSpec, *, package_version: str, idempotency_key: str | None = None
 ) -> tuple[Run, bool]:
     """Insert a queued run; with an idempotency key already used, return that run instead.
 
-    Returns (run, is_new).
+    Returns (run, is_new). Called outside any transaction: a lost race on the key rolls
+    back the insert's own.
     """
     if idempotency_key:
-        existing = find_by_idempotency_key(idempotency_key)
+        existing = find_by_idempotency_key(session, idempotency_key)
         if existing:
             return existing, False
     run = Run(
@@ -91,41 +92,47 @@ def create_run(
         created_at=utcnow(),
         dispatched_at=utcnow(),  # the send follows the commit; a failed one clears this
     )
-    values = {c.key: getattr(run, c.key) for c in Run.__table__.columns}
     try:
-        # Core inserts: the submit path is hot, and the unit of work adds nothing here.
-        with session_scope() as session:
-            session.execute(insert(Run), [values])
-            session.execute(
-                insert(Event), [{"run_id": run.id, "kind": "status", "payload": run_summary(run)}]
-            )
-            mark_woken(session, run.id)
+        _insert_run(session, run)
     except IntegrityError:
         # Two retries raced on one key: the other insert won; return its run.
-        existing = find_by_idempotency_key(idempotency_key or "")
+        existing = find_by_idempotency_key(session, idempotency_key or "")
         if existing is None:
             raise
         return existing, False
     return run, True
 
 
-def find_by_idempotency_key(key: str) -> Run | None:
-    with session_scope() as session:
-        return session.scalar(select(Run).where(Run.idempotency_key == key))
+@unit
+def _insert_run(session: Session, run: Run) -> None:
+    # Core inserts: the submit path is hot, and the unit of work adds nothing here.
+    values = {c.key: getattr(run, c.key) for c in Run.__table__.columns}
+    session.execute(insert(Run), [values])
+    session.execute(
+        insert(Event), [{"run_id": run.id, "kind": "status", "payload": run_summary(run)}]
+    )
+    mark_woken(session, run.id)
 
 
-def get_run(run_id: str) -> Run | None:
-    with session_scope() as session:
-        return session.get(Run, run_id)
+@unit
+def find_by_idempotency_key(session: Session, key: str) -> Run | None:
+    return session.scalar(select(Run).where(Run.idempotency_key == key))
 
 
-def get_status(run_id: str) -> str | None:
+@unit
+def get_run(session: Session, run_id: str) -> Run | None:
+    return session.get(Run, run_id)
+
+
+@unit
+def get_status(session: Session, run_id: str) -> str | None:
     """The run's status alone (None when there is no such run): what an idle stream polls."""
-    with session_scope() as session:
-        return session.scalar(select(Run.status).where(Run.id == run_id))
+    return session.scalar(select(Run.status).where(Run.id == run_id))
 
 
+@unit
 def list_runs(
+    session: Session,
     *,
     status: str | None = None,
     query: str | None = None,
@@ -145,137 +152,132 @@ def list_runs(
         stmt = stmt.where(
             or_(Run.created_at < created_at, (Run.created_at == created_at) & (Run.id < run_id))
         )
-    with session_scope() as session:
-        return list(session.scalars(stmt))
+    return list(session.scalars(stmt))
 
 
-def claim_run(run_id: str, *, worker: str, device: str) -> Run | None:
+@unit
+def claim_run(session: Session, run_id: str, *, worker: str, device: str) -> Run | None:
     """Move a queued run to running for this worker; None when it is not queued (idempotent).
 
     The claim takes the next lease token: `lease.Lease.of(run)` is what the worker holds.
     """
     now = utcnow()
-    with session_scope() as session:
-        result = session.execute(
-            update(Run)
-            .where(
-                Run.id == run_id, Run.status == RunStatus.QUEUED, Run.is_cancel_requested.is_(False)
-            )
-            .values(
-                status=RunStatus.RUNNING,
-                worker=worker,
-                device=device,
-                started_at=now,
-                heartbeat_at=now,
-                attempts=Run.attempts + 1,
-                lease=Run.lease + 1,
-                error=None,
-            )
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.status == RunStatus.QUEUED, Run.is_cancel_requested.is_(False))
+        .values(
+            status=RunStatus.RUNNING,
+            worker=worker,
+            device=device,
+            started_at=now,
+            heartbeat_at=now,
+            attempts=Run.attempts + 1,
+            lease=Run.lease + 1,
+            error=None,
         )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
-            return None
-        run = session.get(Run, run_id)
-        assert run is not None
-        session.refresh(run)
-        add_status_event(session, run)
-        return run
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return None
+    run = session.get(Run, run_id)
+    assert run is not None
+    session.refresh(run)
+    add_status_event(session, run)
+    return run
 
 
-def finish_run(run_id: str, *, status: RunStatus, error: str | None = None) -> Run | None:
+@unit
+def finish_run(
+    session: Session, run_id: str, *, status: RunStatus, error: str | None = None
+) -> Run | None:
     """Record a final status (succeeded, failed, cancelled) once; later calls change nothing."""
     assert status in FINAL_STATUSES
-    with session_scope() as session:
-        run = session.get(Run, run_id, with_for_update=True)
-        if run is None or run.status in FINAL_STATUSES:
-            return run
-        run.status = status
-        run.error = error
-        run.finished_at = utcnow()
-        add_status_event(session, run)
+    run = session.get(Run, run_id, with_for_update=True)
+    if run is None or run.status in FINAL_STATUSES:
         return run
+    run.status = status
+    run.error = error
+    run.finished_at = utcnow()
+    add_status_event(session, run)
+    return run
 
 
-def request_cancel(run_id: str) -> Run | None:
+@unit
+def request_cancel(session: Session, run_id: str) -> Run | None:
     """Queued runs become cancelled now; running ones stop at the next step boundary."""
-    with session_scope() as session:
-        run = session.get(Run, run_id, with_for_update=True)
-        if run is None or run.status in FINAL_STATUSES:
-            return run
-        run.is_cancel_requested = True
-        if run.status == RunStatus.QUEUED:
-            run.status = RunStatus.CANCELLED
-            run.finished_at = utcnow()
-        add_status_event(session, run)
+    run = session.get(Run, run_id, with_for_update=True)
+    if run is None or run.status in FINAL_STATUSES:
         return run
+    run.is_cancel_requested = True
+    if run.status == RunStatus.QUEUED:
+        run.status = RunStatus.CANCELLED
+        run.finished_at = utcnow()
+    add_status_event(session, run)
+    return run
 
 
-def requeue_run(run_id: str) -> Run | None:
+@unit
+def requeue_run(session: Session, run_id: str) -> Run | None:
     """A cancelled or failed run goes back to queued; it resumes from its last checkpoint.
 
     None when the run was not cancelled or failed at that instant: of concurrent resumes,
     exactly one wins (a conditional update; `with_for_update` is a no-op on SQLite).
     """
-    with session_scope() as session:
-        result = session.execute(
-            update(Run)
-            .where(Run.id == run_id, Run.status.in_((RunStatus.CANCELLED, RunStatus.FAILED)))
-            .values(
-                status=RunStatus.QUEUED,
-                error=None,
-                finished_at=None,
-                is_cancel_requested=False,
-                attempts=0,  # the retry count starts again; the lease token does not
-                dispatched_at=utcnow(),
-            )
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.status.in_((RunStatus.CANCELLED, RunStatus.FAILED)))
+        .values(
+            status=RunStatus.QUEUED,
+            error=None,
+            finished_at=None,
+            is_cancel_requested=False,
+            attempts=0,  # the retry count starts again; the lease token does not
+            dispatched_at=utcnow(),
         )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
-            return None
-        run = session.get(Run, run_id)
-        assert run is not None
-        session.refresh(run)
-        add_status_event(session, run)
-        return run
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return None
+    run = session.get(Run, run_id)
+    assert run is not None
+    session.refresh(run)
+    add_status_event(session, run)
+    return run
 
 
+@unit
 def requeue_stale_runs(
-    *, stale_before: datetime, max_retries: int, worker: str | None = None
+    session: Session, *, stale_before: datetime, max_retries: int, worker: str | None = None
 ) -> tuple[list[Run], list[Run]]:
     """Runs whose worker stopped beating (or, given `worker`, runs of that worker, known to
     be dead): requeue (returned first) or, past the retry limit, fail."""
     requeued, failed = [], []
     lost = Run.worker == worker if worker else Run.heartbeat_at < stale_before
-    with session_scope() as session:
-        stale = session.scalars(
-            select(Run)
-            .where(Run.status == RunStatus.RUNNING, lost)
-            .with_for_update(skip_locked=True)
-        ).all()
-        for run in stale:
-            if run.attempts > max_retries:
-                run.status, run.finished_at = RunStatus.FAILED, utcnow()
-                run.error = (
-                    f"worker {run.worker} stopped responding {run.attempts} times; "
-                    f"gave up after {max_retries} retries"
-                )
-                failed.append(run)
-            else:
-                run.status, run.dispatched_at = RunStatus.QUEUED, utcnow()
-                run.error = (
-                    f"worker {run.worker} stopped responding; requeued from its last checkpoint"
-                )
-                requeued.append(run)
-            add_status_event(session, run)
+    stale = session.scalars(
+        select(Run).where(Run.status == RunStatus.RUNNING, lost).with_for_update(skip_locked=True)
+    ).all()
+    for run in stale:
+        if run.attempts > max_retries:
+            run.status, run.finished_at = RunStatus.FAILED, utcnow()
+            run.error = (
+                f"worker {run.worker} stopped responding {run.attempts} times; "
+                f"gave up after {max_retries} retries"
+            )
+            failed.append(run)
+        else:
+            run.status, run.dispatched_at = RunStatus.QUEUED, utcnow()
+            run.error = f"worker {run.worker} stopped responding; requeued from its last checkpoint"
+            requeued.append(run)
+        add_status_event(session, run)
     return requeued, failed
 
 
-def delete_run(run_id: str) -> bool:
+@unit
+def delete_run(session: Session, run_id: str) -> bool:
     """Delete a finished run's rows (cascades to steps, groups, samples, logs, events)."""
-    with session_scope() as session:
-        run = session.get(Run, run_id, with_for_update=True)
-        if run is None or run.status not in FINAL_STATUSES:
-            return False
-        # Explicit deletes: SQLite enforces ON DELETE CASCADE only with foreign_keys=ON.
-        for table in (Event, StepMetric, StepGroup, Sample, LogLine, Checkpoint):
-            session.execute(delete(table).where(table.run_id == run_id))
-        session.delete(run)
-        return True
+    run = session.get(Run, run_id, with_for_update=True)
+    if run is None or run.status not in FINAL_STATUSES:
+        return False
+    # Explicit deletes: SQLite enforces ON DELETE CASCADE only with foreign_keys=ON.
+    for table in (Event, StepMetric, StepGroup, Sample, LogLine, Checkpoint):
+        session.execute(delete(table).where(table.run_id == run_id))
+    session.delete(run)
+    return True

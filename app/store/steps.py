@@ -6,16 +6,15 @@ rows, never duplicates them. Inserts are batched: one round trip per table.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Text, cast, delete, func, insert, select, update
+from sqlalchemy import Connection, Text, cast, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.store.bulk import bulk_insert
-from app.store.db import session_scope
+from app.store.db import unit
 from app.store.events import lock_run_events
 from app.store.lease import Lease, hold
 from app.store.models import Event, GroupOutcome, Run, Sample, StepGroup, StepMetric
@@ -30,30 +29,30 @@ def compact_scalars(scalars: dict[str, float]) -> dict[str, float]:
     return {key: float(f"{value:.7g}") for key, value in scalars.items()}
 
 
-def save_step(run_id: str, report: StepReport, *, lease: Lease | None = None) -> None:
+@unit
+def save_step(
+    session: Session, run_id: str, report: StepReport, *, lease: Lease | None = None
+) -> None:
     """Write one step (replacing an earlier write of the same step) and its event.
 
     With the worker's `lease`, nothing is written unless it still owns the run (LeaseLost).
     """
     report = replace(report, scalars=compact_scalars(report.scalars))
-    with session_scope() as session:
-        if lease is None:
-            lock_run_events(session, run_id)
-        else:
-            hold(session, lease)
-        if _is_written(session, run_id, report.step):
-            _delete_step(session, run_id, report.step)  # a resumed run replays this step
-        session.execute(insert(StepMetric), [_metric_row(run_id, report)])
-        bulk_insert(session, StepGroup, [_group_row(run_id, report.step, g) for g in report.groups])
-        samples = [_sample_row(run_id, report.step, g) for g in report.groups if g.completions]
-        bulk_insert(session, Sample, samples)
-        session.add(
-            Event(run_id=run_id, kind="step", step=report.step, payload=step_payload(report))
-        )
-        summary = {k: report.scalars[k] for k in SUMMARY_KEYS if k in report.scalars}
-        session.execute(
-            update(Run).where(Run.id == run_id).values(step=report.step, last_metrics=summary)
-        )
+    if lease is None:
+        lock_run_events(session, run_id)
+    else:
+        hold(session, lease)
+    if _is_written(session, run_id, report.step):
+        _delete_step(session, run_id, report.step)  # a resumed run replays this step
+    session.execute(insert(StepMetric), [_metric_row(run_id, report)])
+    bulk_insert(session, StepGroup, [_group_row(run_id, report.step, g) for g in report.groups])
+    samples = [_sample_row(run_id, report.step, g) for g in report.groups if g.completions]
+    bulk_insert(session, Sample, samples)
+    session.add(Event(run_id=run_id, kind="step", step=report.step, payload=step_payload(report)))
+    summary = {k: report.scalars[k] for k in SUMMARY_KEYS if k in report.scalars}
+    session.execute(
+        update(Run).where(Run.id == run_id).values(step=report.step, last_metrics=summary)
+    )
 
 
 def _is_written(session: Session, run_id: str, step: int) -> bool:
@@ -126,7 +125,12 @@ def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
 
 
 def list_metrics(
-    run_id: str, *, after_step: int = 0, limit: int = 100_000, keys: list[str] | None = None
+    conn: Connection,
+    run_id: str,
+    *,
+    after_step: int = 0,
+    limit: int = 100_000,
+    keys: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Step scalars in step order, optionally only some keys."""
     stmt = (
@@ -135,8 +139,7 @@ def list_metrics(
         .order_by(StepMetric.step)
         .limit(limit)
     )
-    with session_scope() as session:
-        rows = session.execute(stmt).all()
+    rows = conn.execute(stmt).all()
     if keys:
         return [{"step": s, "metrics": {k: m[k] for k in keys if k in m}} for s, m in rows]
     return [{"step": s, "metrics": m} for s, m in rows]
@@ -154,8 +157,9 @@ class GroupFilter(StrEnum):
     DROPPED = "dropped"
 
 
+@unit
 def list_groups(
-    run_id: str, step: int, *, only: GroupFilter | None = None
+    session: Session, run_id: str, step: int, *, only: GroupFilter | None = None
 ) -> list[StepGroup]:
     """The groups a step trained on, in step order, optionally only one kind; `dropped`
     lists instead those dynamic sampling left out."""
@@ -173,68 +177,73 @@ def list_groups(
             stmt = stmt.where(StepGroup.has_truncated.is_(True))
         case _:
             stmt = stmt.where(StepGroup.outcome == GroupOutcome(only))
-    with session_scope() as session:
-        return list(session.scalars(stmt.order_by(StepGroup.index)))
+    return list(session.scalars(stmt.order_by(StepGroup.index)))
 
 
-def get_group(run_id: str, step: int, index: int) -> tuple[StepGroup, list[dict[str, Any]]] | None:
-    with session_scope() as session:
-        group = session.scalar(
-            select(StepGroup).where(
-                StepGroup.run_id == run_id, StepGroup.step == step, StepGroup.index == index
-            )
+@unit
+def get_group(
+    session: Session, run_id: str, step: int, index: int
+) -> tuple[StepGroup, list[dict[str, Any]]] | None:
+    group = session.scalar(
+        select(StepGroup).where(
+            StepGroup.run_id == run_id, StepGroup.step == step, StepGroup.index == index
         )
-        if group is None:
-            return None
-        completions = session.scalar(
-            select(Sample.completions).where(
-                Sample.run_id == run_id, Sample.step == step, Sample.group_index == index
-            )
+    )
+    if group is None:
+        return None
+    completions = session.scalar(
+        select(Sample.completions).where(
+            Sample.run_id == run_id, Sample.step == step, Sample.group_index == index
         )
-        return group, list(completions or [])
+    )
+    return group, list(completions or [])
 
 
-def prompt_history(run_id: str, prompt_id: str) -> list[StepGroup]:
+@unit
+def prompt_history(session: Session, run_id: str, prompt_id: str) -> list[StepGroup]:
     """One prompt's groups across steps, in step order."""
     stmt = (
         select(StepGroup)
         .where(StepGroup.run_id == run_id, StepGroup.prompt_id == prompt_id)
         .order_by(StepGroup.step, StepGroup.index)
     )
-    with session_scope() as session:
-        return list(session.scalars(stmt))
+    return list(session.scalars(stmt))
 
 
-def iter_groups(run_id: str, *, batch: int = 1000) -> Iterator[StepGroup]:
-    """Every group of a run in (step, index) order, read in batches (for exports)."""
-    last: tuple[int, int] = (0, -1)
-    while True:
-        stmt = (
-            select(StepGroup)
-            .where(StepGroup.run_id == run_id)
-            .where(
-                (StepGroup.step > last[0])
-                | ((StepGroup.step == last[0]) & (StepGroup.index > last[1]))
-            )
-            .order_by(StepGroup.step, StepGroup.index)
-            .limit(batch)
-        )
-        with session_scope() as session:
-            rows = list(session.scalars(stmt))
-        yield from rows
-        if len(rows) < batch:
-            return
-        last = (rows[-1].step, rows[-1].index)
+EXPORTED_GROUP_FIELDS = (
+    "step", "index", "prompt_id", "prompt", "answer", "rewards", "advantages",
+    "reward_mean", "reward_std", "outcome",
+)  # fmt: skip
 
 
-def last_event_id(run_id: str) -> int:
+def groups_after(
+    conn: Connection, run_id: str, after: tuple[int, int], *, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """A page of the run's groups after (step, index), in that order, as exported: an
+    export streams them one page and one borrowed connection at a time."""
+    step, index = after
+    stmt = (
+        select(*(getattr(StepGroup, name) for name in EXPORTED_GROUP_FIELDS))
+        .where(StepGroup.run_id == run_id)
+        .where((StepGroup.step > step) | ((StepGroup.step == step) & (StepGroup.index > index)))
+        .order_by(StepGroup.step, StepGroup.index)
+        .limit(limit)
+    )
+    return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def last_event_id(conn: Connection, run_id: str) -> int:
     """Id of the run's newest event (0 when none): where a stream after a snapshot resumes."""
-    with session_scope() as session:
-        return session.scalar(select(func.max(Event.id)).where(Event.run_id == run_id)) or 0
+    return conn.scalar(select(func.max(Event.id)).where(Event.run_id == run_id)) or 0
 
 
 def metrics_json(
-    run_id: str, *, after_step: int = 0, limit: int = 100_000, after_event: int | None = None
+    conn: Connection,
+    run_id: str,
+    *,
+    after_step: int = 0,
+    limit: int = 100_000,
+    after_event: int | None = None,
 ) -> str:
     """The metrics list as a JSON document, spliced from the stored JSON text unparsed.
 
@@ -249,8 +258,7 @@ def metrics_json(
     )
     # Read before the rows: a stream resumed from this id can repeat a step, never skip one.
     if after_event is None:
-        after_event = last_event_id(run_id)
-    with session_scope() as session:
-        rows = session.execute(stmt).all()
+        after_event = last_event_id(conn, run_id)
+    rows = conn.execute(stmt).all()
     items = ",".join(f'{{"step":{s},"metrics":{m}}}' for s, m in rows)
     return f'{{"last_event_id":{after_event},"items":[{items}]}}'

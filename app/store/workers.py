@@ -5,12 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
-from app.store.db import session_scope
+from app.store.db import unit
 from app.store.models import WorkerState, utcnow
 
 
+@unit
 def report_worker(
+    session: Session,
     name: str,
     *,
     queues: str,
@@ -20,24 +23,23 @@ def report_worker(
     free_memory_mb: int | None,
     run_id: str | None,
 ) -> None:
-    with session_scope() as session:
-        row = session.get(WorkerState, name)
-        if row is None:
-            row = WorkerState(name=name, started_at=utcnow())
-            session.add(row)
-        row.queues, row.device, row.free_memory_mb = queues, device, free_memory_mb
-        row.device_kind, row.devices = device_kind, devices
-        row.run_id, row.last_seen_at = run_id, utcnow()
+    row = session.get(WorkerState, name)
+    if row is None:
+        row = WorkerState(name=name, started_at=utcnow())
+        session.add(row)
+    row.queues, row.device, row.free_memory_mb = queues, device, free_memory_mb
+    row.device_kind, row.devices = device_kind, devices
+    row.run_id, row.last_seen_at = run_id, utcnow()
 
 
-def forget_worker(name: str) -> None:
-    with session_scope() as session:
-        session.execute(delete(WorkerState).where(WorkerState.name == name))
+@unit
+def forget_worker(session: Session, name: str) -> None:
+    session.execute(delete(WorkerState).where(WorkerState.name == name))
 
 
-def list_workers(*, seen_after: datetime) -> list[WorkerState]:
+@unit
+def list_workers(session: Session, *, seen_after: datetime) -> list[WorkerState]:
     stmt = (
         select(WorkerState).where(WorkerState.last_seen_at >= seen_after).order_by(WorkerState.name)
     )
-    with session_scope() as session:
-        return list(session.scalars(stmt))
+    return list(session.scalars(stmt))

@@ -1,7 +1,9 @@
 """The real store in this test process, on a fresh PostgreSQL database or SQLite file.
 
 The settings, engine and session factory are process-wide caches; the fixture points them
-at a freshly migrated database and clears them again afterwards.
+at a freshly migrated database and clears them again afterwards. `session` is a session
+on it, opened as the worker opens one: each store function handed it commits its own
+transaction (app/store/db.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.orm import Session
 
 from app.settings import get_settings
 from app.store import db
@@ -46,3 +49,9 @@ def store(
         _clear_caches()
         if url:
             drop_pg_database(url)
+
+
+@pytest.fixture
+def session(store: str) -> Iterator[Session]:
+    with db.session() as opened:
+        yield opened

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.store import steps, workers
+from app.store import db, steps, workers
 from grpo.report import CompletionReport, GroupReport, StepReport
 from tests.integration.store_fixture import store
 
@@ -64,11 +64,13 @@ def test_service_routes_answer(api: TestClient) -> None:
 
 
 def test_workers_are_listed_with_the_devices_they_hold(api: TestClient) -> None:
-    workers.report_worker(
+    db.call(
+        workers.report_worker,
         "gpu-box", queues="default,h100", device="cuda:0 (NVIDIA H100)", device_kind="cuda",
         devices=["0", "1", "2", "3"], free_memory_mb=80_000, run_id=None,
     )  # fmt: skip
-    workers.report_worker(
+    db.call(
+        workers.report_worker,
         "laptop", queues="default", device="cpu", device_kind="cpu", devices=["0", "1"],
         free_memory_mb=None, run_id=None,
     )  # fmt: skip
@@ -112,7 +114,7 @@ def test_bad_requests_are_4xx_naming_what_is_wrong(api: TestClient) -> None:
 def test_steps_read_back_through_every_step_route(api: TestClient) -> None:
     run_id = submit(api)
     for step in (1, 2):
-        steps.save_step(run_id, step_report(step))
+        db.call(steps.save_step, run_id, step_report(step))
     metrics = api.get(f"/api/runs/{run_id}/metrics").json()
     assert [m["step"] for m in metrics["items"]] == [1, 2] and metrics["last_event_id"] > 0
     keyed = api.get(f"/api/runs/{run_id}/metrics", params={"keys": "kl", "after_step": 1})

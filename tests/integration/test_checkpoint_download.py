@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import get_settings
-from app.store import checkpoints, runs
+from app.store import checkpoints, db, runs
 from app.store.lease import Lease
 from grpo.report import SavedCheckpoint
 from grpo.spec import JobSpec
@@ -35,10 +35,10 @@ def run_with_checkpoints(
 ) -> str:
     """A claimed run whose worker wrote these checkpoints (a small model directory each);
     `recorded_in`: where the worker saw them (it mounts the data directory there)."""
-    run, _ = runs.create_run(
-        JobSpec(model="builtin:tiny", max_steps=steps[-1]), package_version="t"
+    run, _ = db.call(
+        runs.create_run, JobSpec(model="builtin:tiny", max_steps=steps[-1]), package_version="t"
     )
-    claimed = runs.claim_run(run.id, worker="w1", device="cpu")
+    claimed = db.call(runs.claim_run, run.id, worker="w1", device="cpu")
     assert claimed is not None
     held = Lease.of(claimed)
     root = outside or get_settings().runs_dir / run.id / "checkpoints"
@@ -49,7 +49,7 @@ def run_with_checkpoints(
         (model / "model.safetensors").write_bytes(bytes(range(256)) * 64 * step)
         path = (recorded_in or root) / model.parent.name
         saved = SavedCheckpoint(step, str(path), 1, step == steps[-1], tuple(steps))
-        checkpoints.record_checkpoint(held, saved)
+        db.call(checkpoints.record_checkpoint, held, saved)
     return run.id
 
 
@@ -104,7 +104,7 @@ def test_missing_pruned_and_foreign_checkpoints_are_404s(api: TestClient, tmp_pa
     assert refused.status_code == 404  # the recorded path is not followed out of the run
     assert "not here" in refused.json()["error"]["message"]
 
-    fresh = runs.create_run(JobSpec(model="builtin:tiny"), package_version="t")[0]
+    fresh = db.call(runs.create_run, JobSpec(model="builtin:tiny"), package_version="t")[0]
     assert api.get(f"/api/runs/{fresh.id}/checkpoints").json() == {"items": []}
     assert api.get(f"/api/runs/{fresh.id}/checkpoints/latest/download").status_code == 404
 
@@ -135,8 +135,8 @@ def test_merge_true_turns_a_lora_adapter_into_full_weights_that_compute_the_same
     from grpo.resume_spec import spec_json
 
     spec = JobSpec(model="builtin:tiny", max_steps=1, lora={"r": 4})
-    run, _ = runs.create_run(spec, package_version="t")
-    claimed = runs.claim_run(run.id, worker="w1", device="cpu")
+    run, _ = db.call(runs.create_run, spec, package_version="t")
+    claimed = db.call(runs.claim_run, run.id, worker="w1", device="cpu")
     assert claimed is not None
     base, tokenizer = load_policy(spec.model, cache_dir=get_settings().resolved_cache_dir)
     model = apply_lora(base, spec.lora)  # type: ignore[arg-type]
@@ -149,7 +149,7 @@ def test_merge_true_turns_a_lora_adapter_into_full_weights_that_compute_the_same
         workdir, 1, model=model, tokenizer=tokenizer, state={}, spec_json=spec_json(spec)
     )
     saved = SavedCheckpoint(1, str(path), 1, True, (1,))
-    checkpoints.record_checkpoint(Lease.of(claimed), saved)
+    db.call(checkpoints.record_checkpoint, Lease.of(claimed), saved)
 
     url = f"/api/runs/{run.id}/checkpoints/1/download"
     adapter = members(api.get(url).content)

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.store import evals, runs
+from app.store import db, evals, runs
 from app.store.lease import Lease
 from grpo.report import EvalReport
 from grpo.spec import JobSpec
@@ -44,15 +44,15 @@ def test_eval_sections_are_checked_at_submit(api: TestClient) -> None:
 
 
 def test_evaluations_are_read_back_by_step(api: TestClient) -> None:
-    run, _ = runs.create_run(JobSpec(**SPEC, eval={}), package_version="t")  # type: ignore[arg-type]
-    claimed = runs.claim_run(run.id, worker="w1", device="cpu")
+    run, _ = db.call(runs.create_run, JobSpec(**SPEC, eval={}), package_version="t")  # type: ignore[arg-type]
+    claimed = db.call(runs.claim_run, run.id, worker="w1", device="cpu")
     assert claimed is not None
     held = Lease.of(claimed)
     example = {"prompt_id": "1+1", "prompt": "1+1=", "answer": "2", "completions": ["2"],
                "rewards": {"accuracy": [1.0]}, "passes": [True]}  # fmt: skip
     for step, accuracy in [(0, 0.25), (2, 0.5), (2, 0.75)]:  # step 2 written again on resume
         scalars = {"eval/accuracy": accuracy}
-        evals.save_eval(run.id, EvalReport(step, scalars, [example]), lease=held)
+        db.call(evals.save_eval, run.id, EvalReport(step, scalars, [example]), lease=held)
     url = f"/api/runs/{run.id}/evals"
     bare = api.get(url).json()["items"]
     assert bare == [
@@ -67,8 +67,8 @@ def test_summary_reads_like_a_report(api: TestClient) -> None:
     from app.store import checkpoints, steps
     from grpo.report import SavedCheckpoint, StepReport
 
-    run, _ = runs.create_run(JobSpec(**SPEC, eval={}), package_version="t")  # type: ignore[arg-type]
-    claimed = runs.claim_run(run.id, worker="w1", device="cpu")
+    run, _ = db.call(runs.create_run, JobSpec(**SPEC, eval={}), package_version="t")  # type: ignore[arg-type]
+    claimed = db.call(runs.claim_run, run.id, worker="w1", device="cpu")
     assert claimed is not None
     held = Lease.of(claimed)
     for step in range(1, 21):  # reward step/20: first decile (steps 1-2) .075, last (19-20) .975
@@ -77,12 +77,12 @@ def test_summary_reads_like_a_report(api: TestClient) -> None:
             "tokens_per_second": 100.0, "time/step": 0.5, "time/generate": 0.25,
             "time/reward/accuracy": 0.125,
         }  # fmt: skip
-        steps.save_step(run.id, StepReport(step, 20, scalars), lease=held)
+        db.call(steps.save_step, run.id, StepReport(step, 20, scalars), lease=held)
     for step, accuracy in [(0, 0.25), (10, 0.75), (20, 0.5)]:
-        evals.save_eval(run.id, EvalReport(step, {"eval/accuracy": accuracy}), lease=held)
+        db.call(evals.save_eval, run.id, EvalReport(step, {"eval/accuracy": accuracy}), lease=held)
     for step, is_final in [(10, False), (20, True)]:
         saved = SavedCheckpoint(step, f"/x/step-{step:06d}", 7, is_final, (10, 20)[: step // 10])
-        checkpoints.record_checkpoint(held, saved)
+        db.call(checkpoints.record_checkpoint, held, saved)
 
     summary = api.get(f"/api/runs/{run.id}/summary").json()
     assert summary["steps"] == 20
@@ -96,7 +96,7 @@ def test_summary_reads_like_a_report(api: TestClient) -> None:
     assert summary["seconds_per_phase"] == {"step": 10.0, "generate": 5.0}
     assert (summary["checkpoint"]["step"], summary["checkpoint"]["is_final"]) == (20, True)
 
-    empty, _ = runs.create_run(JobSpec(**SPEC), package_version="t")  # type: ignore[arg-type]
+    empty, _ = db.call(runs.create_run, JobSpec(**SPEC), package_version="t")  # type: ignore[arg-type]
     bare = api.get(f"/api/runs/{empty.id}/summary").json()
     assert (bare["steps"], bare["final_eval"], bare["checkpoint"]) == (0, None, None)
     assert bare["tokens_generated"] == 0 and bare["seconds_per_phase"] == {}

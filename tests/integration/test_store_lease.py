@@ -8,16 +8,16 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
-from app.store import dispatch, lease, runs, steps
-from app.store.db import session_scope
+from app.store import db, dispatch, lease, runs, steps
 from app.store.lease import Lease, LeaseLost
 from app.store.models import Event, LogLine, Run, StepMetric, utcnow
 from grpo.report import GroupReport, StepReport
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import store
+from tests.integration.store_fixture import session, store
 
-__all__ = ["store"]
+__all__ = ["session", "store"]
 
 
 def report(step: int) -> StepReport:
@@ -33,90 +33,94 @@ def report(step: int) -> StepReport:
     return StepReport(step=step, total_steps=4, scalars={"reward": 0.5}, groups=[group])
 
 
-def new_run() -> Run:
-    run, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=4), package_version="t")
+def new_run(session: Session) -> Run:
+    run, _ = runs.create_run(
+        session, JobSpec(model="builtin:tiny", max_steps=4), package_version="t"
+    )
     return run
 
 
-def claim(run_id: str, worker: str) -> Lease:
-    run = runs.claim_run(run_id, worker=worker, device="cpu")
+def claim(session: Session, run_id: str, worker: str) -> Lease:
+    run = runs.claim_run(session, run_id, worker=worker, device="cpu")
     assert run is not None
     return Lease.of(run)
 
 
-def requeue_as_stale(run_id: str) -> None:
-    requeued, _ = runs.requeue_stale_runs(stale_before=utcnow() + timedelta(hours=1), max_retries=9)
+def requeue_as_stale(session: Session, run_id: str) -> None:
+    requeued, _ = runs.requeue_stale_runs(
+        session, stale_before=utcnow() + timedelta(hours=1), max_retries=9
+    )
     assert [r.id for r in requeued] == [run_id]
 
 
 def count(table: type, run_id: str, *where: object) -> int:
-    with session_scope() as session:
+    with db.session() as reader:
         stmt = select(func.count()).select_from(table).where(table.run_id == run_id, *where)  # type: ignore[attr-defined]
-        return int(session.scalar(stmt) or 0)
+        return int(reader.scalar(stmt) or 0)
 
 
-def test_a_worker_that_lost_its_run_writes_nothing_more(store: str) -> None:
-    run = new_run()
-    stale = claim(run.id, "w1")
-    steps.save_step(run.id, report(1), lease=stale)
-    requeue_as_stale(run.id)
+def test_a_worker_that_lost_its_run_writes_nothing_more(session: Session) -> None:
+    run = new_run(session)
+    stale = claim(session, run.id, "w1")
+    steps.save_step(session, run.id, report(1), lease=stale)
+    requeue_as_stale(session, run.id)
     with pytest.raises(LeaseLost, match="no longer running"):  # requeued, not yet claimed
-        lease.beat(stale)
-    owner = claim(run.id, "w2")
+        lease.beat(session, stale)
+    owner = claim(session, run.id, "w2")
     assert owner.token == stale.token + 1
     for write in (
-        lambda: steps.save_step(run.id, report(2), lease=stale),
-        lambda: lease.beat(stale),
-        lambda: lease.check(stale),
-        lambda: lease.add_log(stale, "info", "checkpoint saved"),
-        lambda: lease.finish(stale, status="failed", error="boom"),
-        lambda: lease.hand_back(stale, reason="stopping"),
+        lambda: steps.save_step(session, run.id, report(2), lease=stale),
+        lambda: lease.beat(session, stale),
+        lambda: lease.check(session, stale),
+        lambda: lease.add_log(session, stale, "info", "checkpoint saved"),
+        lambda: lease.finish(session, stale, status="failed", error="boom"),
+        lambda: lease.hand_back(session, stale, reason="stopping"),
     ):
         with pytest.raises(LeaseLost, match=f"claimed again by w2 \\(lease {owner.token}\\)"):
             write()
     assert count(StepMetric, run.id) == 1 and count(LogLine, run.id) == 0
     for step in (2, 3, 4):
-        steps.save_step(run.id, report(step), lease=owner)
-    assert lease.check(owner) is False
-    lease.finish(owner, status="succeeded")
+        steps.save_step(session, run.id, report(step), lease=owner)
+    assert lease.check(session, owner) is False
+    lease.finish(session, owner, status="succeeded")
     with pytest.raises(LeaseLost):
-        lease.finish(owner, status="failed")  # once final, nobody writes again
+        lease.finish(session, owner, status="failed")  # once final, nobody writes again
     assert count(StepMetric, run.id) == 4
-    final = runs.get_run(run.id)
+    final = runs.get_run(session, run.id)
     assert final is not None and final.status == "succeeded" and final.step == 4
-    with session_scope() as session:
+    with db.session() as reader:
         statuses = [
             p["status"]
-            for p in session.scalars(
+            for p in reader.scalars(
                 select(Event.payload).where(Event.run_id == run.id, Event.kind == "status")
             )
         ]
     assert statuses == ["queued", "running", "queued", "running", "succeeded"]
 
 
-def test_a_resume_never_gives_a_lost_worker_its_token_back(store: str) -> None:
-    run = new_run()
-    first = claim(run.id, "w1")
-    requeue_as_stale(run.id)
-    second = claim(run.id, "w2")
-    lease.finish(second, status="failed", error="boom")
-    assert runs.requeue_run(run.id) is not None  # attempts start again at 0 ...
-    third = claim(run.id, "w3")
-    assert runs.get_run(run.id).attempts == 1  # type: ignore[union-attr]
+def test_a_resume_never_gives_a_lost_worker_its_token_back(session: Session) -> None:
+    run = new_run(session)
+    first = claim(session, run.id, "w1")
+    requeue_as_stale(session, run.id)
+    second = claim(session, run.id, "w2")
+    lease.finish(session, second, status="failed", error="boom")
+    assert runs.requeue_run(session, run.id) is not None  # attempts start again at 0 ...
+    third = claim(session, run.id, "w3")
+    assert runs.get_run(session, run.id).attempts == 1  # type: ignore[union-attr]
     assert third.token not in (first.token, second.token)  # ... the lease does not
     with pytest.raises(LeaseLost):
-        lease.beat(first)
+        lease.beat(session, first)
 
 
-def test_of_concurrent_resumes_exactly_one_wins(store: str) -> None:
-    run = new_run()
-    runs.request_cancel(run.id)
+def test_of_concurrent_resumes_exactly_one_wins(session: Session) -> None:
+    run = new_run(session)
+    runs.request_cancel(session, run.id)
     barrier = threading.Barrier(10)
     results: list[bool] = []
 
     def resume() -> None:
         barrier.wait()
-        results.append(runs.requeue_run(run.id) is not None)
+        results.append(db.call(runs.requeue_run, run.id) is not None)
 
     threads = [threading.Thread(target=resume) for _ in range(10)]
     for thread in threads:
@@ -126,14 +130,20 @@ def test_of_concurrent_resumes_exactly_one_wins(store: str) -> None:
     assert sorted(results) == [False] * 9 + [True]
 
 
-def test_the_sweep_takes_unsent_runs_at_once_and_sent_ones_after_the_bound(store: str) -> None:
-    sent, unsent = new_run(), new_run()
-    dispatch.mark_undispatched(unsent.id)
+def test_the_sweep_takes_unsent_runs_at_once_and_sent_ones_after_the_bound(
+    session: Session,
+) -> None:
+    sent, unsent = new_run(session), new_run(session)
+    dispatch.mark_undispatched(session, unsent.id)
     now = utcnow()
-    assert [r.id for r in dispatch.take_due(sent_before=now - timedelta(minutes=5))] == [unsent.id]
-    assert dispatch.take_due(sent_before=now - timedelta(minutes=5)) == []  # stamped as sent
+    assert [r.id for r in dispatch.take_due(session, sent_before=now - timedelta(minutes=5))] == [
+        unsent.id
+    ]
+    assert (
+        dispatch.take_due(session, sent_before=now - timedelta(minutes=5)) == []
+    )  # stamped as sent
     later = utcnow() + timedelta(minutes=1)
-    assert {r.id for r in dispatch.take_due(sent_before=later)} == {sent.id, unsent.id}
-    claim(sent.id, "w1")
-    runs.request_cancel(unsent.id)
-    assert dispatch.take_due(sent_before=utcnow() + timedelta(hours=1)) == []
+    assert {r.id for r in dispatch.take_due(session, sent_before=later)} == {sent.id, unsent.id}
+    claim(session, sent.id, "w1")
+    runs.request_cancel(session, unsent.id)
+    assert dispatch.take_due(session, sent_before=utcnow() + timedelta(hours=1)) == []

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
-from app.store import runs, steps
-from app.store.db import session_scope
+from app.store import db, runs, steps
 from app.store.models import Event, Sample, StepGroup, StepMetric
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import store
+from tests.integration.store_fixture import session, store
 
-__all__ = ["store"]
+__all__ = ["session", "store"]
 
 
 def report(step: int, reward: float) -> StepReport:
@@ -37,13 +37,15 @@ def report(step: int, reward: float) -> StepReport:
     return StepReport(step=step, total_steps=6, scalars={"reward": reward}, groups=[group])
 
 
-def test_replayed_steps_replace_their_rows_and_events(store: str) -> None:
-    run, _ = runs.create_run(JobSpec(model="builtin:tiny", max_steps=6), package_version="t")
+def test_replayed_steps_replace_their_rows_and_events(session: Session) -> None:
+    run, _ = runs.create_run(
+        session, JobSpec(model="builtin:tiny", max_steps=6), package_version="t"
+    )
     for step in range(1, 6):
-        steps.save_step(run.id, report(step, 0.0))
+        steps.save_step(session, run.id, report(step, 0.0))
     for step in range(3, 7):  # resumed from the checkpoint at step 2
-        steps.save_step(run.id, report(step, 1.0))
-    with session_scope() as session:
+        steps.save_step(session, run.id, report(step, 1.0))
+    with db.session() as reader:
         for table in (StepMetric, StepGroup, Sample):
             per_step = (
                 select(table.step, func.count())
@@ -51,10 +53,10 @@ def test_replayed_steps_replace_their_rows_and_events(store: str) -> None:
                 .group_by(table.step)
                 .order_by(table.step)
             )
-            rows = [tuple(r) for r in session.execute(per_step).all()]
+            rows = [tuple(r) for r in reader.execute(per_step).all()]
             assert rows == [(k, 1) for k in range(1, 7)], (table, rows)
         kinds = select(Event.step).where(Event.run_id == run.id, Event.kind == "step")
-        assert list(session.scalars(kinds.order_by(Event.id))) == [1, 2, 3, 4, 5, 6]
-    rewards = [m["metrics"]["reward"] for m in steps.list_metrics(run.id)]
+        assert list(reader.scalars(kinds.order_by(Event.id))) == [1, 2, 3, 4, 5, 6]
+    rewards = [m["metrics"]["reward"] for m in db.read(steps.list_metrics, run.id)]
     assert rewards == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0], rewards
-    assert runs.get_run(run.id).step == 6
+    assert runs.get_run(session, run.id).step == 6

@@ -79,11 +79,10 @@ def _imported_modules(folder: str, *, with_names: bool = False) -> set[tuple[str
 
 PACKAGES = ("app", "worker", "grpo")
 SQL_MODULES = ("sqlalchemy", "psycopg", "psycopg2", "sqlite3", "asyncpg")
-SESSION_MAKERS = (
-    "app.store.db.session_scope",
-    "app.store.db.get_engine",
-    "app.store.db.make_engine",
-)
+SESSION_MAKERS = ("app.store.db.get_engine", "app.store.db.make_engine")
+SESSION_OPENERS = ("session", "new_session", "call")
+"""What app.store.db opens a session with."""
+MAY_OPEN_SESSIONS = ("app/api/deps.py", "app/cli.py", "app/store/db.py", "worker/")
 
 
 def test_only_the_store_issues_sql() -> None:
@@ -142,3 +141,37 @@ def test_store_never_imports_http_or_torch() -> None:
         if m.split(".")[0] in ("fastapi", "torch", "transformers")
     }
     assert not bad
+
+
+def _session_openers(folder: str) -> set[tuple[str, str]]:
+    """(file, `db.name`) for every use of a session opener of app.store.db under `folder`:
+    `db.session(...)` after `from app.store import db`, or the name imported itself."""
+    found = set()
+    for path in (ROOT / folder).rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            name = None
+            if isinstance(node, ast.ImportFrom) and node.module == "app.store.db":
+                name = next((a.name for a in node.names if a.name in SESSION_OPENERS), None)
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "db"
+                and node.attr in SESSION_OPENERS
+            ):
+                name = node.attr
+            if name:
+                found.add((str(path.relative_to(ROOT)), f"db.{name}"))
+    return found
+
+
+def test_only_the_request_dependency_the_worker_and_the_cli_open_sessions() -> None:
+    """Store functions take the session they work in; a request gets its own from
+    app/api/deps.py (SessionDep), the worker and the CLI open theirs (STYLE.md)."""
+    bad = {
+        (p, use)
+        for folder in PACKAGES
+        for p, use in _session_openers(folder)
+        if not p.startswith(MAY_OPEN_SESSIONS)
+    }
+    assert not bad, f"sessions opened outside app/api/deps.py, worker/ and the CLI: {sorted(bad)}"
