@@ -3,14 +3,16 @@
 Every store function takes what it works in as its first argument; none opens its own.
 
 - `@unit` functions take a `Session`: each is one transaction on the session it is handed,
-  as when each opened its own. Handed a session with no transaction open,
-  the function begins one and commits it when it returns (rolls it back when it raises),
-  so a lease check (lease.hold) stays in the transaction of the writes it guards, a run's
-  row is committed before the caller sends it to the queue, and the after-commit wake-ups
+  as when each opened its own. Handed a session with no transaction open, the function
+  begins one and commits it when it returns (rolls it back when it raises), so a lease
+  check (lease.hold) stays in the transaction of the writes it guards, a run's row is
+  committed before the caller sends it to the queue, and the after-commit wake-ups
   (wakeup.py) fire at that commit. Handed a session already inside a transaction, it joins
   it and the opener commits: that is how a unit calls another, or a test groups several.
   After its commit the unit lets go of what it loaded (objects come back detached, as
   before), so the next unit on the same session reads the database, not a stale copy.
+  A request's session only closes at the end (app/api/deps.py), so a store function that
+  writes must be a unit (tests/unit/test_store_units.py checks).
 - Plain reads take a `Connection`: the hot, shared reads of live streams, cached bodies
   and exports (events.read_news, steps.metrics_json, ...). `read(fn, ...)` lends one a
   pooled connection for the call: a quarter of a session's cost (the ORM's bookkeeping
