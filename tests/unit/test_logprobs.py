@@ -10,7 +10,7 @@ from grpo.lm_head import token_logps
 from grpo.logprobs import completion_logps
 from grpo.reference import ReferencePolicy
 from grpo.rollout import Rollout, row_slices, tokenize_prompts
-from tests.unit.tiny_lm import CPU, completion_logits, sample
+from tests.unit.tiny_lm import CPU, completion_logits, sample, tiny_causal_lm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -145,19 +145,7 @@ def test_logps_are_those_of_the_models_own_logits_whatever_follows_its_head(toke
     """Cohere and Granite scale the head's logits and Gemma 2 caps them in their forward:
     the chunked head must do the same, or the ratio compares the wrong distributions."""
     config_class, knobs = HEAD_TRANSFORMS[name]
-    config = getattr(transformers, config_class)(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        **knobs,
-    )
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    model = tiny_causal_lm(tokenizer, getattr(transformers, config_class), **knobs)
     rollout = sample(model, tokenizer, ["1+1=", "23+45="], g=2, max_new=5, temperature=1.3)
     expected = torch.log_softmax(completion_logits(model, rollout).float() / 1.3, -1)
     expected = expected.gather(-1, rollout.completion_ids[..., None]).squeeze(-1)  # (N, T)

@@ -1,16 +1,17 @@
 """A tiny random Llama and a sampler for the rollout and log-prob tests (not a test module)."""
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from grpo.rollout import Rollout, generate, prompt_positions, tokenize_prompts
 
 CPU = torch.device("cpu")
 
 
-def tiny_llama(tokenizer) -> LlamaForCausalLM:
+def tiny_causal_lm(tokenizer, config_class=LlamaConfig, **knobs):
+    """A tiny random causal LM of `config_class`'s architecture (seed 0), in eval mode."""
     torch.manual_seed(0)
-    config = LlamaConfig(
+    config = config_class(
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
@@ -19,8 +20,13 @@ def tiny_llama(tokenizer) -> LlamaForCausalLM:
         num_key_value_heads=2,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        **knobs,
     )
-    return LlamaForCausalLM(config).eval()
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+def tiny_llama(tokenizer) -> LlamaForCausalLM:
+    return tiny_causal_lm(tokenizer)
 
 
 def sample(model, tokenizer, prompts, *, g=3, max_new=6, seed=0, **kwargs) -> Rollout:
