@@ -17,7 +17,8 @@ class ResourcesSpec(BaseModel):
     queue: str = Field("default", pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
     """Celery queue; workers started for a GPU class listen on its queue."""
     min_free_memory_gb: float | None = Field(None, gt=0, le=100_000)
-    """Free memory (GiB) the job needs on its device; a worker with less leaves it queued."""
+    """Free memory (GiB) the job needs on its device (on each rank's GPU with several ranks); a
+    worker with less leaves it queued."""
     num_processes: int = Field(1, ge=1, le=64)
     """Ranks of one run on one machine (torch.distributed data parallel): one per GPU on
     CUDA (NCCL), CPU processes with gloo otherwise. Whole groups are dealt to ranks, so

@@ -156,7 +156,12 @@ def fit_problem(spec: JobSpec, held: Devices) -> str | None:
     else:
         device = "cuda:0" if spec.device == "auto" and visible else "cpu"
     need_gb = spec.resources.min_free_memory_gb
-    free_mb = free_memory_mb(device) if need_gb else None
-    if need_gb and free_mb is not None and free_mb < need_gb * 1024:
-        return f"needs {need_gb:g} GiB free on {device}; this worker has {free_mb / 1024:.1f} GiB"
+    if need_gb is None:
+        return None
+    # rank i takes cuda:i (its LOCAL_RANK), so each of them needs the memory
+    gpus = [f"cuda:{i}" for i in range(ranks)] if ranks > 1 and device != "cpu" else [device]
+    for each in gpus:
+        free_mb = free_memory_mb(each)
+        if free_mb is not None and free_mb < need_gb * 1024:
+            return f"needs {need_gb:g} GiB free on {each}; this worker has {free_mb / 1024:.1f} GiB"
     return None

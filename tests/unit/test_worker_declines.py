@@ -7,6 +7,7 @@ import os
 import re
 
 import pytest
+import torch
 
 from grpo.spec import JobSpec
 from worker import device, job
@@ -94,3 +95,18 @@ def test_a_run_with_more_ranks_than_the_worker_holds_is_declined_saying_both() -
     assert fit_problem(JobSpec(device="cpu"), Devices("cpu", ("0",))) is None
     gpus = fit_problem(spec, Devices("cuda", ("0", "1")))
     assert "holds 2 GPUs (0,1)" in (gpus or "")
+
+
+def test_a_run_needing_more_free_memory_than_the_worker_has_is_declined() -> None:
+    spec = JobSpec(device="cpu", resources={"min_free_memory_gb": 100_000})
+    assert "needs 100000 GiB free on cpu" in (fit_problem(spec, Devices("cpu", ("0",))) or "")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_each_gpu_a_rank_takes_must_have_the_free_memory() -> None:
+    hog = torch.empty(4 * 2**30, dtype=torch.uint8, device="cuda:1")  # cuda:1 has 4 GiB less
+    free_0, free_1 = (torch.cuda.mem_get_info(i)[0] / 2**30 for i in range(2))
+    need = (free_0 + free_1) / 2  # what rank 0's GPU has and rank 1's has not
+    spec = JobSpec(prompts_per_step=2, resources={"num_processes": 2, "min_free_memory_gb": need})
+    assert "free on cuda:1" in (fit_problem(spec, Devices("cuda", ("0", "1"))) or "")
+    del hog
