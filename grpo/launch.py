@@ -15,17 +15,31 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from grpo.distributed import Ranks, current_ranks
 
-__all__ = ["ChildFailedError", "SignalException", "init_rank", "is_launched", "launch_ranks"]
+__all__ = [
+    "ChildFailedError",
+    "RankError",
+    "SignalException",
+    "failure_message",
+    "init_rank",
+    "is_launched",
+    "launch_ranks",
+]
+
+
+class RankError(RuntimeError):
+    """What a rank raises with a message worded for the user; failure_message reads it back
+    from the launcher's error file."""
 
 
 def launch_ranks(
@@ -36,6 +50,7 @@ def launch_ranks(
     run_id: str,
     nodes: int = 1,
     rdzv_endpoint: str = "localhost:0",
+    log_dir: Path | None = None,
 ) -> Any:
     """Run `entry(*args)` in `num_processes` ranks on this machine; the return value of the
     lowest rank here (rank 0 on the node that got it).
@@ -43,9 +58,11 @@ def launch_ranks(
     `entry` must be a module-level function (the ranks are spawned, not forked) that
     calls init_rank first. Raises ChildFailedError when any rank fails. Over `nodes`
     machines, each node calls this with the same `run_id` and a `rdzv_endpoint` (host:port
-    of one of them) that all reach, as `torchrun --nnodes --rdzv-endpoint` does.
+    of one of them) that all reach, as `torchrun --nnodes --rdzv-endpoint` does. `log_dir`:
+    where the launcher keeps each rank's error file (default a fresh temporary folder).
     """
     config = LaunchConfig(
+        logs_specs=DefaultLogsSpecs(log_dir=str(log_dir)) if log_dir else None,
         min_nodes=nodes,
         max_nodes=nodes,
         nproc_per_node=num_processes,
@@ -65,10 +82,32 @@ def is_launched() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
 
 
+def failure_message(exc: ChildFailedError, *, num_processes: int) -> str:
+    """One line naming the rank that failed first and how: its RankError's message, its
+    exception, or the signal that killed it."""
+    rank, failure = exc.get_first_failure()
+    message: Any = failure.message
+    if failure.exitcode < 0:
+        what = f"was killed by {failure.signal_name()}"
+    elif isinstance(message, dict):  # its exception, from the error file: "Type: text"
+        what = "failed: " + str(message.get("message")).removeprefix(f"{RankError.__name__}: ")
+    else:  # it exited without an exception (no error file)
+        what = f"exited with code {failure.exitcode}"
+    return (
+        f"rank {rank} of {num_processes} (pid {failure.pid}) {what}; every rank of the run "
+        "was stopped"
+    )
+
+
+def uses_cuda(device: str) -> bool:
+    """Whether the ranks of a run on `device` take one GPU each (NCCL) rather than the CPU."""
+    return device != "cpu" and torch.cuda.is_available()
+
+
 def init_rank(device: str) -> Ranks:
     """In a launched rank: join the run's process group, NCCL with one GPU per rank on
     CUDA, gloo with one torch thread per rank on CPU (ranks share the cores)."""
-    is_cuda = device != "cpu" and torch.cuda.is_available()
+    is_cuda = uses_cuda(device)
     if is_cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     else:

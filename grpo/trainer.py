@@ -87,8 +87,8 @@ class Trainer:
         if self.ranks.world_size != spec.resources.num_processes:
             raise ValueError(
                 f"resources.num_processes is {spec.resources.num_processes} but this process "
-                f"is one of {self.ranks.world_size} ranks: `grpo train` launches the ranks "
-                "(the service's workers run one-process runs only, for now)"
+                f"is one of {self.ranks.world_size} ranks: `grpo train` and the service's "
+                "workers launch the ranks"
             )
         self.spec = spec
         self.run_id = run_id

@@ -7,30 +7,27 @@ returned: a worker that finds it lost the run (it stalled, the run was requeued 
 claimed by another) stops at once, writes nothing more and says why in its own log. A
 worker that is told to stop hands the run back to the queue at the next step boundary,
 with a checkpoint. Errors become a failed run with a message a user understands; the
-worker process goes on to the next job.
+worker process goes on to the next job. A run on several ranks is launched and supervised
+by worker/ranks.py; its steps are written as worker/training.py writes a one-process run's.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import TypeVar
 
 from app.queue import dispatch_run
 from app.settings import get_settings
-from app.store import checkpoints, db, evals, events, lease, runs, steps
+from app.store import db, events, lease, runs
 from app.store.lease import Lease, LeaseLost
-from app.store.models import RunStatus
+from app.store.models import Run, RunStatus
 from grpo.failures import user_message
-from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
-from grpo.trackers import Trackers
-from grpo.trainer import FitResult, Trainer
+from grpo.trainer import FitResult
 from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
-
-T = TypeVar("T")
+from worker.ranks import ranks_label, train_on_ranks
+from worker.training import train
 
 log = logging.getLogger(__name__)
 DECLINES_REMEMBERED = 1024
@@ -50,14 +47,19 @@ def run_job(run_id: str) -> None:
         if problem:
             _decline(run_id, problem, queue=queued.queue)
             return
-    run = db.call(runs.claim_run, run_id, worker=worker_name(), device=device_label())
+    run = db.call(runs.claim_run, run_id, worker=worker_name(), device=_device(queued))
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return
     held = Lease.of(run)
     current_run["lease"] = held  # the housekeeping loop beats its heartbeat from now on
     try:
-        _end(held, _train(held, JobSpec.model_validate(run.spec)), queue=run.queue)
+        spec = JobSpec.model_validate(run.spec)
+        if spec.resources.num_processes > 1:
+            result = train_on_ranks(held, spec, stopping=stopping)
+        else:
+            result = train(held, spec, should_stop=stopping.is_set)
+        _end(held, result, queue=run.queue)
     except LeaseLost as exc:
         log.warning("run %s: lost it, stopped without writing more: %s", run_id, exc)
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
@@ -68,50 +70,6 @@ def run_job(run_id: str) -> None:
             log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:
         current_run["lease"] = None
-
-
-def _train(held: Lease, spec: JobSpec) -> FitResult:
-    settings = get_settings()
-    trainer = Trainer(
-        spec,
-        workdir=settings.runs_dir / held.run_id,
-        cache_dir=settings.resolved_cache_dir,
-        datasets_dir=settings.datasets_dir,
-        model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
-        data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
-        log=lambda level, message: db.call(lease.add_log, held, level, message),
-        run_id=held.run_id,
-        reward_hosts=settings.reward_host_list,
-    )
-    trackers = Trackers(
-        spec, settings.runs_dir / held.run_id, run_name=held.run_id, mlflow_uri=settings.mlflow_uri
-    )
-    try:
-        return trainer.fit(
-            both(
-                lambda report: db.call(steps.save_step, held.run_id, report, lease=held),
-                trackers.log_step,
-            ),
-            should_stop=lambda: db.call(lease.check, held) or stopping.is_set(),
-            fence=lambda: db.call(lease.check, held),
-            on_checkpoint=lambda saved: db.call(checkpoints.record_checkpoint, held, saved),
-            on_eval=both(
-                lambda report: db.call(evals.save_eval, held.run_id, report, lease=held),
-                trackers.log_eval,
-            ),
-        )
-    finally:
-        trackers.close()
-
-
-def both(store: Callable[[T], None], track: Callable[[T], None]) -> Callable[[T], None]:
-    """The store first: a tracker only hears of what was written under the lease."""
-
-    def call(report: T) -> None:
-        store(report)
-        track(report)
-
-    return call
 
 
 def _end(held: Lease, result: FitResult, *, queue: str) -> None:
@@ -129,6 +87,17 @@ def _end(held: Lease, result: FitResult, *, queue: str) -> None:
         )
         log.warning("run %s handed back to the queue at step %d", held.run_id, result.last_step)
         db.call(dispatch_run, held.run_id, queue=queue)
+
+
+def _device(queued: Run | None) -> str:
+    """This worker's device, or where a multi-rank run's ranks train."""
+    try:
+        spec = JobSpec.model_validate(queued.spec) if queued is not None else None
+    except ValueError:
+        spec = None  # failed with its message once claimed
+    if spec is not None and spec.resources.num_processes > 1:
+        return ranks_label(spec, held_devices())
+    return device_label()
 
 
 def _fit_problem(spec: dict[str, object]) -> str | None:

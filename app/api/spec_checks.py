@@ -22,13 +22,6 @@ def check_spec(spec: JobSpec, settings: Settings, session: Session) -> None:
     check_data_source(spec.data.source, settings, session)
     if spec.eval is not None and spec.eval.source is not None:
         check_data_source(spec.eval.source, settings, session, loc="eval.source")
-    if spec.resources.num_processes > 1:
-        # a queued run no worker will ever take is worse than a refusal now
-        _reject(
-            "resources.num_processes",
-            "the service's workers run one process per run for now; train on several "
-            "processes with `grpo train spec.yaml`",
-        )
 
 
 def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> None:

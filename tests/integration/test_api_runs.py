@@ -147,7 +147,6 @@ def test_validation_errors_name_the_field_path_and_reason(stack: Stack) -> None:
         ({"model": "/etc"}, "model"),
         ({"prompts_per_step": 2, "resources": {"num_processes": 3}}, "resources"),
         ({"resources": {"sharding": "fsdp"}}, "resources"),
-        ({"prompts_per_step": 2, "resources": {"num_processes": 2}}, "resources.num_processes"),
         ({"data": {"source": "dataset:doesnotexist"}}, "data.source"),
         ({"data": {"source": "../../etc/passwd.jsonl"}}, "data.source"),
     ]

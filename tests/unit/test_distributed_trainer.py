@@ -21,10 +21,11 @@ import torch
 from safetensors.torch import load_file
 
 from grpo import cli
-from grpo.launch import ChildFailedError, init_rank, launch_ranks, leave_group
+from grpo.launch import ChildFailedError, failure_message, init_rank, launch_ranks, leave_group
 from grpo.report import StepReport
 from grpo.spec import JobSpec, RegexReward
 from grpo.trainer import Trainer
+from tests.processes import rank_processes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -104,23 +105,10 @@ def test_a_rank_that_dies_fails_the_run_and_stops_the_others(tmp_path, grpo_cach
     with pytest.raises(ChildFailedError) as info:
         launch_ranks(fit_rank, args, num_processes=2, run_id="test-die")
     assert "Signal 9" in str(info.value) or "SIGKILL" in str(info.value)
+    message = failure_message(info.value, num_processes=2)
+    assert message.startswith("rank 1 of 2 (pid ") and "was killed by SIGKILL" in message
     assert not (tmp_path / "run" / "checkpoints").exists()
     assert rank_processes(os.getpid()) == []  # the launcher stopped rank 0: no orphan
-
-
-def rank_processes(pid: int, *, group: bool = False) -> list[int]:
-    """Live spawned children of `pid`, or spawned members of process group `pid` (the
-    ranks; not multiprocessing's resource tracker)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2 if group else 1]) == pid and fields[0] != "Z":
-            if b"spawn_main" in (stat.parent / "cmdline").read_bytes():
-                found.append(int(stat.parent.name))
-    return found
 
 
 def test_grpo_train_launches_the_ranks_itself(tmp_path, grpo_cache_dir, capsys):

@@ -29,6 +29,7 @@ export function renderHeader(el, run, { onAction }) {
       h('span', null, 'created ', h('b', null, dateTime(run.created_at))),
       run.started_at ? h('span', null, 'ran ', h('b', { class: 'run-duration' }, duration(runSeconds(run)))) : null,
       run.worker ? h('span', null, 'worker ', h('b', null, run.worker)) : null,
+      run.device ? h('span', null, 'on ', h('b', { class: 'run-device' }, run.device)) : null,
     ),
     h(
       'div',

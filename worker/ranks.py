@@ -1,0 +1,139 @@
+"""A run on several ranks: the worker starts them with torch's elastic launcher (the API
+behind `torchrun`, grpo/launch.py) and supervises them; rank 0 alone writes to the store.
+
+Rank 0 trains under the worker's lease in its own process (its own database connections):
+it writes every step (the whole step, gathered from every rank), log line, checkpoint and
+evaluation, and checks for a cancel between steps; the trainer's collective stop takes
+every rank out at the same step boundary. The other ranks never touch the store. The
+worker process keeps the lease's heartbeat and writes the run's final status.
+
+Stopping: the worker's own stop (SIGTERM, Ctrl-C) reaches rank 0 through an event and the
+run is handed back at the next step boundary, as on one process; the ranks leave the
+worker's process group, so a terminal's Ctrl-C reaches the worker only. A rank that dies
+(an error, the OOM killer, SIGKILL) makes the launcher stop the others and the run fails
+naming the rank.
+Every rank dies with the worker process, even one killed with SIGKILL (Linux's parent-death
+signal), so no rank outlives its worker.
+
+The launcher runs in a thread beside the worker's main thread, so it does not take over
+the worker's SIGTERM/SIGINT handlers (Celery's stop, worker/lifecycle.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from multiprocessing.synchronize import Event as ProcessEvent
+from typing import Any
+
+from app.settings import get_settings
+from app.store.lease import Lease
+from grpo.failures import StepFailure, user_message
+from grpo.launch import (
+    ChildFailedError,
+    RankError,
+    failure_message,
+    init_rank,
+    launch_ranks,
+    leave_group,
+    uses_cuda,
+)
+from grpo.spec import JobSpec
+from grpo.trainer import FitResult
+from worker.device import Devices
+from worker.training import train, train_silently
+
+log = logging.getLogger(__name__)
+_PR_SET_PDEATHSIG = 1
+
+
+class RanksFailed(StepFailure):
+    """A rank of the run died or raised; every rank was stopped. Worded for the user."""
+
+
+def ranks_label(spec: JobSpec, held: Devices) -> str:
+    """Where the run's ranks train, as the run page shows it: '2 ranks · cpu (gloo)', or
+    '4 ranks · cuda:0,1,2,3 (nccl)' with the ids of the worker's GPUs the ranks take."""
+    n = spec.resources.num_processes
+    if held.kind == "cuda" and uses_cuda(spec.device):
+        return f"{n} ranks · cuda:{','.join(held.ids[:n])} (nccl)"
+    return f"{n} ranks · cpu (gloo)"
+
+
+def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> FitResult:
+    """Launch the run's ranks and wait for them; rank 0's result. RanksFailed when one dies."""
+    stop = multiprocessing.get_context("spawn").Event()
+    outcome: dict[str, Any] = {}
+    ranks = spec.resources.num_processes
+
+    def launch() -> None:
+        try:
+            outcome["result"] = launch_ranks(
+                rank_main,
+                (held, spec.model_dump(mode="json"), stop, os.getpid()),
+                num_processes=ranks,
+                run_id=held.run_id,
+                log_dir=get_settings().runs_dir / held.run_id / "ranks",
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = exc
+
+    log.info("run %s: launching %d ranks", held.run_id, ranks)
+    launcher = threading.Thread(target=launch, name=f"ranks-{held.run_id}")
+    launcher.start()
+    while launcher.is_alive():
+        launcher.join(0.5)  # the main thread stays free for the worker's signal handlers
+        if stopping.is_set():
+            stop.set()
+    error = outcome.get("error")
+    if isinstance(error, ChildFailedError):
+        raise RanksFailed(failure_message(error, num_processes=ranks)) from error
+    if error is not None:
+        raise error
+    result: FitResult = outcome["result"]
+    return result
+
+
+def rank_main(held: Lease, spec_json: dict[str, Any], stop: ProcessEvent, worker: int) -> Any:
+    """One rank, in the process the launcher spawned."""
+    _die_with(worker)
+    os.setpgid(0, 0)  # out of the terminal's job: its Ctrl-C (or a group's SIGTERM) is the
+    # worker's to act on, by stopping every rank at a step boundary
+    spec = JobSpec.model_validate(spec_json)
+    try:
+        ranks = init_rank(spec.device)
+        try:
+            if ranks.is_main:
+                return train(held, spec, should_stop=stop.is_set)
+            return train_silently(held.run_id, spec)
+        finally:
+            leave_group()
+    except Exception as exc:
+        # worded as a one-process run's failure; the launcher's error file carries it
+        raise RankError(user_message(exc)) from exc
+
+
+def _die_with(worker: int) -> None:
+    """SIGKILL this rank when its parent, the worker, dies, however it dies (Linux)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != worker:  # the worker died before the line above
+        os._exit(1)
+
+
+class _NoChildThreadWarning(logging.Filter):
+    """The launcher warns that, started from a thread, it cannot forward signals to the
+    ranks; here the ranks die with the worker instead (_die_with), so the warning misleads."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "running on a child thread" not in record.getMessage()
+
+
+logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(
+    _NoChildThreadWarning()
+)

@@ -1,0 +1,82 @@
+"""The trainer of a run, wired to the store: every step, log line, checkpoint and evaluation
+is written under the worker's lease, and a cancel or a stop ends the run at a step boundary.
+
+The same wiring serves a one-process run (in the worker process) and rank 0 of a run on
+several ranks (in the rank's own process); the other ranks are given no lease and write
+nothing to the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from app.settings import get_settings
+from app.store import checkpoints, db, evals, lease, steps
+from app.store.lease import Lease
+from grpo.sources import LocalRoots
+from grpo.spec import JobSpec
+from grpo.trackers import Trackers
+from grpo.trainer import FitResult, Trainer
+
+T = TypeVar("T")
+
+
+def train(held: Lease, spec: JobSpec, *, should_stop: Callable[[], bool]) -> FitResult:
+    """Train the run this worker holds; `should_stop`: the worker was told to stop."""
+    trainer = build_trainer(
+        spec, held.run_id, log=lambda level, message: db.call(lease.add_log, held, level, message)
+    )
+    settings = get_settings()
+    trackers = Trackers(
+        spec, settings.runs_dir / held.run_id, run_name=held.run_id, mlflow_uri=settings.mlflow_uri
+    )
+    try:
+        return trainer.fit(
+            both(
+                lambda report: db.call(steps.save_step, held.run_id, report, lease=held),
+                trackers.log_step,
+            ),
+            should_stop=lambda: db.call(lease.check, held) or should_stop(),
+            fence=lambda: db.call(lease.check, held),
+            on_checkpoint=lambda saved: db.call(checkpoints.record_checkpoint, held, saved),
+            on_eval=both(
+                lambda report: db.call(evals.save_eval, held.run_id, report, lease=held),
+                trackers.log_eval,
+            ),
+        )
+    finally:
+        trackers.close()
+
+
+def train_silently(run_id: str, spec: JobSpec) -> FitResult:
+    """A rank other than 0: the same training, nothing written to the store (rank 0 reports
+    the whole step; a stop reaches this rank through the trainer's own collective)."""
+    return build_trainer(spec, run_id).fit(lambda report: None)
+
+
+def build_trainer(
+    spec: JobSpec, run_id: str, *, log: Callable[[str, str], None] | None = None
+) -> Trainer:
+    settings = get_settings()
+    return Trainer(
+        spec,
+        workdir=settings.runs_dir / run_id,
+        cache_dir=settings.resolved_cache_dir,
+        datasets_dir=settings.datasets_dir,
+        model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
+        data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
+        run_id=run_id,
+        reward_hosts=settings.reward_host_list,
+        log=log,
+    )
+
+
+def both(store: Callable[[T], None], track: Callable[[T], None]) -> Callable[[T], None]:
+    """The store first: a tracker only hears of what was written under the lease."""
+
+    def call(report: T) -> None:
+        store(report)
+        track(report)
+
+    return call
