@@ -95,6 +95,8 @@ def test_finished_run_shows_each_steps_group_reward_spread_after_a_reload(
     page.wait_for_function(f"({SPREAD_HEATMAP_JS})()?.steps.length === {steps}", timeout=30_000)
     drawn = page.evaluate(SPREAD_HEATMAP_JS)
     assert (drawn["xName"], drawn["yName"]) == ("step", "reward std in group")
+    # where it trained, as the worker stored it (a run on ranks: '2 ranks · cpu (gloo)')
+    expect(page.locator("#run-head .run-device")).to_have_text(finished_run["device"])
 
     served = api.get(f"/api/runs/{run_id}/histograms").json()["items"]
     counts = [row["group_reward_std_histogram"] for row in served]

@@ -14,7 +14,7 @@ import time
 import httpx
 
 from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.integration.test_run_lifecycle import recorded_checkpoints, wait_for_final
 from tests.integration.test_worker_resilience import wait_for_step
 from tests.processes import alive, rank_processes
 from tests.stack import Stack
@@ -64,7 +64,12 @@ def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
     return left
 
 
-def test_two_ranks_store_every_step_once_and_sample_what_one_process_does(stack: Stack) -> None:
+def test_two_ranks_store_every_step_once_and_sample_what_one_process_does(
+    embedded_stack: Stack,
+) -> None:
+    # SQLite: rank 0 writes from its own process beside the worker's heartbeat; the
+    # PostgreSQL stack's ranks write steps in the tests below
+    stack = embedded_stack
     with stack.client() as client:
         two = client.post("/api/runs", json=ranks_spec(stack, 2))
         assert two.status_code == 201, two.text
@@ -102,6 +107,9 @@ def test_cancel_stops_every_rank_between_steps(pg_stack: Stack) -> None:
         assert wait_gone(ranks) == []
         steps = [m["step"] for m in client.get(f"/api/runs/{run_id}/metrics").json()["items"]]
         assert steps == list(range(1, run["step"] + 1))
+        # rank 0 alone wrote the checkpoint at the stop, and recorded it once
+        saved = recorded_checkpoints(pg_stack, run_id)
+        assert [(c.step, c.is_final) for c in saved] == [(run["step"], False)]
 
 
 def test_a_rank_killed_fails_the_run_naming_it_and_leaves_no_rank(pg_stack: Stack) -> None:
