@@ -22,6 +22,7 @@ import torch
 
 from grpo.lora import is_lora
 from grpo.report import SavedCheckpoint
+from grpo.sharding import is_sharded, load_full_model_state
 
 KEEP_CHECKPOINTS = 3
 """Older checkpoints are deleted once a newer one is complete."""
@@ -45,6 +46,7 @@ def save_checkpoint(
     model: Any,
     tokenizer: Any,
     state: dict[str, Any],
+    weights: dict[str, torch.Tensor] | None = None,
     before_rename: Callable[[], object] = lambda: None,
     spec_json: str | None = None,
 ) -> Path:
@@ -53,7 +55,8 @@ def save_checkpoint(
     `spec_json` (the spec it was trained with) is kept as `spec.json` for resume checks
     (grpo/resume_spec.py). `before_rename` may raise to abandon the write (a worker that
     lost its run must not replace or prune the new owner's checkpoints); the temp directory
-    is then removed.
+    is then removed. `weights`: the full state dict to write instead of the model's own
+    (a sharded model's, gathered).
     """
     root = checkpoint_root(workdir)
     root.mkdir(parents=True, exist_ok=True)
@@ -61,7 +64,8 @@ def save_checkpoint(
     tmp = Path(tempfile.mkdtemp(prefix=f".step-{step:06d}-", dir=root))
     try:
         with _quiet_progress():
-            model.save_pretrained(tmp / "model")
+            extra = {} if weights is None else {"state_dict": weights}
+            model.save_pretrained(tmp / "model", **extra)
             tokenizer.save_pretrained(tmp / "model")
         torch.save({**state, "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
         if spec_json is not None:
@@ -113,7 +117,10 @@ def load_weights(model: Any, directory: Path) -> None:
     weights: dict[str, torch.Tensor] = {}
     for file in sorted(directory.glob("*.safetensors")):
         weights.update(load_file(str(file)))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if is_sharded(model):
+        missing, unexpected = load_full_model_state(model, weights)
+    else:
+        missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = getattr(model.config, "tie_word_embeddings", False)
     missing = [k for k in missing if not (tied and k.endswith("lm_head.weight"))]
     if missing or unexpected:

@@ -4,7 +4,8 @@ Without LoRA it is a frozen copy of the initial policy; with LoRA it is the same
 with adapters disabled (no second copy of the weights), or with the adapter snapshot of
 the last sync. `sync` moves it toward the current policy, ref <- alpha * policy +
 (1 - alpha) * ref (TR-DPO; alpha 1 is iterative GRPO's reset). Its pass runs under
-no_grad. Knows nothing of rewards or the loss.
+no_grad. Under FSDP the frozen copy is sharded as the policy is and gathered whole for its
+pass (grpo/sharding.py). Knows nothing of rewards or the loss.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch import Tensor
 from grpo.logprobs import completion_logps
 from grpo.lora import adapter_snapshot, is_lora, swapped_adapter
 from grpo.rollout import Rollout, row_slices
+from grpo.sharding import full_model_state, full_weights, is_sharded, load_full_model_state
 
 
 class ReferencePolicy:
@@ -41,8 +43,8 @@ class ReferencePolicy:
             return rollout.completion_mask.new_zeros(
                 rollout.completion_mask.shape, dtype=torch.float
             )
-        with self._as_reference(policy):
-            model = policy if self.frozen is None else self.frozen
+        model = policy if self.frozen is None else self.frozen
+        with self._as_reference(policy), full_weights(model):  # sharded: gathered at once
             return torch.cat(
                 [
                     completion_logps(model, rollout, rows=piece, temperature=temperature)
@@ -64,12 +66,17 @@ class ReferencePolicy:
             mix_weights(self.frozen.state_dict(), policy.state_dict(), alpha)
 
     def state_dict(self) -> dict[str, Any]:
+        """Unsharded (a collective on every rank when sharded)."""
+        if self.frozen is not None and is_sharded(self.frozen):
+            return {"weights": full_model_state(self.frozen)}
         if self.frozen is not None:
             return {"weights": self.frozen.state_dict()}
         return {"adapters": self.adapters}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.frozen is not None:
+        if self.frozen is not None and is_sharded(self.frozen):
+            load_full_model_state(self.frozen, state["weights"])
+        elif self.frozen is not None:
             self.frozen.load_state_dict(state["weights"])
         else:
             self.adapters = state["adapters"]

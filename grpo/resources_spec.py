@@ -25,4 +25,5 @@ class ResourcesSpec(BaseModel):
     prompts_per_step must be at least this; the update equals one process on the union."""
     sharding: Literal["ddp", "fsdp"] = "ddp"
     """ddp: every rank holds the whole model, gradients are all-reduced. fsdp (FSDP2
-    `fully_shard`) is refused for now: see docs/scaling.md."""
+    `fully_shard`, full fine-tuning only): each rank holds 1/num_processes of the weights,
+    gradients and optimizer state (grpo/sharding.py, docs/scaling.md)."""

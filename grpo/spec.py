@@ -124,12 +124,20 @@ class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
                 f"num_processes ({ranks}) must be at most prompts_per_step ({prompts}): "
                 "whole groups are dealt to ranks"
             )
-        if value.sharding == "fsdp":
-            raise ValueError("sharding fsdp is not implemented yet (FSDP2 fully_shard); use ddp")
+        if value.sharding == "fsdp" and info.data.get("lora") is not None:
+            raise ValueError(
+                "sharding fsdp is for full fine-tuning: with lora only the adapters train, "
+                "so the frozen base fits where ddp does; use sharding ddp"
+            )
         return value
 
     @model_validator(mode="after")
     def _algorithm_consistent(self) -> JobSpec:
+        if self.eval is not None and self.resources.sharding == "fsdp":
+            raise ValueError(
+                "eval with resources.sharding fsdp is not supported yet: held-out evaluation "
+                "runs on rank 0 alone and a sharded model needs every rank to gather it"
+            )
         if self.sync_ref_model and self.lora is not None and self.ref_model_mixup_alpha != 1:
             raise ValueError(
                 "with lora, ref_model_mixup_alpha must be 1: a mix of two LoRA factor pairs "

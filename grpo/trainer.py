@@ -48,6 +48,7 @@ from grpo.rewards import total_rewards
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
 from grpo.sampling import group_seed
 from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores, notes_summary
+from grpo.sharding import full_weights, shard_models
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.step_report import build_groups, build_step_report
@@ -124,6 +125,8 @@ class Trainer:
         eval_rewards = spec.eval.rewards if spec.eval else None
         self.eval_rewarder = rewarder(eval_rewards) if eval_rewards else self.rewarder
         self.reference = ReferencePolicy(self.model) if spec.beta > 0 else None
+        if self.ranks.is_distributed and spec.resources.sharding == "fsdp":
+            shard_models(self.model, self.reference and self.reference.frozen)
         self.optimizer = build_optimizer(self.model.parameters(), spec)
         self.scheduler = build_scheduler(self.optimizer, spec)
         self.beta = spec.beta
@@ -361,7 +364,7 @@ class Trainer:
         # the global RNG before, and neither generation_batch_size nor the ranks change a
         # sample (`first`: the position in the step of this rank's first group)
         seeds = [group_seed(spec.seed, step, first + i, round_index) for i in range(len(prompts))]
-        with autocast(self.device, self.dtype):
+        with autocast(self.device, self.dtype), full_weights(self.model):
             return generate(
                 self.model,
                 ids,

@@ -17,6 +17,7 @@ from grpo.checkpoint import (
 )
 from grpo.report import SavedCheckpoint
 from grpo.resume_spec import check_resumable, spec_json
+from grpo.sharding import full_model_state, is_sharded, load_optimizer_state, optimizer_state
 
 if TYPE_CHECKING:
     from grpo.trainer import Trainer
@@ -28,20 +29,25 @@ def save_training(
     fence: Callable[[], object],
     on_checkpoint: Callable[[SavedCheckpoint], object],
 ) -> int:
-    """Weights, tokenizer, optimizer, schedule, beta (and a synced reference) at `step`."""
-    if not trainer.ranks.is_main:  # every rank holds the same weights; rank 0 writes them
-        return step
+    """Weights, tokenizer, optimizer, schedule, beta (and a synced reference) at `step`.
+
+    Sharded (FSDP) state is gathered whole first, on every rank (collectives), so the
+    checkpoint is the one an unsharded run writes, whatever the world size."""
+    weights = full_model_state(trainer.model) if is_sharded(trainer.model) else None
     state: dict[str, Any] = {
-        "optimizer": trainer.optimizer.state_dict(),
+        "optimizer": optimizer_state(trainer.model, trainer.optimizer),
         "scheduler": trainer.scheduler.state_dict(),
         "beta": trainer.beta,
     }
     if trainer.reference is not None and trainer.spec.sync_ref_model:
         state["reference"] = trainer.reference.state_dict()
+    if not trainer.ranks.is_main:  # every rank holds the same state; rank 0 writes it
+        return step
     path = save_checkpoint(
         trainer.workdir,
         step,
         model=trainer.model,
+        weights=weights,
         tokenizer=trainer.tokenizer,
         state=state,
         before_rename=fence,
@@ -69,7 +75,7 @@ def resume_training(trainer: Trainer) -> int:
         return 0
     check_resumable(path, trainer.spec)
     state = load_checkpoint(path, model=trainer.model, device=trainer.device)
-    trainer.optimizer.load_state_dict(state["optimizer"])
+    load_optimizer_state(trainer.model, trainer.optimizer, state["optimizer"])
     trainer.scheduler.load_state_dict(state["scheduler"])
     trainer.beta = float(state["beta"])
     if trainer.reference is not None and "reference" in state:

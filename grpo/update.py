@@ -8,8 +8,9 @@ forward pass, the gradient is the same); mu > 1 first records the sampling polic
 log-probs, micro-batched too, so later iterations clip against it. On several ranks
 (grpo/distributed.py) each rank trains its own groups: normalizers, the entropy threshold
 and the metrics are over the whole step, and the gradients are summed before the
-optimizer step, so every rank takes the single-process step. Knows nothing of rewards or
-reporting.
+optimizer step, so every rank takes the single-process step; under FSDP
+(grpo/sharding.py) FSDP sums them in backward, and every rank runs as many passes as the
+busiest. Knows nothing of rewards or reporting.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.distributed.tensor import DTensor
 
 from grpo.distributed import SINGLE, Ranks
 from grpo.failures import Diverged
 from grpo.logprobs import completion_logps, completion_logps_entropy
 from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
 from grpo.rollout import Rollout, group_rows, row_slices
+from grpo.sharding import idle_pass, idle_passes
 from grpo.spec import JobSpec
 
 
@@ -55,16 +58,22 @@ def policy_update(
 ) -> UpdateResult:
     """Minimise the GRPO loss for spec.num_iterations optimizer steps on this batch (this
     rank's groups of the step when `ranks` is distributed)."""
-    # flat groups add exactly 0 only without a KL term and without an entropy bonus
-    is_skippable = beta == 0 and spec.entropy_coef == 0
+    sharded = ranks.is_distributed and spec.resources.sharding == "fsdp"
+    # flat groups add exactly 0 only without a KL term and without an entropy bonus; under
+    # FSDP every rank runs every row (a skipped row would only become an idle pass)
+    is_skippable = beta == 0 and spec.entropy_coef == 0 and not sharded
     groups = groups_with_signal(advantages, rollout.num_generations) if is_skippable else None
     if groups is not None and len(groups) == 0 and not ranks.is_distributed:
         return _zero_gradient_step(model, optimizer, rollout, spec.num_iterations)
     batch = rollout if groups is None else rollout.select_groups(groups)
     pieces = row_slices(batch.completion_ids.shape[0], spec.micro_batch_size)
+    idle = idle_passes(ranks, len(pieces)) if sharded else 0
+    device = rollout.completion_ids.device
 
     def current_logps(piece: slice) -> tuple[Tensor, Tensor | None]:
-        share_prompt = not spec.gradient_checkpointing
+        # one decoder call per piece under FSDP: the shared-prompt path skips its second
+        # call when a piece's completions are one token long, which would unpair the ranks
+        share_prompt = not spec.gradient_checkpointing and not sharded
         with autocast():
             if spec.entropy_coef == 0:
                 logps = completion_logps(
@@ -79,10 +88,17 @@ def policy_update(
                 model, batch, rows=piece, temperature=spec.temperature, share_prompt=share_prompt
             )  # (n, T) twice
 
+    def idle_backward() -> None:
+        for _ in range(idle):
+            with autocast():
+                idle_pass(model, device, with_backward=True)
+
     old_logps = None
     if spec.num_iterations > 1:
         with torch.no_grad():
             old_logps = _cat([current_logps(piece)[0] for piece in pieces], batch)  # (N', T)
+            for _ in range(idle):
+                idle_pass(model, device, with_backward=False)
     terms = _loss_terms(
         rollout, groups, advantages, ref_logps, loss_mask, spec=spec, beta=beta, ranks=ranks
     )
@@ -90,8 +106,11 @@ def policy_update(
     first: Tensor | None = None
     for _ in range(spec.num_iterations):
         optimizer.zero_grad(set_to_none=True)
-        metrics, logps = _accumulate_gradients(pieces, current_logps, old_logps, terms, step)
-        ranks.sum_gradients(model.parameters())
+        metrics, logps = _accumulate_gradients(
+            pieces, current_logps, old_logps, terms, step, idle=idle_backward
+        )
+        if not sharded:  # FSDP reduce-scattered the sums in backward
+            ranks.sum_gradients(model.parameters())
         history.append({**metrics, **_optimizer_step(model, optimizer, spec)})
         first = logps if first is None else first
     assert first is not None
@@ -211,8 +230,10 @@ def _accumulate_gradients(
     old_logps: Tensor | None,
     terms: LossTerms,
     step: int,
+    idle: Callable[[], None],
 ) -> tuple[dict[str, float], Tensor]:
-    """Forward and backward one micro-batch at a time; gradients add up in .grad.
+    """Forward and backward one micro-batch at a time; gradients add up in .grad. `idle`
+    runs after them, before any other collective (FSDP's idle passes).
 
     Returns the step's loss and token-mean metrics (each piece's weighted by its unmasked
     tokens over the step's), and the detached log-probs of every trained row (N', T).
@@ -230,6 +251,7 @@ def _accumulate_gradients(
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + value * tokens
         kept.append(logps.detach())
+    idle()
     sums = terms.ranks.sum_by_key({**sums, "loss": loss})
     loss = sums.pop("loss")
     metrics = {key: value / max(terms.step_tokens, 1.0) for key, value in sums.items()}
@@ -299,7 +321,8 @@ def _clip_gradients(model: Any, max_norm: float | None) -> float:
     """Global gradient norm before clipping (inf max_norm measures without clipping)."""
     params = [p for p in model.parameters() if p.grad is not None]
     limit = float("inf") if max_norm is None else max_norm
-    return float(torch.nn.utils.clip_grad_norm_(params, limit))
+    norm = torch.nn.utils.clip_grad_norm_(params, limit)
+    return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
 
 
 def _mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:

@@ -24,6 +24,7 @@ import torch.multiprocessing as mp
 
 from grpo.distributed import SINGLE, Ranks
 from grpo.rollout import Rollout, group_rows
+from grpo.sharding import shard_model
 from grpo.spec import JobSpec
 from grpo.update import policy_update
 from tests.unit.test_update import ADVANTAGES, rollout_and_reference
@@ -46,16 +47,28 @@ RANK1_FLAT = torch.tensor([1.2, -0.4, 0.3, -1.1, 0.5, 0.0, -0.5, 0.0, 0.0, 0.0, 
 """Group 2 (all of rank 1) has no signal: with beta 0 rank 1 trains no row at all."""
 
 
-def job(loss_type: str, case: str) -> JobSpec:
-    knobs = {**CASES[case], "loss_type": loss_type}
+def job(loss_type: str, case: str, sharding: str = "ddp") -> JobSpec:
+    knobs = {**CASES[case], "loss_type": loss_type, "resources": {"sharding": sharding}}
     if loss_type == "cispo":
         knobs["epsilon_high"] = 5.0
     return update_spec(**knobs)
 
 
 def all_jobs() -> list[tuple[str, JobSpec, torch.Tensor]]:
+    """Every case on ddp; on fsdp every loss_type with beta, mu 3 and micro-batches, and
+    grpo with each other case (fsdp runs the flat groups a ddp rank skips as rows)."""
     jobs = [(f"{t}/{c}", job(t, c), ADVANTAGES) for t in LOSS_TYPES for c in CASES]
-    return [*jobs, ("dapo/rank1_flat", job("dapo", "beta0_skips_groups"), RANK1_FLAT)]
+    jobs += [
+        (f"fsdp/{t}/kl_mu3_micro", job(t, "kl_mu3_micro", "fsdp"), ADVANTAGES) for t in LOSS_TYPES
+    ]
+    jobs += [(f"fsdp/grpo/{c}", job("grpo", c, "fsdp"), ADVANTAGES) for c in list(CASES)[1:]]
+    flat = job("dapo", "beta0_skips_groups")
+    fsdp_flat = job("dapo", "beta0_skips_groups", "fsdp")
+    return [
+        *jobs,
+        ("dapo/rank1_flat", flat, RANK1_FLAT),
+        ("fsdp/dapo/rank1_flat", fsdp_flat, RANK1_FLAT),
+    ]
 
 
 def update(data: dict[str, Any], spec: JobSpec, advantages: torch.Tensor, ranks: Ranks) -> Any:
@@ -67,6 +80,9 @@ def update(data: dict[str, Any], spec: JobSpec, advantages: torch.Tensor, ranks:
     if spec.mask_truncated_completions:
         mask = mask * (~rollout.is_truncated).long()[:, None]
     model = copy.deepcopy(data["model"])
+    is_sharded = ranks.is_distributed and spec.resources.sharding == "fsdp"
+    if is_sharded:
+        shard_model(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate)  # see test_update
     result = policy_update(
         model,
@@ -81,8 +97,8 @@ def update(data: dict[str, Any], spec: JobSpec, advantages: torch.Tensor, ranks:
         step=1,
         ranks=ranks,
     )
-    params = torch.cat([p.detach().flatten() for p in model.parameters()])
-    return params, result.metrics
+    full = [p.full_tensor() if is_sharded else p for p in model.parameters()]  # type: ignore[operator]
+    return torch.cat([p.detach().flatten() for p in full]), result.metrics
 
 
 def _rank_main(rank: int, port: int, data_path: str, out_dir: str) -> None:

@@ -138,8 +138,11 @@ def test_ranks_must_not_outnumber_the_groups_of_a_step() -> None:
     assert error_locs({"resources": {"num_processes": 0}}) == ["resources.num_processes"]
 
 
-def test_fsdp_is_refused_with_a_reason() -> None:
-    with pytest.raises(ValidationError, match="sharding fsdp is not implemented"):
-        JobSpec(resources={"sharding": "fsdp"})
+def test_fsdp_with_lora_or_eval_is_refused_with_a_reason() -> None:
+    assert JobSpec(resources={"sharding": "fsdp"}).resources.sharding == "fsdp"
+    with pytest.raises(ValidationError, match="sharding fsdp is for full fine-tuning"):
+        JobSpec(resources={"sharding": "fsdp"}, lora={"r": 4})
+    with pytest.raises(ValidationError, match="eval with resources.sharding fsdp"):
+        JobSpec(resources={"sharding": "fsdp"}, eval={"every_steps": 1})
     assert JobSpec(resources={"num_processes": 2}, dynamic_sampling={"enabled": True})
     assert error_locs({"resources": {"sharding": "zero3"}}) == ["resources.sharding"]
