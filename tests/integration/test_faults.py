@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from tests.integration.conftest import tiny_spec
+from tests.integration.test_rewards_service import RewardHandler
 from tests.integration.test_run_lifecycle import FINAL, wait_for_final
 from tests.integration.test_worker_resilience import FAST, wait_for_step
 from tests.sse import read_events
@@ -283,7 +284,7 @@ def test_grpo_up_restarts_a_killed_worker_and_every_stop_ends_all_and_hands_the_
         proc.wait(timeout=40)
 
 
-class HangingJudge(BaseHTTPRequestHandler):
+class HangingJudge(RewardHandler):
     """A reward endpoint that holds each request until the test releases it: a step that
     cannot reach its boundary within the worker's stop grace."""
 
@@ -294,16 +295,7 @@ class HangingJudge(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         HangingJudge.asked.set()
         HangingJudge.release.wait(timeout=60)
-        rewards = [[0.5] * len(g["completions"]) for g in body["groups"]]
-        data = json.dumps({"rewards": rewards}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self._answer(200, {"rewards": [[0.5] * len(g["completions"]) for g in body["groups"]]})
 
 
 def test_a_worker_stuck_mid_step_hands_its_run_back_when_the_stop_grace_ends(
