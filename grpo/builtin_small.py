@@ -4,17 +4,18 @@ It does not learn arithmetic; it exists so that every code path a hub model take
 offline and in tests: grouped-query attention, RoPE, SwiGLU, RMSNorm, tied embeddings,
 numbers that are several tokens, a chat template, special tokens, and two end-of-sequence
 ids. Written with `save_pretrained` and loaded back through the Auto classes like any
-hub model (models.py materialises it into the cache). Knows nothing of GRPO.
+hub model (models.py materialises it into the cache; random_init.py writes it). Knows
+nothing of GRPO.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-from transformers import AutoModelForCausalLM, Qwen2Config
+from transformers import Qwen2Config
 
 from grpo.bpe_tokenizer import ENDOFTEXT, IM_END, build_bpe_tokenizer
+from grpo.random_init import save_random_model
 
 SMALL_VERSION = "v1"
 """Bump when the architecture, the tokenizer's corpus or the initialisation changes."""
@@ -50,13 +51,13 @@ def build_small(target: Path) -> None:
     vocab = tokenizer.get_vocab()
     endoftext_id, im_end_id = vocab[ENDOFTEXT], vocab[IM_END]
     config = small_config(len(tokenizer), endoftext_id=endoftext_id, im_end_id=im_end_id)
-    # a forked RNG scope: building the model never disturbs the caller's RNG
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SMALL_SEED)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    # as Qwen2.5-Instruct: the chat turn's end and the document's end both stop sampling
-    model.generation_config.eos_token_id = [im_end_id, endoftext_id]
-    model.generation_config.pad_token_id = endoftext_id
-    model.generation_config.bos_token_id = endoftext_id
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
+    save_random_model(
+        target,
+        config,
+        tokenizer,
+        seed=SMALL_SEED,
+        # as Qwen2.5-Instruct: the chat turn's end and the document's end both stop sampling
+        eos_token_id=[im_end_id, endoftext_id],
+        pad_token_id=endoftext_id,
+        bos_token_id=endoftext_id,
+    )

@@ -27,6 +27,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from grpo.builtin_small import SMALL_VERSION, build_small
+from grpo.random_init import save_random_model
 from grpo.sources import LocalRoots, parse_model_name, resolve_local
 from grpo.tokenizer import build_char_tokenizer
 
@@ -63,13 +64,9 @@ def build_tiny(target: Path) -> None:
         bos_id=tokenizer.bos_token_id,
         eos_id=tokenizer.eos_token_id,
     )
-    # Seed in a forked RNG scope so building the model never disturbs the caller's RNG.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(TINY_SEED)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
+    save_random_model(
+        target, config, tokenizer, seed=TINY_SEED, pad_token_id=tokenizer.pad_token_id
+    )
 
 
 @contextmanager
