@@ -9,6 +9,7 @@ run with a message naming it and leaves no rank behind.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,12 +70,12 @@ def fit_rank(spec: JobSpec, workdir: Path, cache: Path, die_at: int | None) -> A
         leave_group()
 
 
+def checkpoint_weights(workdir: Path, step: int = 2) -> dict[str, torch.Tensor]:
+    return load_file(workdir / "checkpoints" / f"step-{step:06d}" / "model" / "model.safetensors")
+
+
 def completions(report: StepReport) -> list[tuple[str, float]]:
     return [(c.text, c.reward) for g in report.groups for c in g.completions]
-
-
-def weights(workdir: Path) -> dict[str, torch.Tensor]:
-    return load_file(workdir / "checkpoints" / "step-000002" / "model" / "model.safetensors")
 
 
 def test_two_ranks_sample_report_and_train_what_one_process_does(tmp_path, grpo_cache_dir):
@@ -95,7 +96,7 @@ def test_two_ranks_sample_report_and_train_what_one_process_does(tmp_path, grpo_
     # AdamW's first steps move a weight by about lr whatever its gradient's size, so the
     # few gradient entries that are fp32 noise differ by up to lr * noise / |g|; the 1e-6
     # equivalence of the update itself is test_distributed_update's, with SGD
-    trained, reference = weights(tmp_path / "two"), weights(tmp_path / "one")
+    trained, reference = checkpoint_weights(tmp_path / "two"), checkpoint_weights(tmp_path / "one")
     for name, value in reference.items():
         torch.testing.assert_close(trained[name], value, atol=5e-4, rtol=0, msg=name)
 
@@ -207,15 +208,18 @@ def test_dynamic_sampling_on_two_ranks_keeps_the_groups_one_process_keeps(
             assert two.scalars[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
 
 
-def test_fsdp_on_two_ranks_trains_what_one_process_does_and_resumes_on_one(
+def test_fsdp_on_two_ranks_trains_what_one_process_does_and_resumes_either_way(
     tmp_path, grpo_cache_dir
 ):
-    """Sharded policy and reference (beta 0.1, mu 2, micro-batches), gathered for
-    generation; the checkpoint is a plain save_pretrained directory with the full
-    optimizer state, and one process resumes from it exactly."""
-    one = fit(job(1), tmp_path / "one", grpo_cache_dir)
-    sharded = job(2, max_steps=1, save_steps=1, resources={"num_processes": 2, "sharding": "fsdp"})
-    args = (sharded, tmp_path / "two", grpo_cache_dir, None)
+    """Sharded policy and reference (beta 0.1, mu 2, micro-batches, a TR-DPO sync at every
+    step), gathered for generation; the checkpoint is a plain save_pretrained directory
+    with the whole optimizer and reference state, one process resumes from it, and 2
+    FSDP ranks resume from a one-process checkpoint, each step 2 sampling what the
+    uninterrupted run sampled."""
+    sync = dict(sync_ref_model=True, ref_model_sync_steps=1, ref_model_mixup_alpha=0.5)
+    one = fit(job(1, save_steps=1, **sync), tmp_path / "one", grpo_cache_dir)
+    fsdp = dict(resources={"num_processes": 2, "sharding": "fsdp"}, **sync)
+    args = (job(2, max_steps=1, save_steps=1, **fsdp), tmp_path / "two", grpo_cache_dir, None)
     (two,) = launch_ranks(fit_rank, args, num_processes=2, run_id="test-fsdp")
     assert completions(two) == completions(one[0])
     # measured 5e-5 on loss: the mu 2 AdamW step amplifies fp32 summation order (FSDP's
@@ -225,16 +229,24 @@ def test_fsdp_on_two_ranks_trains_what_one_process_does_and_resumes_on_one(
         assert two.scalars[key] == pytest.approx(one[0].scalars[key], rel=1e-4), key
     saved = tmp_path / "two" / "checkpoints" / "step-000001"
     state = torch.load(saved / "trainer_state.pt", weights_only=False)
-    names = state["optimizer"]["param_groups"][0]["params"]
-    assert "model.layers.0.mlp.up_proj.weight" in names
     moment = state["optimizer"]["state"]["model.layers.0.mlp.up_proj.weight"]["exp_avg"]
     assert moment.shape == (256, 64)  # whole, not one rank's half
+    assert state["reference"]["weights"]["model.layers.0.mlp.up_proj.weight"].shape == (256, 64)
     from transformers import AutoModelForCausalLM
 
-    loaded = AutoModelForCausalLM.from_pretrained(saved / "model")
-    assert loaded.model.layers[0].mlp.up_proj.weight.shape == (256, 64)
-    resumed = fit(job(1), tmp_path / "two", grpo_cache_dir)  # 2 fsdp ranks -> 1 process
+    loaded = AutoModelForCausalLM.from_pretrained(saved / "model").state_dict()
+    single = checkpoint_weights(tmp_path / "one", 1)
+    for name, value in single.items():
+        torch.testing.assert_close(loaded[name], value, atol=5e-4, rtol=0, msg=name)
+    resumed = fit(job(1, **sync), tmp_path / "two", grpo_cache_dir)  # 2 fsdp ranks -> 1
     assert [r.step for r in resumed] == [2]
     assert completions(resumed[0]) == completions(one[1])
     for key in ("loss", "kl", "grad_norm"):
         assert resumed[0].scalars[key] == pytest.approx(one[1].scalars[key], rel=1e-4), key
+    start = tmp_path / "three" / "checkpoints" / "step-000001"
+    shutil.copytree(tmp_path / "one" / "checkpoints" / "step-000001", start)
+    args = (job(2, **fsdp), tmp_path / "three", grpo_cache_dir, None)
+    (again,) = launch_ranks(fit_rank, args, num_processes=2, run_id="test-fsdp-resume")
+    assert again.step == 2 and completions(again) == completions(one[1])  # 1 -> 2 fsdp ranks
+    for key in ("loss", "kl", "grad_norm"):
+        assert again.scalars[key] == pytest.approx(one[1].scalars[key], rel=1e-4), key
