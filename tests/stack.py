@@ -42,19 +42,23 @@ class Stack:
     def client(self, **kwargs: object) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
 
-    def start_worker(self, name: str = "worker") -> subprocess.Popen[bytes]:
+    def start_worker(
+        self, name: str = "worker", *, queue: str | None = None, devices: str | None = None
+    ) -> subprocess.Popen[bytes]:
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
+        held = ["--devices", devices] if devices else []
         proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "worker.cli",
                 "--queue",
-                self.queue,
+                queue or self.queue,
                 "--hostname",
                 f"{name}-{uuid.uuid4().hex[:6]}@%h",
                 "--loglevel",
                 "INFO",
+                *held,
             ],
             cwd=ROOT,
             env=self.env,

@@ -127,6 +127,8 @@ def _decline(run_id: str, problem: str, *, queue: str) -> None:
             f"worker {worker_name()} left this run queued: {problem}",
         )
     log.info("run %s does not fit this worker: %s", run_id, problem)
-    # the pause keeps a lone unfit worker from spinning on the same message
-    time.sleep(get_settings().decline_pause_seconds)
     db.call(dispatch_run, run_id, queue=queue)
+    # Busy for the pause after the send, not before it: a worker that fits polls the queue
+    # meanwhile (the filesystem broker's consumers poll, and this one would poll first the
+    # moment it is free), and a lone unfit worker does not spin on the same message.
+    time.sleep(get_settings().decline_pause_seconds)

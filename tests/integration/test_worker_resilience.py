@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -252,3 +253,34 @@ def test_runs_this_worker_cannot_fit_stay_queued_while_it_trains_the_next(
         assert worker["device"] == "cpu" and worker["free_memory_mb"] > 0
         for run_id in (gpu, huge):
             assert client.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+
+
+def test_a_run_too_big_for_one_worker_reaches_the_worker_that_fits_it(fast_stack: Stack) -> None:
+    queue = f"ranks-{uuid.uuid4().hex[:6]}"
+    started = [fast_stack.start_worker("one-slot", queue=queue, devices="1")]
+    try:
+        with fast_stack.client() as client:
+            two_ranks = {"queue": queue, "num_processes": 2}
+            spec = tiny_spec(fast_stack, max_steps=1, resources=two_ranks)
+            run_id = client.post("/api/runs", json=spec).json()["id"]
+            deadline = time.monotonic() + 120
+            while not client.get(f"/api/runs/{run_id}/logs").json()["items"]:
+                assert time.monotonic() < deadline, "the one-slot worker never saw the run"
+                time.sleep(0.5)
+            (declined,) = client.get(f"/api/runs/{run_id}/logs").json()["items"]
+            assert (
+                "resources.num_processes is 2 but this worker holds 1 CPU slot"
+                in (declined["message"])
+            )
+            # the small worker keeps sending the run back; the one that fits must get it
+            started.append(fast_stack.start_worker("two-slots", queue=queue, devices="2"))
+            deadline = time.monotonic() + 120
+            while not (run := client.get(f"/api/runs/{run_id}").json())["worker"]:
+                assert time.monotonic() < deadline, "no worker claimed the run"
+                time.sleep(0.5)
+            assert run["worker"].startswith("two-slots-")
+            client.post(f"/api/runs/{run_id}/cancel")
+    finally:
+        for worker in started:
+            worker.terminate()
+            worker.wait(timeout=30)
