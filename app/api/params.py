@@ -17,6 +17,10 @@ NO_NUL = r"^[^\x00]*$"
 
 StepQuery = Annotated[int, Query(ge=0, le=MAX_STEP)]
 StepPath = Annotated[int, Path(ge=0, le=MAX_STEP)]
+AfterStepQuery = Annotated[
+    int | None,
+    Query(ge=0, le=MAX_STEP, description="only steps after this one; absent: all, step 0 too"),
+]
 EventIdHeader = Annotated[int, Header(ge=0, le=MAX_INT, description="resume after this event")]
 EventIdQuery = Annotated[int, Query(ge=0, le=MAX_INT, description="same as Last-Event-ID")]
 SearchQuery = Annotated[

@@ -1,6 +1,6 @@
-"""A run's summary: final and best eval, reward at the start and the end, KL at the end,
-the share of steps' groups without signal, tokens and wall time per phase, and the
-checkpoint to download. Computed from the stored steps, evaluations and checkpoints."""
+"""A run's summary: first (step 0), final and best eval, reward at the start and the end,
+KL at the end, the share of steps' groups without signal, tokens and wall time per phase,
+and the checkpoint to download. Computed from the stored steps, evaluations and checkpoints."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def phase_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 @router.get("/{run_id}/summary")
 def get_summary(run: RunDep, session: SessionDep) -> RunSummary:
-    """Final and best eval, reward first and last decile, KL at the end, no-signal share,
-    tokens generated, wall time per phase, and the checkpoint to download."""
+    """First, final and best eval, reward first and last decile, KL at the end, no-signal
+    share, tokens generated, wall time per phase, and the checkpoint to download."""
     rows = db.read(steps.list_metrics, run.id)
     points = evals.list_evals(session, run.id, with_examples=False)
     found = checkpoints.list_checkpoints(session, run.id)
@@ -61,7 +61,8 @@ def get_summary(run: RunDep, session: SessionDep) -> RunSummary:
     metrics = [r["metrics"] for r in rows]
     return RunSummary(
         status=str(run.status),
-        steps=len(rows),
+        steps=sum(r["step"] > 0 for r in rows),
+        first_eval=EvalPoint.model_validate(points[0]) if points else None,
         final_eval=EvalPoint.model_validate(points[-1]) if points else None,
         best_eval=best_eval(points),
         reward_first_decile=first,

@@ -24,7 +24,7 @@ from app.api.deps import (
     WriteAccess,
 )
 from app.api.errors import ApiError
-from app.api.params import MetricKeysQuery, RunIdPath, SearchQuery, StepQuery
+from app.api.params import AfterStepQuery, MetricKeysQuery, RunIdPath, SearchQuery, StepQuery
 from app.api.responses import WRITES, errors
 from app.api.reward_checks import check_rewards
 from app.api.schemas import (
@@ -144,15 +144,17 @@ def get_run(run: RunDep) -> RunOut:
 async def get_metrics(
     run_id: RunIdPath,
     newest_event: RunVersionDep,
-    after_step: StepQuery = 0,
+    after_step: AfterStepQuery = None,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
     keys: MetricKeysQuery = None,
 ) -> Response:
-    """Step scalars in step order, for curves; `keys` keeps only some metrics."""
+    """Step scalars in step order, for curves; `keys` keeps only some metrics. Step 0 holds
+    the evaluation before training (spec `eval`), when there is one, and nothing else."""
     key_list = tuple(k for k in (keys or "").split(",") if k)
+    after = -1 if after_step is None else after_step
     body = await bodies.get(
-        ("metrics", run_id, newest_event, after_step, limit, key_list),
-        partial(db.read, _metrics_body, run_id, newest_event, after_step, limit, key_list),
+        ("metrics", run_id, newest_event, after, limit, key_list),
+        partial(db.read, _metrics_body, run_id, newest_event, after, limit, key_list),
     )
     return Response(content=body, media_type="application/json")
 

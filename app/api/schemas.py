@@ -221,7 +221,10 @@ class RunSummary(BaseModel):
 
     status: str
     steps: int
-    """Steps recorded."""
+    """Steps recorded (trained: step 0's evaluation before training is not one)."""
+    first_eval: EvalPoint | None
+    """The first held-out evaluation: step 0's, the untrained model, when the run started
+    from scratch with an `eval` section."""
     final_eval: EvalPoint | None
     """The last held-out evaluation (spec `eval`), if any."""
     best_eval: EvalPoint | None

@@ -1,8 +1,11 @@
 """Held-out evaluations of a run: one `eval` event per evaluated step, its scalars and its
 examples, so a live stream carries them like steps and a reload reads them back.
 
-Step 0 (before training) has no step row; the scalars of later evaluations are also in
-their step's metrics (the trainer merges them). Knows nothing of HTTP or torch.
+The scalars of an evaluation after a step are also in that step's metrics (the trainer
+merges them); step 0's (before training) are the metrics row of step 0, which holds nothing
+else: no groups, no histograms, no step event, and a run's step count stays the steps it
+trained. So /metrics, the CSV export and every curve start at the untrained model.
+Knows nothing of HTTP or torch.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.store.db import unit
 from app.store.lease import Lease, hold
-from app.store.models import Event
+from app.store.models import Event, StepMetric
 from app.store.steps import compact_scalars
 from grpo.report import EvalReport
 
@@ -23,16 +26,26 @@ from grpo.report import EvalReport
 def save_eval(session: Session, run_id: str, report: EvalReport, *, lease: Lease) -> None:
     """Write the evaluation (replacing an earlier one of its step, which a resumed run
     replays); LeaseLost if the run is no longer this worker's."""
-    payload = {
-        "step": report.step,
-        "metrics": compact_scalars(report.scalars),
-        "examples": report.examples,
-    }
+    metrics = compact_scalars(report.scalars)
+    payload = {"step": report.step, "metrics": metrics, "examples": report.examples}
     hold(session, lease)
     session.execute(
         delete(Event).where(Event.run_id == run_id, Event.kind == "eval", Event.step == report.step)
     )
     session.add(Event(run_id=run_id, kind="eval", step=report.step, payload=payload))
+    if report.step == 0:
+        _save_step_zero(session, run_id, metrics)
+
+
+def _save_step_zero(session: Session, run_id: str, metrics: dict[str, float]) -> None:
+    """Step 0's metrics row: the evaluation alone (a run restarted from scratch replaces it)."""
+    session.execute(delete(StepMetric).where(StepMetric.run_id == run_id, StepMetric.step == 0))
+    session.add(
+        StepMetric(
+            run_id=run_id, step=0, metrics=metrics, advantage_histogram=[],
+            reward_histogram=[], group_reward_std_histogram=[],
+        )  # fmt: skip
+    )
 
 
 @unit

@@ -128,11 +128,12 @@ def list_metrics(
     conn: Connection,
     run_id: str,
     *,
-    after_step: int = 0,
+    after_step: int = -1,
     limit: int = 100_000,
     keys: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Step scalars in step order, optionally only some keys."""
+    """Step scalars in step order (step 0: the evaluation before training, app/store/evals.py),
+    optionally only some keys."""
     stmt = (
         select(StepMetric.step, StepMetric.metrics)
         .where(StepMetric.run_id == run_id, StepMetric.step > after_step)
@@ -241,7 +242,7 @@ def metrics_json(
     conn: Connection,
     run_id: str,
     *,
-    after_step: int = 0,
+    after_step: int = -1,
     limit: int = 100_000,
     after_event: int | None = None,
 ) -> str:

@@ -63,6 +63,33 @@ def test_evaluations_are_read_back_by_step(api: TestClient) -> None:
     assert [r["step"] for r in one] == [2] and one[0]["examples"] == [example]
 
 
+def test_the_evaluation_before_training_is_the_metrics_of_step_0(api: TestClient) -> None:
+    from app.store import steps
+    from grpo.report import StepReport
+
+    run, _ = db.call(runs.create_run, JobSpec(**SPEC, eval={}), package_version="t")  # type: ignore[arg-type]
+    claimed = db.call(runs.claim_run, run.id, worker="w1", device="cpu")
+    assert claimed is not None
+    held = Lease.of(claimed)
+    for accuracy in (0.125, 0.25):  # a run restarted from scratch evaluates step 0 again
+        db.call(evals.save_eval, run.id, EvalReport(0, {"eval/accuracy": accuracy}), lease=held)
+    db.call(steps.save_step, run.id, StepReport(1, 4, {"reward": 0.5}), lease=held)
+    url = f"/api/runs/{run.id}"
+    assert api.get(f"{url}/metrics").json()["items"] == [
+        {"step": 0, "metrics": {"eval/accuracy": 0.25}},
+        {"step": 1, "metrics": {"reward": 0.5}},
+    ]
+    after_0 = api.get(f"{url}/metrics", params={"after_step": 0}).json()["items"]
+    assert [r["step"] for r in after_0] == [1]
+    keyed = api.get(f"{url}/metrics", params={"keys": "eval/accuracy"}).json()["items"]
+    assert keyed[0] == {"step": 0, "metrics": {"eval/accuracy": 0.25}}
+    csv = api.get(f"{url}/export", params={"what": "metrics", "format": "csv"}).text.splitlines()
+    assert csv[:3] == ["step,eval/accuracy,reward", "0,0.25,", "1,,0.5"]
+    assert [r["step"] for r in api.get(f"{url}/histograms").json()["items"]] == [1]
+    shown = api.get(url).json()
+    assert shown["step"] == 1 and shown["last_metrics"] == {"reward": 0.5}
+
+
 def test_summary_reads_like_a_report(api: TestClient) -> None:
     from app.store import checkpoints, steps
     from grpo.report import SavedCheckpoint, StepReport
@@ -85,7 +112,8 @@ def test_summary_reads_like_a_report(api: TestClient) -> None:
         db.call(checkpoints.record_checkpoint, held, saved)
 
     summary = api.get(f"/api/runs/{run.id}/summary").json()
-    assert summary["steps"] == 20
+    assert summary["steps"] == 20  # step 0's metrics row is not a step trained
+    assert summary["first_eval"] == {"step": 0, "metrics": {"eval/accuracy": 0.25}}
     assert summary["final_eval"] == {"step": 20, "metrics": {"eval/accuracy": 0.5}}
     assert summary["best_eval"] == {"step": 10, "metrics": {"eval/accuracy": 0.75}}
     assert summary["reward_first_decile"] == pytest.approx(0.075)

@@ -137,8 +137,8 @@ export const checkpointUrl = (id, which) => `${run(id)}/checkpoints/${which}/dow
 const METRICS_PAGE = 20000;
 
 /**
- * Every row of a per-step resource (metrics, histograms) after `afterStep`, following pages
- * until a short one. `lastEventId` is the stream position the server says the rows cover,
+ * Every row of a per-step resource (metrics, histograms) after `afterStep` (none: all, the
+ * metrics of step 0 included), following pages until a short one. `lastEventId` is the stream position the server says the rows cover,
  * when it says so (resume from there).
  */
 /**
@@ -147,7 +147,7 @@ const METRICS_PAGE = 20000;
  * @param {{ afterStep?: number, params?: Record<string, unknown> }} [options]
  * @returns {Promise<Row[] & { lastEventId: string | null }>}
  */
-async function getAllSteps(path, { afterStep = 0, params = {} } = {}) {
+async function getAllSteps(path, { afterStep, params = {} } = {}) {
   /** @type {Row[]} */
   const rows = [];
   /** @type {string | null} */
@@ -162,11 +162,11 @@ async function getAllSteps(path, { afterStep = 0, params = {} } = {}) {
 }
 
 /** @type {(id: string, options?: { afterStep?: number, keys?: string[] }) => Promise<MetricRow[] & { lastEventId: string | null }>} */
-export const getAllMetrics = (id, { afterStep = 0, keys } = {}) =>
+export const getAllMetrics = (id, { afterStep, keys } = {}) =>
   getAllSteps(`${run(id)}/metrics`, { afterStep, params: { keys: keys?.join(',') } });
 
 /**
  * Every step's histograms (advantage, reward, group reward spread).
  * @type {(id: string, options?: { afterStep?: number }) => Promise<HistogramRow[] & { lastEventId: string | null }>}
  */
-export const getAllHistograms = (id, { afterStep = 0 } = {}) => getAllSteps(`${run(id)}/histograms`, { afterStep });
+export const getAllHistograms = (id, { afterStep } = {}) => getAllSteps(`${run(id)}/histograms`, { afterStep });

@@ -72,7 +72,7 @@ async function toggle(id, on) {
 
 async function loadRun(id) {
   const known = state.data.get(id);
-  const rows = await getAllMetrics(id, { afterStep: known ? known.steps[known.steps.length - 1] : 0 });
+  const rows = await getAllMetrics(id, { afterStep: known ? known.steps[known.steps.length - 1] : undefined });
   const data = known || { steps: [], values: new Map() };
   for (const row of rows) {
     data.steps.push(row.step);

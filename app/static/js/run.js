@@ -87,14 +87,14 @@ function render() {
     renderStats($('#run-stats'), shownRun(), series);
     updateProgress();
   }
-  scrubber.setBounds(series.steps[0] || 0, series.last);
+  scrubber.setBounds(series.first, series.last);
   for (const heatmap of Object.values(heatmaps)) heatmap.update(series.histograms, series.histogramVersion);
-  if (!series.size) {
+  if (!series.trained) {
     const text = finished ? 'This run recorded no steps' : 'Waiting for the first step…';
     $('#groups-empty').textContent = text;
     $('#advantages-empty').textContent = text;
   }
-  const size = series.size;
+  const size = series.trained;
   drawn.then(() => {
     page.dataset.renderedSteps = String(size);
   });
@@ -139,6 +139,9 @@ function onEvent(event) {
   } else if (event.event === 'status') {
     refreshRun();
   } else if (event.event === 'eval') {
+    // its scalars join its step's (step 0, before training, has no other)
+    series.add({ step: event.data.step, metrics: event.data.metrics });
+    scheduleRender();
     refreshEvals();
   } else if (event.event === 'log') {
     logs.add([event.data]);
@@ -173,7 +176,10 @@ function refreshEvals() {
 
 async function refreshAfterEnd() {
   try {
-    const [run, rows] = await Promise.all([getRun(runId), getAllMetrics(runId, { afterStep: series.last })]);
+    const [run, rows] = await Promise.all([
+      getRun(runId),
+      getAllMetrics(runId, { afterStep: series.size ? series.last : undefined }),
+    ]);
     for (const row of rows) series.add(row);
     setRun(run);
     scheduleRender();

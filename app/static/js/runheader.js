@@ -77,12 +77,12 @@ export function renderStats(el, run, series) {
   const shares = outcomeShares(series);
   const noSignal = shares ? shares.no_signal[shares.no_signal.length - 1] : null;
   const stats = [
-    ['Step', series.size ? `${series.last}` : '0', `of ${run.total_steps}`],
+    ['Step', `${series.last}`, `of ${run.total_steps}`],
     [
       'Reward',
       num(reward),
       reward != null && start != null
-        ? `${signed(reward - start)} since step ${series.steps[0]}`
+        ? `${signed(reward - start)} since step ${series.first}`
         : 'mean over completions',
     ],
     ['KL', num(series.latest('kl')), series.has('beta') ? `β ${num(series.latest('beta'))}` : 'to the reference'],

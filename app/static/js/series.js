@@ -18,6 +18,16 @@ export class RunSeries {
     return this.steps.length;
   }
 
+  /** Steps trained: step 0 (the evaluation before training, when the run has one) is not. */
+  get trained() {
+    return this.steps[0] === 0 ? this.steps.length - 1 : this.steps.length;
+  }
+
+  /** The first trained step; 0 when none. */
+  get first() {
+    return this.steps.find((step) => step > 0) ?? 0;
+  }
+
   has(name) {
     return this.columns.has(name);
   }
