@@ -25,7 +25,9 @@ from grpo.report import SavedCheckpoint
 from grpo.sharding import is_sharded, load_full_model_state
 
 KEEP_CHECKPOINTS = 3
-"""Older checkpoints are deleted once a newer one is complete."""
+"""Older checkpoints are deleted once a newer one is complete, except kept ones."""
+KEPT_MARK = "KEPT"
+"""A file in a checkpoint that the rotation never deletes (spec save_final)."""
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -49,14 +51,16 @@ def save_checkpoint(
     weights: dict[str, torch.Tensor] | None = None,
     before_rename: Callable[[], object] = lambda: None,
     spec_json: str | None = None,
+    is_kept: bool = False,
 ) -> Path:
     """Write step's checkpoint atomically and prune old ones; returns its directory.
 
     `spec_json` (the spec it was trained with) is kept as `spec.json` for resume checks
-    (grpo/resume_spec.py). `before_rename` may raise to abandon the write (a worker that
-    lost its run must not replace or prune the new owner's checkpoints); the temp directory
-    is then removed. `weights`: the full state dict to write instead of the model's own
-    (a sharded model's, gathered).
+    (grpo/resume_spec.py); `is_kept`: no later pruning deletes this one (KEPT_MARK).
+    `before_rename` may raise to abandon the write (a worker that lost its run must not
+    replace or prune the new owner's checkpoints); the temp directory is then removed.
+    `weights`: the full state dict to write instead of the model's own (a sharded model's,
+    gathered).
     """
     root = checkpoint_root(workdir)
     root.mkdir(parents=True, exist_ok=True)
@@ -70,6 +74,8 @@ def save_checkpoint(
         torch.save({**state, "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
         if spec_json is not None:
             (tmp / "spec.json").write_text(spec_json)
+        if is_kept:
+            (tmp / KEPT_MARK).touch()
         before_rename()
         if target.exists():
             shutil.rmtree(target)
@@ -77,7 +83,8 @@ def save_checkpoint(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for old in _complete_checkpoints(root)[:-KEEP_CHECKPOINTS]:
-        shutil.rmtree(old, ignore_errors=True)
+        if not (old / KEPT_MARK).exists():
+            shutil.rmtree(old, ignore_errors=True)
     return target
 
 

@@ -92,7 +92,16 @@ class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
     seed: int = Field(0, ge=0, le=2**32 - 1)
     """Seeds data order, sampling and initialisation."""
     save_steps: int = Field(10, ge=0)
-    """Checkpoint every k steps (and at the end); 0 only at the end."""
+    """Checkpoint every k steps (and at the end, see save_final); 0: only at the end."""
+    save_final: bool = True
+    """Checkpoint the model a completed run ends with, on the save_steps grid or not, and
+    keep it out of the rotation (the latest grpo/checkpoint.py KEEP_CHECKPOINTS are kept):
+    a run resumed later with a larger max_steps (`grpo train --resume`) rotates its new
+    checkpoints past it, and the model the run first ended with stays downloadable.
+    False: only save_steps' checkpoints, in the rotation; with save_steps 0, none at all
+    (TRL's save_strategy="no"): a sweep that needs only metrics writes no weights. A run
+    stopped early saves where it stopped either way (its resume point). HF Trainer saves
+    at the end unless save_strategy is "no"; its save_total_limit spares only the best."""
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d{1,2})?)$")
     """`auto` picks CUDA when present, else CPU."""
     resources: ResourcesSpec = ResourcesSpec()

@@ -173,7 +173,7 @@ class Trainer:
                 on_step(self._with_eval(report, step, on_eval))
             if self.spec.save_steps and step % self.spec.save_steps == 0:
                 saved = save_training(self, step, fence, on_checkpoint)
-        if step > saved:
+        if step > saved and (self.spec.save_final or step < self.spec.max_steps):
             save_training(self, step, fence, on_checkpoint)
         return FitResult(last_step=step, is_stopped=step < self.spec.max_steps)
 

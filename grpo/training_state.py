@@ -43,6 +43,7 @@ def save_training(
         state["reference"] = trainer.reference.state_dict()
     if not trainer.ranks.is_main:  # every rank holds the same state; rank 0 writes it
         return step
+    is_final = step >= trainer.spec.max_steps
     path = save_checkpoint(
         trainer.workdir,
         step,
@@ -52,9 +53,10 @@ def save_training(
         state=state,
         before_rename=fence,
         spec_json=spec_json(trainer.spec),
+        is_kept=is_final and trainer.spec.save_final,
     )
     trainer.log("info", f"checkpoint saved at step {step}: {path}")
-    on_checkpoint(saved_checkpoint(path, is_final=step >= trainer.spec.max_steps))
+    on_checkpoint(saved_checkpoint(path, is_final=is_final))
     return step
 
 

@@ -82,6 +82,38 @@ def test_only_the_latest_checkpoints_are_kept_and_each_is_announced(tmp_path, gr
     assert saved[-1].num_bytes == on_disk > 0
 
 
+def test_the_final_model_outlives_the_rotation_of_a_run_resumed_longer(tmp_path, grpo_cache_dir):
+    Trainer(tiny_spec(max_steps=2, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
+        lambda report: None
+    )
+    saved = []
+    longer = tiny_spec(max_steps=2 + KEEP_CHECKPOINTS + 1, save_steps=1)
+    Trainer(longer, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
+        lambda report: None, on_checkpoint=saved.append
+    )
+    newest = list(range(longer.max_steps - KEEP_CHECKPOINTS + 1, longer.max_steps + 1))
+    assert saved[-1].kept_steps == (2, *newest)  # 1 and 3 rotated out; the first final stays
+    kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert kept == [f"step-{s:06d}" for s in (2, *newest)]
+
+
+def test_without_save_final_only_the_save_steps_grid_is_saved(tmp_path, grpo_cache_dir):
+    saved = []
+    spec = tiny_spec(max_steps=3, save_steps=2, save_final=False)
+    Trainer(spec, workdir=tmp_path / "grid", cache_dir=grpo_cache_dir).fit(
+        lambda report: None, on_checkpoint=saved.append
+    )
+    assert [(c.step, c.is_final) for c in saved] == [(2, False)]  # no step 3 off the grid
+    stopped = []
+    sweep = tiny_spec(max_steps=3, save_steps=0, save_final=False)
+    Trainer(sweep, workdir=tmp_path / "sweep", cache_dir=grpo_cache_dir).fit(
+        stopped.append, should_stop=lambda: len(stopped) >= 1
+    )
+    assert latest_checkpoint(tmp_path / "sweep").name == "step-000001"  # stopped: resumable
+    Trainer(sweep, workdir=tmp_path / "sweep", cache_dir=grpo_cache_dir).fit(lambda r: None)
+    assert latest_checkpoint(tmp_path / "sweep").name == "step-000001"  # completed: no weights
+
+
 def test_starting_fresh_removes_old_checkpoints(tmp_path, grpo_cache_dir):
     Trainer(tiny_spec(max_steps=3, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
         lambda report: None
