@@ -1,5 +1,6 @@
 """With API tokens configured, the token is asked once, kept in the browser and sent on writes;
-where reads need it too, the export menu still downloads (with the token, not a bare link)."""
+where reads need it too, the export menu still downloads (with the token, not a bare link);
+where reads do not, the model download (which always does) says a token is needed."""
 
 from __future__ import annotations
 
@@ -104,3 +105,30 @@ def test_exports_download_with_the_stored_token_when_reads_require_one(
     assert [row["step"] for row in rows] == [1, 2, 3, 4, 5]
     assert all(sum(row["group_reward_std_histogram"]) == 8 for row in rows)
     assert console.unexpected() == []
+
+
+def test_a_model_download_refused_for_want_of_a_token_says_so(
+    browser: Any, token_stack: Stack, console: Console
+) -> None:
+    seeded = subprocess.run(
+        [sys.executable, "-m", "tests.seed", "2"],
+        cwd=ROOT, env=token_stack.env, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    run_id = seeded.stdout.split()[-1]
+    context = browser.new_context(viewport=VIEWPORT, base_url=token_stack.url)
+    page = context.new_page()
+    page.on("console", console.record)
+    try:
+        page.goto(f"/runs/{run_id}")  # reads are open: the page loads without a token
+        expect(page.locator("#run-name")).to_have_text("seeded-2")
+        page.locator("#run-head details.menu summary").click()
+        model = page.get_by_role("link", name="Model · latest checkpoint (.tar.gz)")
+        model.click()
+        dialog = page.locator("#token-dialog")
+        expect(dialog.locator("#token-reason")).to_contain_text("API token for model downloads")
+        dialog.locator("button[value='cancel']").click()
+        expect(model).to_contain_text("API token needed")
+        expect(page.locator(".toast")).to_contain_text("Set one with the API token button")
+    finally:
+        context.close()
+    assert console.unexpected(allowed=("status of 401",)) == []

@@ -1,7 +1,8 @@
 // The run page's Export menu. Each entry is a link (copyable, and all it takes on an open
 // server), but a click downloads through fetch with the stored API token, so exports work
 // where reads require one (model downloads always do when tokens are set); the file keeps
-// the name the server gives it.
+// the name the server gives it. Model downloads need a token whenever tokens are set, even
+// where reads do not: a refused one says so on its menu entry.
 
 import { checkpointUrl, exportUrl, fetchFile } from './api.js';
 import { h } from './dom.js';
@@ -22,13 +23,13 @@ export function exportMenu(run) {
     h(
       'div',
       { class: 'menu-list' },
-      EXPORTS.map(([label, query]) => exportLink(exportUrl(run.id, query), label)),
-      exportLink(checkpointUrl(run.id, 'latest'), 'Model · latest checkpoint (.tar.gz)'),
+      EXPORTS.map(([label, query]) => exportLink(exportUrl(run.id, query), label, 'reads')),
+      exportLink(checkpointUrl(run.id, 'latest'), 'Model · latest checkpoint (.tar.gz)', 'model downloads'),
     ),
   );
 }
 
-function exportLink(url, label) {
+function exportLink(url, label, purpose) {
   return h(
     'a',
     {
@@ -36,21 +37,30 @@ function exportLink(url, label) {
       download: '',
       onclick: (event) => {
         event.preventDefault();
-        download(url, event.currentTarget);
+        download(url, event.currentTarget, purpose);
       },
     },
-    label,
+    h('span', { class: 'export-label' }, label),
+    h('span', { class: 'export-note', hidden: true }),
   );
 }
 
-async function download(url, link) {
+async function download(url, link, purpose) {
   link.setAttribute('aria-busy', 'true');
+  const note = link.querySelector('.export-note');
   try {
-    const { blob, filename } = await withToken(() => fetchFile(url), { purpose: 'reads' });
+    const { blob, filename } = await withToken(() => fetchFile(url), { purpose });
+    note.hidden = true;
     save(blob, filename);
     link.closest('details')?.removeAttribute('open');
   } catch (error) {
-    toast(`Export failed: ${errorText(error)}`, 'error');
+    const refused = error.status === 401 || error.status === 403;
+    if (refused) {
+      note.textContent = error.status === 401 ? ' · API token needed' : ' · token refused';
+      note.hidden = false;
+    }
+    const hint = refused ? ' Set one with the API token button.' : '';
+    toast(`Export failed: ${errorText(error)}${hint}`, 'error');
   } finally {
     link.removeAttribute('aria-busy');
   }
