@@ -1,6 +1,7 @@
-"""Held-out eval on the run page: the eval curve beside the training reward, the table of
-one evaluated step's examples, an example's history across evaluations; and the final
-model downloaded from the Export menu."""
+"""Held-out eval on the run page: the eval curve beside the training reward (from step 0,
+before training), the table of one evaluated step's examples, an example's history across
+evaluations, evaluations arriving live over the run's stream; the final model downloaded
+from the Export menu; the compare page overlaying runs' eval curves."""
 
 from __future__ import annotations
 
@@ -11,23 +12,34 @@ import httpx
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Console
-from tests.browser.runs import finish, small_spec, submit
+from tests.browser.runs import finish, long_spec, small_spec, stop, submit
 
 EVAL_SERIES_JS = """() => {
   const chart = window.echarts.getInstanceByDom(document.getElementById('chart-eval'));
   return (chart?.getOption()?.series || []).map((s) => s.id);
 }"""
+EVAL_STEPS_JS = """() => {
+  const chart = window.echarts.getInstanceByDom(document.getElementById('chart-eval'));
+  const source = chart?.getOption()?.dataset?.[0]?.source;
+  const accuracy = source?.['eval/accuracy'] || [];
+  return (source?.step || []).filter((step, i) => accuracy[i] != null);
+}"""
+COMPARE_JS = """() => {
+  const chart = window.echarts.getInstanceByDom(document.getElementById('compare-eval-accuracy'));
+  return (chart?.getOption()?.series || []).map((s) => [s.name, s.data.map(([step]) => step)]);
+}"""
+EVAL = {"every_steps": 2, "max_examples": 6}
+
+
+def eval_spec(name: str, **overrides: Any) -> dict[str, Any]:
+    knobs = {"max_steps": 4, "save_steps": 0, "max_completion_length": 6, "learning_rate": 3e-4}
+    return small_spec(name=name, model="builtin:tiny-arith", eval=EVAL, **{**knobs, **overrides})
 
 
 def test_eval_curve_table_and_history(
     page: Any, api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
 ) -> None:
-    spec = small_spec(
-        name="browser-eval", model="builtin:tiny-arith", max_steps=4, save_steps=0,
-        max_completion_length=6, learning_rate=3e-4,
-        eval={"every_steps": 2, "max_examples": 6},
-    )  # fmt: skip
-    run = finish(api, submit(api, spec)["id"])
+    run = finish(api, submit(api, eval_spec("browser-eval"))["id"])
     stored = api.get(f"/api/runs/{run['id']}/evals", params={"examples": True}).json()["items"]
     assert [row["step"] for row in stored] == [0, 2, 4]
 
@@ -35,6 +47,7 @@ def test_eval_curve_table_and_history(
     expect(page.locator("#card-eval")).to_be_visible()
     page.wait_for_function(f"() => ({EVAL_SERIES_JS})().includes('eval/accuracy')")
     assert {"reward", "eval/reward", "eval/accuracy"} <= set(page.evaluate(EVAL_SERIES_JS))
+    assert page.evaluate(EVAL_STEPS_JS) == [0, 2, 4]  # the curve starts before training
 
     expect(page.locator("#eval-panel")).to_be_visible()
     expect(page.locator("#eval-step")).to_have_value("4")
@@ -58,4 +71,45 @@ def test_eval_curve_table_and_history(
     with page.expect_download() as info:
         page.get_by_role("link", name="Model · latest checkpoint (.tar.gz)").click()
     assert info.value.suggested_filename == f"{run['id']}-step-000004.tar.gz"
+    assert console.unexpected() == []
+
+
+def test_evaluations_arrive_live_over_the_runs_stream(
+    page: Any, api: httpx.Client, console: Console
+) -> None:
+    spec = long_spec(name="browser-eval-live", eval={"every_steps": 2, "max_examples": 4})
+    run = submit(api, spec)
+    try:
+        page.goto(f"/runs/{run['id']}")
+        # the worker may still be starting (torch loads in seconds to minutes)
+        page.wait_for_function(f"() => ({EVAL_STEPS_JS})().length > 0", timeout=300_000)
+        seen = page.evaluate(EVAL_STEPS_JS)
+        assert seen[0] == 0
+        # no reload from here: two more evaluations reach the curve and the table live
+        more = len(seen) + 2
+        page.wait_for_function(f"() => ({EVAL_STEPS_JS})().length >= {more}", timeout=120_000)
+        page.wait_for_function(
+            f"() => document.querySelectorAll('#eval-step option').length >= {more}",
+            timeout=60_000,
+        )
+        assert page.evaluate(EVAL_STEPS_JS)[:more] == [2 * i for i in range(more)]
+    finally:
+        stop(api, run["id"])
+    assert console.unexpected() == []
+
+
+def test_compare_overlays_eval_curves(
+    page: Any, api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
+) -> None:
+    runs = [
+        finish(api, submit(api, eval_spec(f"browser-eval-lr-{lr}", learning_rate=lr))["id"])
+        for lr in (3e-4, 1e-3)
+    ]
+    ids = ",".join(r["id"] for r in runs)
+    page.goto(f"/compare?runs={ids}&metrics=eval/accuracy,reward")
+    expect(page.locator("#compare-eval-accuracy")).to_be_visible()
+    page.wait_for_function(f"() => ({COMPARE_JS})().length === 2")
+    assert page.evaluate(COMPARE_JS) == [[r["name"], [0, 2, 4]] for r in runs]
+    page.locator("#compare-eval-accuracy").scroll_into_view_if_needed()
+    shoot(page, "compare-eval")
     assert console.unexpected() == []
