@@ -40,6 +40,8 @@ def sample_next_tokens(
     scores = tempered
     if repetition_penalty != 1.0 and seen is not None:
         scores = penalize_repetition(logits.float(), seen, repetition_penalty) / temperature
+    if top_k == 1:  # greedy: the first of tied maxima (bf16 logits tie often), no draw
+        return scores.argmax(dim=-1), entropy
     if 0 < top_k < scores.shape[-1]:
         kth = torch.topk(scores, top_k, dim=-1).values[:, -1:]  # (N, 1)
         scores = scores.masked_fill(scores < kth, float("-inf"))

@@ -43,3 +43,11 @@ def test_the_entropy_is_of_the_tempered_distribution_before_penalty_and_filters(
     for filters in ({}, {"top_k": 2, "top_p": 0.5, "min_p": 0.3}, {"repetition_penalty": 3.0}):
         _, entropy = sample_next_tokens(logits, temperature=1.5, seen=seen, **filters)
         torch.testing.assert_close(entropy, expected, atol=1e-6, rtol=0)
+
+
+def test_top_k_1_is_greedy_and_breaks_ties_by_the_lowest_id_whatever_the_draw():
+    logits = torch.tensor([[0.5, 2.0, 2.0, 1.0], [3.0, 0.0, 3.0, 3.0]])  # ties: 1=2, 0=2=3
+    for draw in (1e-6, 0.5, 1.0):  # with the draw, the later tied token would win at 1.0
+        uniforms = torch.full((2,), draw)
+        picked, _ = sample_next_tokens(logits, top_k=1, temperature=0.7, uniforms=uniforms)
+        assert picked.tolist() == [1, 0]
