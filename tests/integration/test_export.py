@@ -1,8 +1,9 @@
-"""Eval in the spec, TensorBoard and `grpo export` against the real service: eval/accuracy
-is stored (and in the run's TensorBoard event files) at steps 0, 2 and 4; the final
-checkpoint arrives (resuming a cut download) in a directory that AutoModelForCausalLM and
-AutoTokenizer load, with the trained weights, and its greedy accuracy on the same eval
-examples, computed here, is the stored final eval/accuracy."""
+"""Eval in the spec, the trackers and `grpo export` against the real service, on 4 steps:
+eval/accuracy is stored (in the metrics, step 0 included, the live stream, TensorBoard and
+MLflow) at steps 0, 2 and 4; the final checkpoint arrives (resuming a cut download) in a
+directory that AutoModelForCausalLM and AutoTokenizer load, with the trained weights.
+That the exported model scores the stored eval/accuracy, on the demo that learns, is
+tests/integration/test_demo_learns.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import sys
 from pathlib import Path
 
 import httpx
-import pytest
 import torch
 from mlflow.tracking import MlflowClient
 from safetensors.torch import load_file
@@ -20,9 +20,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from app.client import GrpoClient
-from grpo.data import load_examples
-from grpo.evaluate import greedy_accuracy
-from grpo.spec import JobSpec
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import Stack
@@ -59,6 +56,7 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
     ]  # the live stream carries each evaluation, step 0 included
     final = evals["items"][-1]
     by_step = {row["step"]: row["metrics"] for row in metrics}
+    assert by_step[0] == evals["items"][0]["metrics"]  # step 0: the evaluation, nothing else
     assert by_step[4]["eval/accuracy"] == final["metrics"]["eval/accuracy"]
     assert "eval/accuracy" not in by_step[1] and "eval/accuracy" in by_step[2]
     assert "eval: 16 examples, 0 of them also training prompts" in logs
@@ -84,17 +82,10 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
     assert not list(out.glob(".*.part"))
 
     model = AutoModelForCausalLM.from_pretrained(out)
-    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert AutoTokenizer.from_pretrained(out).pad_token_id is not None  # it came with the model
     saved = embedded_stack.data_dir / "runs" / run_id / "checkpoints" / "step-000004" / "model"
     for name, tensor in load_file(str(saved / "model.safetensors")).items():
         torch.testing.assert_close(model.state_dict()[name], tensor, rtol=0, atol=0)
-
-    job = JobSpec.model_validate(spec)
-    examples = load_examples(job.eval_data)[:16]
-    assert [row["prompt_id"] for row in final["examples"]] == [e.id for e in examples]
-    accuracy = greedy_accuracy(model, tokenizer, examples, job.data, max_new_tokens=6)
-    assert accuracy == pytest.approx(final["metrics"]["eval/accuracy"])
-    assert 0 < accuracy < 1  # a mix of right and wrong: the comparison can fail
 
     missing = grpo(embedded_stack, "export", run_id, str(tmp_path / "x"), "--step", "1")
     assert missing.returncode == 2 and "no checkpoint at step 1" in missing.stderr
