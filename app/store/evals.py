@@ -42,9 +42,13 @@ def _save_step_zero(session: Session, run_id: str, metrics: dict[str, float]) ->
     session.execute(delete(StepMetric).where(StepMetric.run_id == run_id, StepMetric.step == 0))
     session.add(
         StepMetric(
-            run_id=run_id, step=0, metrics=metrics, advantage_histogram=[],
-            reward_histogram=[], group_reward_std_histogram=[],
-        )  # fmt: skip
+            run_id=run_id,
+            step=0,
+            metrics=metrics,
+            advantage_histogram=[],
+            reward_histogram=[],
+            group_reward_std_histogram=[],
+        )
     )
 
 
