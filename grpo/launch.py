@@ -13,6 +13,7 @@ Across nodes the same launcher takes a shared rendezvous endpoint and the node c
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -82,21 +83,70 @@ def is_launched() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
 
 
+_PEER_LOST = (
+    "remote worker",  # gloo: "... Check the logs of the remote worker"
+    "remote process",  # NCCL: "remote process exited or there was a network error"
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+)
+"""What a rank's collective raises when another rank is gone: a consequence, not a cause."""
+
+
 def failure_message(exc: ChildFailedError, *, num_processes: int) -> str:
-    """One line naming the rank that failed first and how: its RankError's message, its
-    exception, or the signal that killed it."""
-    rank, failure = exc.get_first_failure()
-    message: Any = failure.message
+    """One line naming the rank whose failure caused the others and how: the signal that
+    killed it, its RankError's message or its exception."""
+    rank, failure = root_failure(exc)
+    who = f"rank {rank} of {num_processes} (pid {failure.pid})"
+    text = _error_text(failure)
     if failure.exitcode < 0:
         what = f"was killed by {failure.signal_name()}"
-    elif isinstance(message, dict):  # its exception, from the error file: "Type: text"
-        what = "failed: " + str(message.get("message")).removeprefix(f"{RankError.__name__}: ")
+    elif text is not None and _is_peer_lost(text) and (cause := _cause_on_file(failure)):
+        # the launcher saw a collateral failure first; the cause's error file says more
+        (rank, text), who = cause, f"rank {cause[0]} of {num_processes}"
+        what = "failed: " + text.removeprefix(f"{RankError.__name__}: ")
+    elif text is not None:
+        what = "failed: " + text.removeprefix(f"{RankError.__name__}: ")
     else:  # it exited without an exception (no error file)
         what = f"exited with code {failure.exitcode}"
-    return (
-        f"rank {rank} of {num_processes} (pid {failure.pid}) {what}; every rank of the run "
-        "was stopped"
-    )
+    return f"{who} {what}; every rank of the run was stopped"
+
+
+def root_failure(exc: ChildFailedError) -> tuple[int, Any]:
+    """The failed rank that is a cause: one killed by a signal or failing on its own comes
+    before one whose collective broke because a peer was gone (ties are common: the launcher
+    stamps failures to the second), then the earliest, then the lowest rank."""
+
+    def order(item: tuple[int, Any]) -> tuple[bool, int, int]:
+        rank, failure = item
+        return (_is_peer_lost(_error_text(failure) or ""), failure.timestamp, rank)
+
+    return min(exc.failures.items(), key=order)
+
+
+def _is_peer_lost(text: str) -> bool:
+    return any(marker in text for marker in _PEER_LOST)
+
+
+def _error_text(failure: Any) -> str | None:
+    """A failed rank's exception as the launcher's error file has it ("Type: text")."""
+    message = failure.message
+    return str(message.get("message")) if isinstance(message, dict) else None
+
+
+def _cause_on_file(failure: Any) -> tuple[int, str] | None:
+    """(local rank, exception) of a rank of the same launch whose error file names a failure
+    of its own: the launcher stops polling at the first failed rank, which may be one whose
+    collective broke on the cause's exit (error files sit in <attempt>/<local rank>/)."""
+    for path in sorted(Path(failure.error_file).parent.parent.glob("*/error.json")):
+        try:
+            message = json.loads(path.read_text())["message"]
+            text = str(message["message"] if isinstance(message, dict) else message)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if path.parent.name.isdigit() and not _is_peer_lost(text):
+            return int(path.parent.name), text
+    return None
 
 
 def uses_cuda(device: str) -> bool:

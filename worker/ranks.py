@@ -107,15 +107,17 @@ def rank_main(held: Lease, spec_json: dict[str, Any], stop: ProcessEvent, worker
     spec = JobSpec.model_validate(spec_json)
     try:
         ranks = init_rank(spec.device)
-        try:
-            if ranks.is_main:
-                return train(held, spec, should_stop=stop.is_set)
-            return train_silently(held.run_id, spec)
-        finally:
-            leave_group()
+        if ranks.is_main:
+            result = train(held, spec, should_stop=stop.is_set)
+        else:
+            result = train_silently(held.run_id, spec)
     except Exception as exc:
-        # worded as a one-process run's failure; the launcher's error file carries it
+        # worded as a one-process run's failure, and raised before leaving the group: the
+        # launcher's error file says why before the other ranks' collectives break on this
+        # rank's exit
         raise RankError(user_message(exc)) from exc
+    leave_group()
+    return result
 
 
 def _die_with(worker: int) -> None:

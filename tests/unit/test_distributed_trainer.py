@@ -19,10 +19,18 @@ from typing import Any
 
 import pytest
 import torch
+import torch.distributed as dist
 from safetensors.torch import load_file
 
 from grpo import cli
-from grpo.launch import ChildFailedError, failure_message, init_rank, launch_ranks, leave_group
+from grpo.launch import (
+    ChildFailedError,
+    RankError,
+    failure_message,
+    init_rank,
+    launch_ranks,
+    leave_group,
+)
 from grpo.report import StepReport
 from grpo.spec import JobSpec, RegexReward
 from grpo.trainer import Trainer
@@ -110,6 +118,30 @@ def test_a_rank_that_dies_fails_the_run_and_stops_the_others(tmp_path, grpo_cach
     assert message.startswith("rank 1 of 2 (pid ") and "was killed by SIGKILL" in message
     assert not (tmp_path / "run" / "checkpoints").exists()
     assert rank_processes(os.getpid()) == []  # the launcher stopped rank 0: no orphan
+
+
+def raise_on_rank_1() -> None:
+    """Rank 1 fails as a worker's rank words a failure; rank 0 waits in a collective."""
+    ranks = init_rank("cpu")
+    if ranks.rank == 1:  # as worker/ranks.py: raised before leaving the group
+        raise RankError("reward function 'digits' failed at step 1: ValueError: no")
+    dist.barrier()
+    leave_group()
+
+
+def test_a_rank_that_raises_fails_the_run_with_its_message(tmp_path):
+    with pytest.raises(ChildFailedError) as info:
+        launch_ranks(
+            raise_on_rank_1, (), num_processes=2, run_id="test-raise", log_dir=tmp_path / "ranks"
+        )
+    message = failure_message(info.value, num_processes=2)
+    # rank 0's barrier breaks when rank 1 exits: the message names the cause, not that
+    assert message.startswith("rank 1 of 2")
+    assert message.endswith(
+        " failed: reward function 'digits' failed at step 1: ValueError: no; every rank of "
+        "the run was stopped"
+    )
+    assert list((tmp_path / "ranks").rglob("error.json"))  # the launcher's files, kept there
 
 
 def test_grpo_train_launches_the_ranks_itself(tmp_path, grpo_cache_dir, capsys):
