@@ -17,15 +17,30 @@ Weights & Biases: one W&B run per run (project `grpo`, named by `run_name`), fil
 `<workdir>/wandb/`; scalars, histograms (wandb.Histogram from the bins) and eval metrics.
 Online or offline is W&B's own configuration on the worker (`WANDB_MODE`, `wandb login`).
 
+Across attempts at one run (requeued, resumed) the trackers keep ONE run each:
+`<workdir>/trackers.json` holds the MLflow and W&B run ids and the last step and eval sent
+to them; a later attempt reopens those runs and does not send again a step re-done after
+its checkpoint (MLflow cannot overwrite a metric, only append a second value at the same
+step; W&B online drops a step below its current one itself), so each holds each step once,
+from its first attempt. TensorBoard appends a new event file to the same directory and
+writes a purge at the attempt's first step: TensorBoard (its EventAccumulator) then drops
+what earlier attempts wrote from that step on, so it shows the re-done values, as our store
+does; a raw read of the event files still sees both. `close(outcome)` ends each tracker's
+run as the attempt ended (see `Outcome`).
+
 Knows nothing of SQL.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
+import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
@@ -38,11 +53,42 @@ from grpo.spec import JobSpec
 
 MLFLOW_EXPERIMENT = "grpo"
 WANDB_PROJECT = "grpo"
+STATE_FILE = "trackers.json"
 _MLFLOW_UNSAFE = re.compile(r"[^\w\-. /]")
+
+Outcome = Literal["succeeded", "failed", "cancelled", "handed_back"]
+"""How an attempt at a run ended. MLflow status FINISHED, FAILED, KILLED; W&B exit code 0,
+1, 130 (128 + SIGINT: stopped by its user). `handed_back`: the run goes on in a later
+attempt (its worker stopped, or lost it): MLflow's run stays RUNNING for that attempt to
+reopen, W&B's is marked preempting and exits 143 (128 + SIGTERM), W&B's rule for a run
+that is to be resumed."""
+MLFLOW_STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+WANDB_EXIT_CODE = {"succeeded": 0, "failed": 1, "cancelled": 130, "handed_back": 143}
+
+
+@dataclass
+class TrackerState:
+    """What a later attempt at the run needs: its tracker runs, and how far they got."""
+
+    mlflow_run_id: str | None = None
+    wandb_run_id: str | None = None
+    logged_step: int = -1
+    logged_eval: int = -1
+
+    @classmethod
+    def load(cls, workdir: Path) -> TrackerState:
+        path = workdir / STATE_FILE
+        return cls(**json.loads(path.read_text())) if path.exists() else cls()
+
+    def save(self, workdir: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        tmp = workdir / f".{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, workdir / STATE_FILE)  # a killed worker leaves the old file or the new
 
 
 class Trackers:
-    """The spec's trackers, opened on the run's directory; `close` flushes them."""
+    """The spec's trackers, opened (or reopened) on the run's directory; `close` ends them."""
 
     def __init__(
         self,
@@ -52,33 +98,76 @@ class Trackers:
         run_name: str | None = None,
         mlflow_uri: str | None = None,
     ) -> None:
-        self.writer: Any = None
+        self.workdir = Path(workdir).resolve()
+        name = run_name or self.workdir.name
+        report_to = spec.logging.report_to
+        self.has_board = "tensorboard" in report_to
+        if self.has_board:
+            from torch.utils.tensorboard import SummaryWriter  # noqa: F401 - fail at open
+        self.writer: Any = None  # opened at the first step this attempt logs: see _board
+        self.state = TrackerState.load(self.workdir)
         self.mlflow: MlflowRun | None = None
-        if "tensorboard" in spec.logging.report_to:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(log_dir=str(Path(workdir) / "tensorboard"))
-        if "mlflow" in spec.logging.report_to:
-            workdir = Path(workdir).resolve()
-            workdir.mkdir(parents=True, exist_ok=True)
-            uri = mlflow_uri or f"sqlite:///{workdir / 'mlflow.db'}"
-            self.mlflow = MlflowRun(uri, run_name or Path(workdir).name)
         self.wandb: Any = None
-        if "wandb" in spec.logging.report_to:
-            self.wandb = _wandb_run(Path(workdir), run_name or Path(workdir).name)
+        try:
+            if "mlflow" in report_to:
+                uri = mlflow_uri or f"sqlite:///{self.workdir / 'mlflow.db'}"
+                self.mlflow = MlflowRun(uri, name, reopen=self.state.mlflow_run_id)
+                self.state.mlflow_run_id = self.mlflow.run_id
+                self.state.save(self.workdir)
+            if "wandb" in report_to:
+                self.state.wandb_run_id = self.state.wandb_run_id or uuid.uuid4().hex[:16]
+                self.state.save(self.workdir)  # before init: a crash in it still reopens the id
+                self.wandb = _wandb_run(self.workdir, name, self.state.wandb_run_id)
+        except BaseException:
+            self.close("failed")
+            raise
 
     def log_step(self, report: StepReport) -> None:
         training = {k: v for k, v in report.scalars.items() if not k.startswith("eval/")}
-        if self.mlflow is not None:  # eval/ keys: log_eval sends those, step 0's included
-            self.mlflow.log(training, report.step)
-        if self.wandb is not None:
-            self.wandb.log({**training, **self._wandb_histograms(report)}, step=report.step)
-        if self.writer is None:
+        if report.step > self.state.logged_step:  # not sent by an earlier attempt
+            if self.mlflow is not None:  # eval/ keys: log_eval sends those, step 0's included
+                self.mlflow.log(training, report.step)
+            if self.wandb is not None:
+                self.wandb.log({**training, **self._wandb_histograms(report)}, step=report.step)
+            self._sent(step=report.step)
+        if not self.has_board:
             return
+        writer = self._board(report.step)
         for key, value in training.items():
-            self.writer.add_scalar(key, value, report.step)
+            writer.add_scalar(key, value, report.step)
         for tag, counts, edges in _histograms(report):
             self._histogram(tag, counts, edges, report.step)
+
+    def log_eval(self, report: EvalReport) -> None:
+        if report.step > self.state.logged_eval:
+            if self.mlflow is not None:
+                self.mlflow.log(report.scalars, report.step)
+            if self.wandb is not None:
+                self.wandb.log(dict(report.scalars), step=report.step)
+            self._sent(evaluation=report.step)
+        if not self.has_board:
+            return
+        writer = self._board(report.step)
+        for key, value in report.scalars.items():
+            writer.add_scalar(key, value, report.step)
+
+    def _sent(self, *, step: int | None = None, evaluation: int | None = None) -> None:
+        if self.mlflow is None and self.wandb is None:
+            return
+        self.state.logged_step = self.state.logged_step if step is None else step
+        self.state.logged_eval = self.state.logged_eval if evaluation is None else evaluation
+        self.state.save(self.workdir)
+
+    def _board(self, step: int) -> Any:
+        """The SummaryWriter, opened at this attempt's first logged step: a directory an
+        earlier attempt wrote gets a purge from that step on (TensorBoard's restart rule)."""
+        if self.writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            directory = self.workdir / "tensorboard"
+            purge_step = step if directory.exists() else None
+            self.writer = SummaryWriter(log_dir=str(directory), purge_step=purge_step)
+        return self.writer
 
     @staticmethod
     def _wandb_histograms(report: StepReport) -> dict[str, Any]:
@@ -89,16 +178,6 @@ class Trackers:
             tag: wandb.Histogram(np_histogram=(np.asarray(counts), np.asarray(edges)))
             for tag, counts, edges in _histograms(report)
         }
-
-    def log_eval(self, report: EvalReport) -> None:
-        if self.mlflow is not None:
-            self.mlflow.log(report.scalars, report.step)
-        if self.wandb is not None:
-            self.wandb.log(dict(report.scalars), step=report.step)
-        if self.writer is None:
-            return
-        for key, value in report.scalars.items():
-            self.writer.add_scalar(key, value, report.step)
 
     def _histogram(self, tag: str, counts: list[int], edges: tuple[float, ...], step: int) -> None:
         centres = [(a + b) / 2 for a, b in zip(edges, edges[1:], strict=False)]
@@ -115,13 +194,16 @@ class Trackers:
             global_step=step,
         )
 
-    def close(self) -> None:
+    def close(self, outcome: Outcome) -> None:
+        """End each tracker's run as this attempt ended (see `Outcome`)."""
         if self.writer is not None:
             self.writer.close()
-        if self.mlflow is not None:
-            self.mlflow.close()
+        if self.mlflow is not None and outcome != "handed_back":
+            self.mlflow.close(MLFLOW_STATUS[outcome])
         if self.wandb is not None:
-            self.wandb.finish()
+            if outcome == "handed_back":
+                self.wandb.mark_preempting()
+            self.wandb.finish(exit_code=WANDB_EXIT_CODE[outcome])
 
 
 def _histograms(report: StepReport) -> list[tuple[str, list[int], tuple[float, ...]]]:
@@ -141,40 +223,54 @@ def _histograms(report: StepReport) -> list[tuple[str, list[int], tuple[float, .
     ]
 
 
-def _wandb_run(workdir: Path, run_name: str) -> Any:
-    """A W&B run in project `grpo`, files under `<workdir>/wandb/`. Online or offline, the
-    entity and the API key are W&B's own configuration on the worker (WANDB_MODE,
-    WANDB_API_KEY, `wandb login`); stdout is left alone (console off)."""
+def _wandb_run(workdir: Path, run_name: str, run_id: str) -> Any:
+    """The W&B run `run_id` in project `grpo` (created, or resumed by a later attempt), files
+    under `<workdir>/wandb/`. Online or offline, the entity and the API key are W&B's own
+    configuration on the worker (WANDB_MODE, WANDB_API_KEY, `wandb login`); stdout is left
+    alone (console off). Offline, each attempt writes its own `offline-run-*-<run_id>`
+    directory; `wandb sync` joins them into the one run."""
     import wandb
 
     workdir.mkdir(parents=True, exist_ok=True)
     settings = wandb.Settings(console="off", silent=True)
     return wandb.init(
-        project=WANDB_PROJECT, name=run_name, dir=str(workdir), reinit="create_new",
-        settings=settings,
+        project=WANDB_PROJECT, name=run_name, id=run_id, resume="allow", dir=str(workdir),
+        reinit="create_new", settings=settings,
     )  # fmt: skip
 
 
 class MlflowRun:
-    """One MLflow run through MlflowClient (no process-global active run)."""
+    """One MLflow run through MlflowClient (no process-global active run): created, or the
+    run `reopen` (an earlier attempt's) set RUNNING again."""
 
-    def __init__(self, uri: str, run_name: str) -> None:
+    def __init__(self, uri: str, run_name: str, *, reopen: str | None = None) -> None:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=uri)
+        if reopen is not None:
+            try:
+                self.client.update_run(reopen, status="RUNNING")
+                self.run_id: str = reopen
+                return
+            except MlflowException:  # not at this URI (the operator moved the store)
+                pass
+        run = self.client.create_run(self._experiment_id(), run_name=run_name)
+        self.run_id = run.info.run_id
+
+    def _experiment_id(self) -> str:
+        from mlflow.exceptions import MlflowException
+
         found = self.client.get_experiment_by_name(MLFLOW_EXPERIMENT)
+        if found is not None:
+            return str(found.experiment_id)
         try:
-            experiment_id = (
-                found.experiment_id if found else self.client.create_experiment(MLFLOW_EXPERIMENT)
-            )
+            return self.client.create_experiment(MLFLOW_EXPERIMENT)
         except MlflowException:  # another worker created it meanwhile
             again = self.client.get_experiment_by_name(MLFLOW_EXPERIMENT)
             if again is None:
                 raise
-            experiment_id = again.experiment_id
-        run = self.client.create_run(experiment_id, run_name=run_name)
-        self.run_id: str = run.info.run_id
+            return str(again.experiment_id)
 
     def log(self, scalars: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
@@ -187,5 +283,5 @@ class MlflowRun:
         if metrics:
             self.client.log_batch(self.run_id, metrics=metrics)
 
-    def close(self) -> None:
-        self.client.set_terminated(self.run_id)
+    def close(self, status: str) -> None:
+        self.client.set_terminated(self.run_id, status=status)

@@ -27,7 +27,7 @@ from grpo.trainer import FitResult
 from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
 from worker.ranks import ranks_label, train_on_ranks
-from worker.training import train
+from worker.training import outcome_of, train
 
 log = logging.getLogger(__name__)
 DECLINES_REMEMBERED = 1024
@@ -74,9 +74,10 @@ def run_job(run_id: str) -> None:
 
 def _end(held: Lease, result: FitResult, *, queue: str) -> None:
     """Succeeded, cancelled, or (this worker is stopping) handed back to the queue."""
-    if not result.is_stopped:
+    outcome = outcome_of(held, result)
+    if outcome == "succeeded":
         db.call(lease.finish, held, status=RunStatus.SUCCEEDED)
-    elif db.call(lease.check, held):  # a cancel wins over a stop
+    elif outcome == "cancelled":
         db.call(lease.finish, held, status=RunStatus.CANCELLED)
     else:
         db.call(

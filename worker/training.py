@@ -8,22 +8,26 @@ nothing to the store.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TypeVar
 
 from app.settings import get_settings
 from app.store import checkpoints, db, evals, lease, steps
-from app.store.lease import Lease
+from app.store.lease import Lease, LeaseLost
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
-from grpo.trackers import Trackers
+from grpo.trackers import Outcome, Trackers
 from grpo.trainer import FitResult, Trainer
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def train(held: Lease, spec: JobSpec, *, should_stop: Callable[[], bool]) -> FitResult:
-    """Train the run this worker holds; `should_stop`: the worker was told to stop."""
+    """Train the run this worker holds; `should_stop`: the worker was told to stop. Its
+    trackers are closed with the run's outcome before the worker ends the run in the store:
+    who sees it ended there finds its tracker runs ended too."""
     trainer = build_trainer(
         spec, held.run_id, log=lambda level, message: db.call(lease.add_log, held, level, message)
     )
@@ -31,8 +35,9 @@ def train(held: Lease, spec: JobSpec, *, should_stop: Callable[[], bool]) -> Fit
     trackers = Trackers(
         spec, settings.runs_dir / held.run_id, run_name=held.run_id, mlflow_uri=settings.mlflow_uri
     )
+    outcome: Outcome = "failed"  # the worker fails the run in the store
     try:
-        return trainer.fit(
+        result = trainer.fit(
             both(
                 lambda report: db.call(steps.save_step, held.run_id, report, lease=held),
                 trackers.log_step,
@@ -45,8 +50,32 @@ def train(held: Lease, spec: JobSpec, *, should_stop: Callable[[], bool]) -> Fit
                 trackers.log_eval,
             ),
         )
+        outcome = outcome_of(held, result)
+        return result
+    except LeaseLost:
+        outcome = "handed_back"  # its new owner reopens the trackers' runs
+        raise
     finally:
-        trackers.close()
+        _close(trackers, outcome, held.run_id)
+
+
+def outcome_of(held: Lease, result: FitResult) -> Outcome:
+    """Succeeded, cancelled, or (the worker is stopping) to be handed back to the queue."""
+    if not result.is_stopped:
+        return "succeeded"
+    if db.call(lease.check, held):  # a cancel wins over a stop
+        return "cancelled"
+    return "handed_back"
+
+
+def _close(trackers: Trackers, outcome: Outcome, run_id: str) -> None:
+    """A tracker that cannot be closed (its server is down) does not change how the run
+    ended: the store is the source of truth. Said in the worker's log (the run may be
+    another worker's by now)."""
+    try:
+        trackers.close(outcome)
+    except Exception:  # noqa: BLE001 - any tracker's error
+        log.exception("run %s: closing its trackers (%s) failed", run_id, outcome)
 
 
 def train_silently(run_id: str, spec: JobSpec) -> FitResult:

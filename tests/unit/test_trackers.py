@@ -1,25 +1,30 @@
 """Trackers (spec logging.report_to): TensorBoard event files that tensorboard's own event
 reader reads back, an MLflow run that MLflow's own client finds in a local store, a W&B
-offline run directory, and a missing tracker package named at submit."""
+offline run directory, and a missing tracker package named at submit. Each tracker's run
+ends as its attempt ended, and a later attempt reopens the same runs without sending a step
+twice."""
 
 from __future__ import annotations
 
-import json
-import struct
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from wandb.proto import wandb_internal_pb2
 
 from app.api.errors import ApiError
 from app.api.tracker_checks import check_trackers
 from grpo.report import EvalReport, StepReport
 from grpo.spec import JobSpec
 from grpo.trackers import Trackers
+from tests.tracker_logs import (
+    mlflow_history,
+    mlflow_runs,
+    wandb_exit_code,
+    wandb_history,
+    wandb_logs,
+)
 
 SPEC = JobSpec(logging={"report_to": ["tensorboard"]})
 
@@ -37,7 +42,7 @@ def test_tensorboard_event_files_hold_scalars_histograms_and_eval(tmp_path: Path
         trackers.log_step(StepReport(step, 2, scalars, reward_histogram=reward_bins))
     trackers.log_eval(EvalReport(0, {"eval/accuracy": 0.5}))
     trackers.log_eval(EvalReport(2, {"eval/accuracy": 0.75}))
-    trackers.close()
+    trackers.close("succeeded")
 
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
@@ -58,7 +63,7 @@ def test_mlflow_local_store_holds_the_runs_scalars_and_eval_metrics(tmp_path: Pa
         trackers.log_step(StepReport(step, 2, scalars))
     trackers.log_eval(EvalReport(0, {"eval/accuracy": 0.5, "eval/pass@k": 0.5}))
     trackers.log_eval(EvalReport(2, {"eval/accuracy": 0.75, "eval/pass@k": 1.0}))
-    trackers.close()
+    trackers.close("succeeded")
 
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("grpo")
@@ -78,7 +83,7 @@ def test_mlflow_local_store_holds_the_runs_scalars_and_eval_metrics(tmp_path: Pa
 def test_mlflow_defaults_to_a_sqlite_store_in_the_run_directory(tmp_path: Path) -> None:
     trackers = Trackers(JobSpec(logging={"report_to": ["mlflow"]}), tmp_path / "run-2")
     trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
-    trackers.close()
+    trackers.close("succeeded")
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'run-2' / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("grpo").experiment_id])
     assert run.info.run_name == "run-2"
@@ -100,36 +105,78 @@ def test_wandb_offline_run_directory_holds_the_runs_history(
             StepReport(step, 2, {"reward": 0.25 * step}, reward_histogram=reward_bins)
         )
     trackers.log_eval(EvalReport(2, {"eval/accuracy": 0.75}))
-    trackers.close()
+    trackers.close("succeeded")
 
-    (run_dir,) = (tmp_path / "run" / "wandb").glob("offline-run-*")
-    (log,) = run_dir.glob("run-*.wandb")
+    (log,) = wandb_logs(tmp_path / "run")
+    assert wandb_exit_code(log) == 0  # once the log is complete
     rows = {row.pop("_step"): row for row in wandb_history(log)}
     assert rows[0]["eval/accuracy"] == 0.5
     assert rows[1]["reward"] == 0.25 and rows[1]["reward_histogram/values"][10] == 4
     assert rows[2]["reward"] == 0.5 and rows[2]["eval/accuracy"] == 0.75
 
 
-def wandb_history(log: Path) -> list[dict[str, Any]]:
-    """The history rows of a small W&B run log (LevelDB log format: a 7-byte file header,
-    then records of crc32, length and type, each a wandb_internal_pb2.Record)."""
-    data = log.read_bytes()
-    assert data[:4] == b":W&B" and len(data) < 32768  # one block: no record is split
-    rows, at = [], 7
-    while at + 7 <= len(data):
-        (length,) = struct.unpack("<H", data[at + 4 : at + 6])
-        record = wandb_internal_pb2.Record.FromString(data[at + 7 : at + 7 + length])
-        at += 7 + length
-        if record.WhichOneof("record_type") == "history":
-            items = record.history.item
-            rows.append({"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in items})
-    return rows
+def test_each_trackers_run_ends_as_its_attempt_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    spec = JobSpec(logging={"report_to": ["mlflow", "wandb"]})
+    outcomes = ("succeeded", "failed", "cancelled", "handed_back")
+    for outcome in outcomes:
+        trackers = Trackers(spec, tmp_path / outcome, run_name=outcome, mlflow_uri=uri)
+        trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
+        trackers.close(outcome)
+
+    assert {r.info.run_name: r.info.status for r in mlflow_runs(uri)} == {
+        "succeeded": "FINISHED", "failed": "FAILED", "cancelled": "KILLED",
+        "handed_back": "RUNNING",  # its next attempt reopens it
+    }  # fmt: skip
+    exit_codes = {}
+    for outcome in outcomes:
+        (log,) = wandb_logs(tmp_path / outcome)
+        exit_codes[outcome] = wandb_exit_code(log)
+    assert exit_codes == {"succeeded": 0, "failed": 1, "cancelled": 130, "handed_back": 143}
+
+
+def test_a_later_attempt_reopens_the_trackers_runs_and_sends_no_step_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attempt 1 sends eval 0 and steps 1-3, then fails; attempt 2 resumes from a checkpoint
+    at step 2, so re-does step 3 (other values) and goes on to step 4."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    spec = JobSpec(logging={"report_to": ["tensorboard", "mlflow", "wandb"]})
+    first = Trackers(spec, tmp_path / "run", run_name="run", mlflow_uri=uri)
+    first.log_eval(EvalReport(0, {"eval/accuracy": 0.5}))
+    for step in (1, 2, 3):
+        first.log_step(StepReport(step, 1, {"reward": float(step)}))
+    first.close("failed")
+    second = Trackers(spec, tmp_path / "run", run_name="run", mlflow_uri=uri)
+    for step in (3, 4):
+        second.log_step(StepReport(step, 1, {"reward": 10.0 * step}))
+    second.log_eval(EvalReport(4, {"eval/accuracy": 0.75}))
+    second.close("succeeded")
+
+    (run,) = mlflow_runs(uri)
+    assert run.info.status == "FINISHED"
+    assert mlflow_history(uri, run, "reward") == [(1, 1), (2, 2), (3, 3), (4, 40)]
+    logs = wandb_logs(tmp_path / "run")
+    assert len(logs) == 2 and len({log.name for log in logs}) == 1  # one W&B run id
+    assert [wandb_exit_code(log) for log in logs] == [1, 0]
+    rows = [row for log in logs for row in wandb_history(log)]
+    assert [row["_step"] for row in rows] == [0, 1, 2, 3, 4]
+    assert rows[3]["reward"] == 3 and rows[4]["reward"] == 40 and rows[4]["eval/accuracy"] == 0.75
+    board = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    board.Reload()  # the second attempt's purge at step 3 hides the first's step 3
+    rewards = [(s.step, s.value) for s in board.Scalars("reward")]
+    assert rewards == [(1, 1), (2, 2), (3, 30), (4, 40)]
+    assert [s.step for s in board.Scalars("eval/accuracy")] == [0, 4]
 
 
 def test_no_tracker_writes_nothing(tmp_path: Path) -> None:
     trackers = Trackers(JobSpec(), tmp_path)
     trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
-    trackers.close()
+    trackers.close("succeeded")
     assert not (tmp_path / "tensorboard").exists()
     assert not (tmp_path / "mlflow.db").exists()
     assert not (tmp_path / "wandb").exists()
