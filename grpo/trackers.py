@@ -11,18 +11,24 @@ tracking URI the caller passes (the worker passes the operator's `GRPO_MLFLOW_UR
 never reads app settings), default a SQLite store `<workdir>/mlflow.db` (MLflow 3 refuses
 plain `file:` stores unless MLFLOW_ALLOW_FILE_STORE=true). Scalars and eval
 metrics only: MLflow has no histogram type, so histograms are not sent. Metric names keep
-MLflow's allowed characters; any other (the `@` of `pass@k`) becomes `_`.
+MLflow's allowed characters; any other (the `@` of `pass@k`) becomes `_`; in a `file:`
+store (MLFLOW_ALLOW_FILE_STORE=true) `/` becomes `.` too, as a file store cannot hold both
+`time/reward` and `time/reward/<label>`.
 
 Weights & Biases: one W&B run per run (project `grpo`, named by `run_name`), files under
 `<workdir>/wandb/`; scalars, histograms (wandb.Histogram from the bins) and eval metrics.
 Online or offline is W&B's own configuration on the worker (`WANDB_MODE`, `wandb login`).
+Each log call is one committed W&B row carrying our `step`, the x-axis of every metric
+(`define_metric`, as transformers' WandbCallback does with `train/global_step`): a row
+logged with W&B's own `step=` stays open until a later step arrives, and a killed worker
+loses it.
 
 Across attempts at one run (requeued, resumed) the trackers keep ONE run each:
 `<workdir>/trackers.json` holds the MLflow and W&B run ids and the last step and eval sent
 to them; a later attempt reopens those runs and does not send again a step re-done after
 its checkpoint (MLflow cannot overwrite a metric, only append a second value at the same
-step; W&B online drops a step below its current one itself), so each holds each step once,
-from its first attempt. TensorBoard appends a new event file to the same directory and
+step; W&B would keep a second row), so each holds each step once, from its first
+attempt. TensorBoard appends a new event file to the same directory and
 writes a purge at the attempt's first step: TensorBoard (its EventAccumulator) then drops
 what earlier attempts wrote from that step on, so it shows the re-done values, as our store
 does; a raw read of the event files still sees both. `close(outcome)` ends each tracker's
@@ -41,6 +47,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
@@ -128,7 +135,8 @@ class Trackers:
             if self.mlflow is not None:  # eval/ keys: log_eval sends those, step 0's included
                 self.mlflow.log(training, report.step)
             if self.wandb is not None:
-                self.wandb.log({**training, **self._wandb_histograms(report)}, step=report.step)
+                histograms = self._wandb_histograms(report)
+                self.wandb.log({"step": report.step, **training, **histograms})
             self._sent(step=report.step)
         if not self.has_board:
             return
@@ -143,7 +151,7 @@ class Trackers:
             if self.mlflow is not None:
                 self.mlflow.log(report.scalars, report.step)
             if self.wandb is not None:
-                self.wandb.log(dict(report.scalars), step=report.step)
+                self.wandb.log({"step": report.step, **report.scalars})
             self._sent(evaluation=report.step)
         if not self.has_board:
             return
@@ -233,10 +241,13 @@ def _wandb_run(workdir: Path, run_name: str, run_id: str) -> Any:
 
     workdir.mkdir(parents=True, exist_ok=True)
     settings = wandb.Settings(console="off", silent=True)
-    return wandb.init(
+    run = wandb.init(
         project=WANDB_PROJECT, name=run_name, id=run_id, resume="allow", dir=str(workdir),
         reinit="create_new", settings=settings,
     )  # fmt: skip
+    run.define_metric("step")
+    run.define_metric("*", step_metric="step", step_sync=True)
+    return run
 
 
 class MlflowRun:
@@ -248,6 +259,9 @@ class MlflowRun:
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=uri)
+        # a file store keeps a metric as a file: `time/reward` and `time/reward/<label>`
+        # cannot both be, so there a name's slashes become dots
+        self.is_file_store = urlparse(uri).scheme in ("", "file")
         if reopen is not None:
             try:
                 self.client.update_run(reopen, status="RUNNING")
@@ -277,11 +291,14 @@ class MlflowRun:
 
         now = int(time.time() * 1000)
         metrics = [
-            Metric(_MLFLOW_UNSAFE.sub("_", key), float(value), now, step)
-            for key, value in scalars.items()
+            Metric(self._name(key), float(value), now, step) for key, value in scalars.items()
         ]
         if metrics:
             self.client.log_batch(self.run_id, metrics=metrics)
+
+    def _name(self, key: str) -> str:
+        name = _MLFLOW_UNSAFE.sub("_", key)
+        return name.replace("/", ".") if self.is_file_store else name
 
     def close(self, status: str) -> None:
         self.client.set_terminated(self.run_id, status=status)

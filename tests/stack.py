@@ -251,6 +251,12 @@ def running_stack(
             "GRPO_DATA_DIR": str(data_dir),
             "GRPO_DEFAULT_QUEUE": queue,
             "PYTHONUNBUFFERED": "1",
+            # W&B (runs with report_to: [wandb]) offline, its own files in the data dir
+            "WANDB_MODE": "offline",
+            "WANDB_SILENT": "true",
+            "WANDB_CONFIG_DIR": str(data_dir / "wandb-home"),
+            "WANDB_CACHE_DIR": str(data_dir / "wandb-home"),
+            "WANDB_DATA_DIR": str(data_dir / "wandb-home"),
             **(extra_env or {}),
         }
     )

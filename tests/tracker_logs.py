@@ -5,6 +5,7 @@ MLflow runs of a store."""
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
 from pathlib import Path
@@ -47,6 +48,12 @@ def wandb_history(log: Path) -> list[dict[str, Any]]:
     ]
 
 
+def wandb_metric(logs: list[Path], key: str) -> list[tuple[int, Any]]:
+    """A metric's (step, value)s, in the order logged over the attempts' logs (`step` is our
+    step, each row's x-axis)."""
+    return [(row["step"], row[key]) for log in logs for row in wandb_history(log) if key in row]
+
+
 def wandb_exit_code(log: Path, timeout: float = 60) -> int:
     """The exit code a W&B run log ends with, once it does: wandb-core writes the log in its
     own process, and `finish()` returns before the last records are on disk."""
@@ -65,15 +72,22 @@ def wandb_logs(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
 
 
-def mlflow_runs(uri: str) -> list[Run]:
-    """The runs of the experiment `grpo` in an MLflow store."""
-    client = MlflowClient(tracking_uri=uri)
+def mlflow_client(uri: str) -> MlflowClient:
+    if uri.startswith("file:"):  # MLflow 3 opens a file store only when told it may
+        os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    return MlflowClient(tracking_uri=uri)
+
+
+def mlflow_runs(uri: str, name: str | None = None) -> list[Run]:
+    """The runs of the experiment `grpo` in an MLflow store (those named `name`)."""
+    client = mlflow_client(uri)
     experiment = client.get_experiment_by_name("grpo")
     assert experiment is not None
-    return list(client.search_runs([experiment.experiment_id]))
+    named = f"attributes.run_name = '{name}'" if name else ""
+    return list(client.search_runs([experiment.experiment_id], filter_string=named))
 
 
 def mlflow_history(uri: str, run: Run, key: str) -> list[tuple[int, float]]:
     """A metric's (step, value)s, by step: a step logged twice shows twice."""
-    history = MlflowClient(tracking_uri=uri).get_metric_history(run.info.run_id, key)
+    history = mlflow_client(uri).get_metric_history(run.info.run_id, key)
     return sorted((m.step, m.value) for m in history)

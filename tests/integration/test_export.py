@@ -1,9 +1,9 @@
 """Eval in the spec, the trackers and `grpo export` against the real service, on 4 steps:
-eval/accuracy is stored (in the metrics, step 0 included, the live stream, TensorBoard and
-MLflow) at steps 0, 2 and 4; the final checkpoint arrives (resuming a cut download) in a
-directory that AutoModelForCausalLM and AutoTokenizer load, with the trained weights.
-That the exported model scores the stored eval/accuracy, on the demo that learns, is
-tests/integration/test_demo_learns.py."""
+eval/accuracy is stored (in the metrics, step 0 included, the live stream, TensorBoard,
+MLflow and the offline W&B run, with every step's reward) at steps 0, 2 and 4; the final
+checkpoint arrives (resuming a cut download) in a directory that AutoModelForCausalLM and
+AutoTokenizer load, with the trained weights. That the exported model scores the stored
+eval/accuracy, on the demo that learns, is tests/integration/test_demo_learns.py."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from app.client import GrpoClient
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import Stack
+from tests.tracker_logs import wandb_exit_code, wandb_logs, wandb_metric
 
 GRPO = str(Path(sys.executable).parent / "grpo")
 
@@ -37,7 +38,7 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
         embedded_stack, name="export", model="builtin:tiny-arith", max_steps=4, save_steps=2,
         max_completion_length=6, learning_rate=3e-4,
         eval={"every_steps": 2, "max_examples": 16},
-        logging={"report_to": ["tensorboard", "mlflow"]},
+        logging={"report_to": ["tensorboard", "mlflow", "wandb"]},
     )  # fmt: skip
     with embedded_stack.client() as client:
         run_id = client.post("/api/runs", json=spec).json()["id"]
@@ -70,6 +71,13 @@ def test_eval_and_export_of_the_final_model(embedded_stack: Stack, tmp_path: Pat
     assert tracked.info.run_name == run_id and tracked.info.status == "FINISHED"
     accuracy = tracking.get_metric_history(tracked.info.run_id, "eval/accuracy")
     assert sorted((m.step, m.value) for m in accuracy) == [
+        (e["step"], e["metrics"]["eval/accuracy"]) for e in evals["items"]
+    ]
+    (wandb_log,) = wandb_logs(embedded_stack.data_dir / "runs" / run_id)  # WANDB_MODE=offline
+    assert wandb_exit_code(wandb_log) == 0
+    rewards = wandb_metric([wandb_log], "reward")
+    assert rewards == [(step, by_step[step]["reward"]) for step in (1, 2, 3, 4)]
+    assert wandb_metric([wandb_log], "eval/accuracy") == [
         (e["step"], e["metrics"]["eval/accuracy"]) for e in evals["items"]
     ]
 

@@ -16,12 +16,21 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mlflow.entities import Run
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from app.queue import TRAIN_TASK, make_celery
 from app.settings import Settings
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
+from tests.tracker_logs import (
+    mlflow_history,
+    mlflow_runs,
+    wandb_exit_code,
+    wandb_logs,
+    wandb_metric,
+)
 
 FAST = {
     "GRPO_HEARTBEAT_SECONDS": "1",
@@ -36,7 +45,7 @@ def fast_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     data_dir = tmp_path_factory.mktemp(f"resilient-{request.param}")
-    env = {**FAST, "GRPO_MODEL_ROOTS": str(data_dir / "models")}
+    env = {**FAST, "GRPO_MODEL_ROOTS": str(data_dir / "models"), **mlflow_file_store(data_dir)}
     if request.param == "embedded":
         with running_stack(data_dir, extra_env=env) as stack:
             yield stack
@@ -49,6 +58,25 @@ def fast_stack(
             yield stack
     finally:
         drop_pg_database(url)
+
+
+def mlflow_file_store(data_dir: Path) -> dict[str, str]:
+    """One MLflow file store for the stack: no SQLite schema to create per run (13 s here)."""
+    return {
+        "GRPO_MLFLOW_URI": (data_dir / "mlruns").as_uri(),
+        "MLFLOW_ALLOW_FILE_STORE": "true",
+    }
+
+
+def tracked_run(stack: Stack, run_id: str) -> Run:
+    """The run's one MLflow run, once it has ended (trackers close as their attempt ends)."""
+    uri = stack.env["GRPO_MLFLOW_URI"]
+    deadline = time.monotonic() + 60
+    while True:
+        (run,) = mlflow_runs(uri, run_id)
+        if run.info.status != "RUNNING" or time.monotonic() > deadline:
+            return run
+        time.sleep(0.2)
 
 
 def wait_for_step(client: httpx.Client, run_id: str, step: int, timeout: float = 300) -> dict:
@@ -65,7 +93,10 @@ def test_killed_worker_run_resumes_on_another_worker_with_every_step_once(
     fast_stack: Stack,
 ) -> None:
     with fast_stack.client() as client:
-        spec = tiny_spec(fast_stack, max_steps=8, save_steps=2, name="killed")
+        spec = tiny_spec(
+            fast_stack, max_steps=8, save_steps=2, name="killed",
+            logging={"report_to": ["tensorboard", "mlflow", "wandb"]},
+        )  # fmt: skip
         run_id = client.post("/api/runs", json=spec).json()["id"]
         before = wait_for_step(client, run_id, 3)
         assert before["status"] == "running", before
@@ -88,8 +119,9 @@ def test_killed_worker_run_resumes_on_another_worker_with_every_step_once(
         assert final["status"] == "succeeded", f"{final['error']}\n{fast_stack.logs()}"
         assert final["attempts"] == 2
 
-        steps = [m["step"] for m in client.get(f"/api/runs/{run_id}/metrics").json()["items"]]
-        assert steps == list(range(1, 9))
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+        assert [m["step"] for m in metrics] == list(range(1, 9))
+        assert_tracked_once(fast_stack, run_id, {m["step"]: m["metrics"] for m in metrics})
         groups = client.get(f"/api/runs/{run_id}/steps/3/groups").json()["items"]
         assert [g["index"] for g in groups] == [0, 1]
         logs = " ".join(
@@ -101,24 +133,61 @@ def test_killed_worker_run_resumes_on_another_worker_with_every_step_once(
         assert requeued_at - killed_at < 6 + 1 + 60
 
 
+def assert_tracked_once(stack: Stack, run_id: str, stored: dict[int, dict[str, float]]) -> None:
+    """The killed attempt sent steps its successor re-did after the checkpoint: the trackers
+    still hold ONE run each, with no step twice. A step's time/step differs between attempts:
+    TensorBoard shows the re-done step's (as the store), MLflow the first attempt's."""
+    steps = list(stored)
+    tracked = tracked_run(stack, run_id)
+    assert tracked.info.status == "FINISHED"
+    uri = stack.env["GRPO_MLFLOW_URI"]
+    assert [step for step, _ in mlflow_history(uri, tracked, "reward")] == steps
+    run_dir = stack.data_dir / "runs" / run_id
+    board = EventAccumulator(str(run_dir / "tensorboard"))
+    board.Reload()  # purged from the second attempt's first step
+    assert [s.step for s in board.Scalars("time/step")] == steps
+    board_times = [s.value for s in board.Scalars("time/step")]
+    assert board_times == pytest.approx([stored[step]["time/step"] for step in steps], rel=1e-6)
+    first, second = wandb_logs(run_dir)  # one W&B run id, one offline directory per attempt
+    assert first.name == second.name and wandb_exit_code(second) == 0
+    before = [step for step, _ in wandb_metric([first], "reward")]
+    after = [step for step, _ in wandb_metric([second], "reward")]
+    assert after == list(range(after[0], steps[-1] + 1))
+    assert before == list(range(1, len(before) + 1)) and before[-1] < after[0]  # none twice
+    first_sent = dict(mlflow_history(uri, tracked, "time.step"))  # a file store's name
+    kept = [step for step in steps if first_sent[step] != pytest.approx(stored[step]["time/step"])]
+    print(
+        f"\nW&B steps lost with the killed worker: {list(range(before[-1] + 1, after[0]))}; "
+        f"re-done steps whose first attempt MLflow keeps: {kept}"
+    )
+
+
 def test_cancel_stops_a_running_run_within_one_step_and_resume_finishes_it(
     fast_stack: Stack,
 ) -> None:
     with fast_stack.client() as client:
-        run_id = client.post(
-            "/api/runs", json=tiny_spec(fast_stack, max_steps=12, save_steps=5)
-        ).json()["id"]
+        spec = tiny_spec(
+            fast_stack, max_steps=12, save_steps=5, logging={"report_to": ["mlflow", "wandb"]}
+        )
+        run_id = client.post("/api/runs", json=spec).json()["id"]
         at_cancel = wait_for_step(client, run_id, 2)
         assert client.post(f"/api/runs/{run_id}/cancel").json()["is_cancel_requested"]
         cancelled = wait_for_final(client, run_id)
         assert cancelled["status"] == "cancelled"
         assert cancelled["step"] <= at_cancel["step"] + 2  # the step in flight, then the boundary
+        assert tracked_run(fast_stack, run_id).info.status == "KILLED"
+        (wandb_log,) = wandb_logs(fast_stack.data_dir / "runs" / run_id)
+        assert wandb_exit_code(wandb_log) == 130
         resumed = client.post(f"/api/runs/{run_id}/resume").json()
         assert resumed["status"] == "queued"
         final = wait_for_final(client, run_id)
         assert final["status"] == "succeeded", final["error"]
         steps = [m["step"] for m in client.get(f"/api/runs/{run_id}/metrics").json()["items"]]
         assert steps == list(range(1, 13))
+        tracked = tracked_run(fast_stack, run_id)  # the same MLflow run, reopened
+        assert tracked.info.status == "FINISHED"
+        history = mlflow_history(fast_stack.env["GRPO_MLFLOW_URI"], tracked, "reward")
+        assert [step for step, _ in history] == steps
 
 
 def test_duplicate_delivery_of_a_finished_run_changes_nothing(fast_stack: Stack) -> None:
@@ -195,6 +264,18 @@ def _bad_job(stack: Stack, case: str) -> tuple[dict[str, object], str]:
                 "generation_batch_size (unset: all 32768 decoded at once; try 16384), or lower "
                 "num_generations (512), prompts_per_step (64) or max_completion_length (131072)"
             )
+
+
+def test_a_failed_run_ends_its_tracker_runs_failed(fast_stack: Stack) -> None:
+    overrides, expected = _bad_job(fast_stack, "reward_raises")
+    spec = tiny_spec(fast_stack, **overrides, logging={"report_to": ["mlflow", "wandb"]})
+    with fast_stack.client() as client:
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        failed = wait_for_final(client, run_id)
+    assert failed["status"] == "failed" and expected in failed["error"]
+    assert tracked_run(fast_stack, run_id).info.status == "FAILED"
+    (wandb_log,) = wandb_logs(fast_stack.data_dir / "runs" / run_id)
+    assert wandb_exit_code(wandb_log) == 1
 
 
 @pytest.mark.parametrize(

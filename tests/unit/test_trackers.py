@@ -22,8 +22,8 @@ from tests.tracker_logs import (
     mlflow_history,
     mlflow_runs,
     wandb_exit_code,
-    wandb_history,
     wandb_logs,
+    wandb_metric,
 )
 
 SPEC = JobSpec(logging={"report_to": ["tensorboard"]})
@@ -90,6 +90,21 @@ def test_mlflow_defaults_to_a_sqlite_store_in_the_run_directory(tmp_path: Path) 
     assert [m.value for m in client.get_metric_history(run.info.run_id, "reward")] == [1.0]
 
 
+def test_mlflow_file_store_holds_a_metric_beside_its_sub_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    uri = (tmp_path / "mlruns").as_uri()
+    trackers = Trackers(
+        JobSpec(logging={"report_to": ["mlflow"]}), tmp_path / "run", mlflow_uri=uri
+    )
+    trackers.log_step(StepReport(1, 1, {"time/reward": 0.5, "time/reward/accuracy": 0.25}))
+    trackers.close("succeeded")
+    (run,) = mlflow_runs(uri)  # a file, time/reward, beside a directory of that name: refused
+    assert mlflow_history(uri, run, "time.reward") == [(1, 0.5)]
+    assert mlflow_history(uri, run, "time.reward.accuracy") == [(1, 0.25)]
+
+
 def test_wandb_offline_run_directory_holds_the_runs_history(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,10 +124,9 @@ def test_wandb_offline_run_directory_holds_the_runs_history(
 
     (log,) = wandb_logs(tmp_path / "run")
     assert wandb_exit_code(log) == 0  # once the log is complete
-    rows = {row.pop("_step"): row for row in wandb_history(log)}
-    assert rows[0]["eval/accuracy"] == 0.5
-    assert rows[1]["reward"] == 0.25 and rows[1]["reward_histogram/values"][10] == 4
-    assert rows[2]["reward"] == 0.5 and rows[2]["eval/accuracy"] == 0.75
+    assert wandb_metric([log], "eval/accuracy") == [(0, 0.5), (2, 0.75)]
+    assert wandb_metric([log], "reward") == [(1, 0.25), (2, 0.5)]
+    assert [values[10] for _, values in wandb_metric([log], "reward_histogram/values")] == [4, 4]
 
 
 def test_each_trackers_run_ends_as_its_attempt_ended(
@@ -163,9 +177,8 @@ def test_a_later_attempt_reopens_the_trackers_runs_and_sends_no_step_twice(
     logs = wandb_logs(tmp_path / "run")
     assert len(logs) == 2 and len({log.name for log in logs}) == 1  # one W&B run id
     assert [wandb_exit_code(log) for log in logs] == [1, 0]
-    rows = [row for log in logs for row in wandb_history(log)]
-    assert [row["_step"] for row in rows] == [0, 1, 2, 3, 4]
-    assert rows[3]["reward"] == 3 and rows[4]["reward"] == 40 and rows[4]["eval/accuracy"] == 0.75
+    assert wandb_metric(logs, "reward") == [(1, 1), (2, 2), (3, 3), (4, 40)]
+    assert wandb_metric(logs, "eval/accuracy") == [(0, 0.5), (4, 0.75)]
     board = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
     board.Reload()  # the second attempt's purge at step 3 hides the first's step 3
     rewards = [(s.step, s.value) for s in board.Scalars("reward")]
