@@ -38,6 +38,12 @@ from tests.processes import rank_processes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
+STEP_REL = 1e-4
+"""loss, kl and grad_norm are means over mu 2 iterations: the first AdamW step moves a
+weight by about lr whatever its gradient's size, so fp32 summation-order noise in the
+ranks' gradients reaches the second iteration's terms (measured 2e-5 to 5e-5 here, DDP and
+FSDP); the 1e-6 equivalence of one update, with SGD, is test_distributed_update's."""
+
 
 def job(ranks: int, **overrides: Any) -> JobSpec:
     knobs: dict[str, Any] = dict(
@@ -96,17 +102,18 @@ def test_two_ranks_sample_report_and_train_what_one_process_does(tmp_path, grpo_
     assert len(got) == len(expected) == 12
     assert sum(a == b for a, b in zip(got, expected, strict=True)) / 12 >= 0.95
     for key in ("reward", "reward_std", "completions/mean_length", "loss", "kl", "grad_norm"):
-        assert two[0].scalars[key] == pytest.approx(one[0].scalars[key], rel=1e-5), key
+        assert two[0].scalars[key] == pytest.approx(one[0].scalars[key], rel=STEP_REL), key
     assert sorted(os.listdir(tmp_path / "two" / "checkpoints")) == ["step-000002"]
     assert completions(two[1]) == completions(one[1])  # step 2 samples the same weights
     for key in ("loss", "kl", "grad_norm"):
-        assert two[1].scalars[key] == pytest.approx(one[1].scalars[key], rel=1e-5), key
+        assert two[1].scalars[key] == pytest.approx(one[1].scalars[key], rel=STEP_REL), key
     # AdamW's first steps move a weight by about lr whatever its gradient's size, so the
-    # few gradient entries that are fp32 noise differ by up to lr * noise / |g|; the 1e-6
-    # equivalence of the update itself is test_distributed_update's, with SGD
+    # few gradient entries that are fp32 noise differ by up to lr * noise / |g| (one
+    # embedding entry measured 5.7e-4 here); the 1e-6 equivalence of the update itself is
+    # test_distributed_update's, with SGD
     trained, reference = checkpoint_weights(tmp_path / "two"), checkpoint_weights(tmp_path / "one")
     for name, value in reference.items():
-        torch.testing.assert_close(trained[name], value, atol=5e-4, rtol=0, msg=name)
+        torch.testing.assert_close(trained[name], value, atol=1e-3, rtol=0, msg=name)
 
 
 def test_a_rank_that_dies_fails_the_run_and_stops_the_others(tmp_path, grpo_cache_dir):
@@ -172,7 +179,7 @@ def test_a_run_checkpointed_on_two_ranks_resumes_exactly_on_one(tmp_path, grpo_c
     assert [r.step for r in resumed] == [2]
     assert completions(resumed[0]) == completions(uninterrupted[1])
     for key in ("loss", "kl", "grad_norm"):
-        assert resumed[0].scalars[key] == pytest.approx(uninterrupted[1].scalars[key], rel=1e-5)
+        assert resumed[0].scalars[key] == pytest.approx(uninterrupted[1].scalars[key], rel=STEP_REL)
 
 
 def test_ctrl_c_stops_every_rank_between_steps_with_a_checkpoint(tmp_path, grpo_cache_dir):
@@ -254,11 +261,8 @@ def test_fsdp_on_two_ranks_trains_what_one_process_does_and_resumes_either_way(
     args = (job(2, max_steps=1, save_steps=1, **fsdp), tmp_path / "two", grpo_cache_dir, None)
     (two,) = launch_ranks(fit_rank, args, num_processes=2, run_id="test-fsdp")
     assert completions(two) == completions(one[0])
-    # measured 5e-5 on loss: the mu 2 AdamW step amplifies fp32 summation order (FSDP's
-    # full-sequence pass vs the shared-prompt one); the 1e-6 equivalence of one update,
-    # with SGD, is test_distributed_update's
     for key in ("reward", "loss", "kl", "grad_norm", "clip_ratio/region"):
-        assert two.scalars[key] == pytest.approx(one[0].scalars[key], rel=1e-4), key
+        assert two.scalars[key] == pytest.approx(one[0].scalars[key], rel=STEP_REL), key
     saved = tmp_path / "two" / "checkpoints" / "step-000001"
     state = torch.load(saved / "trainer_state.pt", weights_only=False)
     moment = state["optimizer"]["state"]["model.layers.0.mlp.up_proj.weight"]["exp_avg"]
@@ -269,16 +273,16 @@ def test_fsdp_on_two_ranks_trains_what_one_process_does_and_resumes_either_way(
     loaded = AutoModelForCausalLM.from_pretrained(saved / "model").state_dict()
     single = checkpoint_weights(tmp_path / "one", 1)
     for name, value in single.items():
-        torch.testing.assert_close(loaded[name], value, atol=5e-4, rtol=0, msg=name)
+        torch.testing.assert_close(loaded[name], value, atol=1e-3, rtol=0, msg=name)
     resumed = fit(job(1, **sync), tmp_path / "two", grpo_cache_dir)  # 2 fsdp ranks -> 1
     assert [r.step for r in resumed] == [2]
     assert completions(resumed[0]) == completions(one[1])
     for key in ("loss", "kl", "grad_norm"):
-        assert resumed[0].scalars[key] == pytest.approx(one[1].scalars[key], rel=1e-4), key
+        assert resumed[0].scalars[key] == pytest.approx(one[1].scalars[key], rel=STEP_REL), key
     start = tmp_path / "three" / "checkpoints" / "step-000001"
     shutil.copytree(tmp_path / "one" / "checkpoints" / "step-000001", start)
     args = (job(2, **fsdp), tmp_path / "three", grpo_cache_dir, None)
     (again,) = launch_ranks(fit_rank, args, num_processes=2, run_id="test-fsdp-resume")
     assert again.step == 2 and completions(again) == completions(one[1])  # 1 -> 2 fsdp ranks
     for key in ("loss", "kl", "grad_norm"):
-        assert again.scalars[key] == pytest.approx(one[1].scalars[key], rel=1e-4), key
+        assert again.scalars[key] == pytest.approx(one[1].scalars[key], rel=STEP_REL), key
