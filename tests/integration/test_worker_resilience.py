@@ -153,11 +153,12 @@ def assert_tracked_once(stack: Stack, run_id: str, stored: dict[int, dict[str, f
     before = [step for step, _ in wandb_metric([first], "reward")]
     after = [step for step, _ in wandb_metric([second], "reward")]
     assert after == list(range(after[0], steps[-1] + 1))
-    assert before == list(range(1, len(before) + 1)) and before[-1] < after[0]  # none twice
+    # none twice; the killed worker's W&B process may not have written its last steps (or any)
+    assert before == list(range(1, len(before) + 1)) and len(before) < after[0]
     first_sent = dict(mlflow_history(uri, tracked, "time.step"))  # a file store's name
     kept = [step for step in steps if first_sent[step] != pytest.approx(stored[step]["time/step"])]
     print(
-        f"\nW&B steps lost with the killed worker: {list(range(before[-1] + 1, after[0]))}; "
+        f"\nW&B steps lost with the killed worker: {list(range(len(before) + 1, after[0]))}; "
         f"re-done steps whose first attempt MLflow keeps: {kept}"
     )
 
