@@ -146,7 +146,7 @@ def test_validation_errors_name_the_field_path_and_reason(stack: Stack) -> None:
         ({"epsilon": 0.3, "epsilon_high": 0.2}, "epsilon_high"),
         ({"model": "/etc"}, "model"),
         ({"prompts_per_step": 2, "resources": {"num_processes": 3}}, "resources"),
-        ({"resources": {"sharding": "fsdp"}}, "resources"),
+        ({"resources": {"sharding": "fsdp"}, "lora": {}}, "resources"),
         ({"data": {"source": "dataset:doesnotexist"}}, "data.source"),
         ({"data": {"source": "../../etc/passwd.jsonl"}}, "data.source"),
     ]
