@@ -155,6 +155,18 @@ def list_runs(
     return list(session.scalars(stmt))
 
 
+def _changed(session: Session, result: Any, run_id: str) -> Run | None:
+    """After a conditional status update: the run with its status event, or None when the
+    condition did not hold (another caller won, or the run was not in that state)."""
+    if result.rowcount != 1:
+        return None
+    run = session.get(Run, run_id)
+    assert run is not None
+    session.refresh(run)
+    add_status_event(session, run)
+    return run
+
+
 @unit
 def claim_run(session: Session, run_id: str, *, worker: str, device: str) -> Run | None:
     """Move a queued run to running for this worker; None when it is not queued (idempotent).
@@ -176,13 +188,7 @@ def claim_run(session: Session, run_id: str, *, worker: str, device: str) -> Run
             error=None,
         )
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        return None
-    run = session.get(Run, run_id)
-    assert run is not None
-    session.refresh(run)
-    add_status_event(session, run)
-    return run
+    return _changed(session, result, run_id)
 
 
 @unit
@@ -234,13 +240,7 @@ def requeue_run(session: Session, run_id: str) -> Run | None:
             dispatched_at=utcnow(),
         )
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        return None
-    run = session.get(Run, run_id)
-    assert run is not None
-    session.refresh(run)
-    add_status_event(session, run)
-    return run
+    return _changed(session, result, run_id)
 
 
 @unit
