@@ -3,8 +3,10 @@
 A fixed rollout of 3 prompts x G 4 from builtin:tiny is trained once in this process and
 once by 2 gloo ranks spawned here: rank 0 owns groups 0-1, rank 1 group 2 (the uneven
 split a prompts_per_step of 3 gives). Every loss_type with beta > 0, mu > 1 and
-micro-batching (pieces that split groups), and the variants whose step-wide terms cross
-ranks (entropy threshold, truncation mask, skipped groups, a rank with no trained row):
+micro-batching (pieces that split groups), the variants whose step-wide terms cross
+ranks (entropy threshold, truncation mask, skipped groups, a rank with no trained row),
+and FSDP with gradient checkpointing (the policy prepared and put in update mode as the
+trainer does, so blocks recompute their forward, FSDP hooks and all, in backward):
 both ranks must end with the single process's parameters (fp32, atol 1e-6) and report its
 metrics.
 """
@@ -23,6 +25,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from grpo.distributed import SINGLE, Ranks
+from grpo.policy import prepare_policy, update_mode
 from grpo.rollout import Rollout, group_rows
 from grpo.sharding import shard_model
 from grpo.spec import JobSpec
@@ -47,21 +50,25 @@ RANK1_FLAT = torch.tensor([1.2, -0.4, 0.3, -1.1, 0.5, 0.0, -0.5, 0.0, 0.0, 0.0, 
 """Group 2 (all of rank 1) has no signal: with beta 0 rank 1 trains no row at all."""
 
 
-def job(loss_type: str, case: str, sharding: str = "ddp") -> JobSpec:
-    knobs = {**CASES[case], "loss_type": loss_type, "resources": {"sharding": sharding}}
+def job(loss_type: str, case: str, sharding: str = "ddp", **overrides: Any) -> JobSpec:
+    resources = {"sharding": sharding}
+    knobs = {**CASES[case], "loss_type": loss_type, "resources": resources, **overrides}
     if loss_type == "cispo":
         knobs["epsilon_high"] = 5.0
     return update_spec(**knobs)
 
 
 def all_jobs() -> list[tuple[str, JobSpec, torch.Tensor]]:
-    """Every case on ddp; on fsdp every loss_type with beta, mu 3 and micro-batches, and
-    grpo with each other case (fsdp runs the flat groups a ddp rank skips as rows)."""
+    """Every case on ddp; on fsdp every loss_type with beta, mu 3 and micro-batches, grpo
+    with each other case (fsdp runs the flat groups a ddp rank skips as rows), and grpo's
+    first case with gradient checkpointing."""
     jobs = [(f"{t}/{c}", job(t, c), ADVANTAGES) for t in LOSS_TYPES for c in CASES]
     jobs += [
         (f"fsdp/{t}/kl_mu3_micro", job(t, "kl_mu3_micro", "fsdp"), ADVANTAGES) for t in LOSS_TYPES
     ]
     jobs += [(f"fsdp/grpo/{c}", job("grpo", c, "fsdp"), ADVANTAGES) for c in list(CASES)[1:]]
+    checkpointed = job("grpo", "kl_mu3_micro", "fsdp", gradient_checkpointing=True)
+    jobs += [("fsdp/grpo/kl_mu3_micro/checkpointed", checkpointed, ADVANTAGES)]
     flat = job("dapo", "beta0_skips_groups")
     fsdp_flat = job("dapo", "beta0_skips_groups", "fsdp")
     return [
@@ -79,24 +86,25 @@ def update(data: dict[str, Any], spec: JobSpec, advantages: torch.Tensor, ranks:
     mask = rollout.completion_mask
     if spec.mask_truncated_completions:
         mask = mask * (~rollout.is_truncated).long()[:, None]
-    model = copy.deepcopy(data["model"])
+    model = prepare_policy(copy.deepcopy(data["model"]), spec)  # checkpointing, as the trainer
     is_sharded = ranks.is_distributed and spec.resources.sharding == "fsdp"
     if is_sharded:
         shard_model(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.learning_rate)  # see test_update
-    result = policy_update(
-        model,
-        optimizer,
-        rollout.select_groups(groups),
-        advantages[rows],
-        data["ref_logps"][rows] if spec.beta > 0 else None,
-        mask[rows],
-        spec=spec,
-        beta=spec.beta,
-        autocast=nullcontext,
-        step=1,
-        ranks=ranks,
-    )
+    with update_mode(model, spec):
+        result = policy_update(
+            model,
+            optimizer,
+            rollout.select_groups(groups),
+            advantages[rows],
+            data["ref_logps"][rows] if spec.beta > 0 else None,
+            mask[rows],
+            spec=spec,
+            beta=spec.beta,
+            autocast=nullcontext,
+            step=1,
+            ranks=ranks,
+        )
     full = [p.full_tensor() if is_sharded else p for p in model.parameters()]  # type: ignore[operator]
     return torch.cat([p.detach().flatten() for p in full]), result.metrics
 
