@@ -11,7 +11,7 @@ backward (FSDP's default for a root), so the head runs on full weights after the
 blocks gather before their forward and free after.
 
 FSDP's collectives run inside every forward and backward, so the ranks must run the same
-number of them: a rank with fewer micro-batches than the busiest runs `idle_pass`es (a
+number of them: a rank with fewer micro-batches than the busiest runs `idle_passes` (a
 one-token forward whose loss is multiplied by 0). Gradients are summed, not averaged,
 over ranks (each rank's loss is already over the whole step's normaliser), so the update is
 one process's on the union. Generation gathers every unit once (`gathered`) and samples
@@ -22,7 +22,7 @@ rank's CPU; rank 0 writes them as the unsharded model's. Knows nothing of the GR
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -101,19 +101,29 @@ def gathered(model: Any) -> Iterator[None]:
             unit.set_reshard_after_forward(True, recurse=False)
 
 
-def idle_passes(ranks: Ranks, num_pieces: int) -> int:
-    """Forward passes this rank adds so it runs as many as the busiest rank."""
+def idle_count(ranks: Ranks, num_pieces: int) -> int:
+    """Passes this rank adds to its `num_pieces` so it runs as many as the busiest rank."""
     return int(ranks.max([float(num_pieces)])[0]) - num_pieces
 
 
-def idle_pass(model: Any, device: torch.device, *, with_backward: bool) -> None:
-    """One forward through every unit of a one-token placeholder (and a backward of 0 times
-    its log-prob: gradients of exactly 0, but every unit's reduce-scatter runs)."""
+def idle_passes(
+    model: Any,
+    device: torch.device,
+    count: int,
+    *,
+    with_backward: bool,
+    autocast: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> None:
+    """`count` forwards through every unit of a one-token placeholder, each (with_backward)
+    followed by a backward of 0 times its log-prob: gradients of exactly 0, but every
+    unit's all-gather (and reduce-scatter) runs, paired with a busier rank's passes."""
     ones = torch.ones((1, 1), dtype=torch.long, device=device)
     placeholder = Rollout(ones, ones, ones, ones, ones[0].bool(), ones.float())
-    logps: Tensor = completion_logps(model, placeholder, share_prompt=False)
-    if with_backward:
-        (logps.sum() * 0).backward()  # type: ignore[no-untyped-call]
+    for _ in range(count):
+        with autocast():
+            logps: Tensor = completion_logps(model, placeholder, share_prompt=False)
+            if with_backward:
+                (logps.sum() * 0).backward()  # type: ignore[no-untyped-call]
 
 
 def full_model_state(model: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ log-probs, micro-batched too, so later iterations clip against it. On several ra
 and the metrics are over the whole step, and the gradients are summed before the
 optimizer step, so every rank takes the single-process step; under FSDP
 (grpo/sharding.py) FSDP sums them in backward, and every rank runs as many passes as the
-busiest. Knows nothing of rewards or reporting.
+busiest (sharding.idle_passes pads the others). Knows nothing of rewards or reporting.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -29,7 +30,7 @@ from grpo.failures import Diverged
 from grpo.logprobs import completion_logps, completion_logps_entropy
 from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
 from grpo.rollout import Rollout, group_rows, row_slices
-from grpo.sharding import idle_pass, idle_passes
+from grpo.sharding import idle_count, idle_passes
 from grpo.spec import JobSpec
 
 
@@ -67,8 +68,8 @@ def policy_update(
         return _zero_gradient_step(model, optimizer, rollout, spec.num_iterations)
     batch = rollout if groups is None else rollout.select_groups(groups)
     pieces = row_slices(batch.completion_ids.shape[0], spec.micro_batch_size)
-    idle = idle_passes(ranks, len(pieces)) if sharded else 0
-    device = rollout.completion_ids.device
+    idle = idle_count(ranks, len(pieces)) if sharded else 0  # FSDP's pairing passes
+    pad = partial(idle_passes, model, rollout.completion_ids.device, idle, autocast=autocast)
 
     def current_logps(piece: slice) -> tuple[Tensor, Tensor | None]:
         # one decoder call per piece under FSDP: the shared-prompt path skips its second
@@ -88,17 +89,11 @@ def policy_update(
                 model, batch, rows=piece, temperature=spec.temperature, share_prompt=share_prompt
             )  # (n, T) twice
 
-    def idle_backward() -> None:
-        for _ in range(idle):
-            with autocast():
-                idle_pass(model, device, with_backward=True)
-
     old_logps = None
     if spec.num_iterations > 1:
         with torch.no_grad():
             old_logps = _cat([current_logps(piece)[0] for piece in pieces], batch)  # (N', T)
-            for _ in range(idle):
-                idle_pass(model, device, with_backward=False)
+            pad(with_backward=False)
     terms = _loss_terms(
         rollout, groups, advantages, ref_logps, loss_mask, spec=spec, beta=beta, ranks=ranks
     )
@@ -107,7 +102,7 @@ def policy_update(
     for _ in range(spec.num_iterations):
         optimizer.zero_grad(set_to_none=True)
         metrics, logps = _accumulate_gradients(
-            pieces, current_logps, old_logps, terms, step, idle=idle_backward
+            pieces, current_logps, old_logps, terms, step, idle=partial(pad, with_backward=True)
         )
         if not sharded:  # FSDP reduce-scattered the sums in backward
             ranks.sum_gradients(model.parameters())
