@@ -1,17 +1,24 @@
 """A run on 2 ranks through the service: a real `celery worker` launches the ranks with
 torch's elastic launcher, rank 0 alone writes to the store, and no rank outlives the run
-(success, cancel, a rank killed with SIGKILL) or the worker (SIGTERM).
+(success, cancel, a rank killed with SIGKILL) or the worker (SIGTERM). With sharding
+fsdp the run succeeds the same way and its final checkpoint, gathered from the shards,
+is a plain save_pretrained model.
 
 Ranks are found as the worker's spawned children (tests/processes.py).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import signal
+import tarfile
 import time
+from pathlib import Path
 
 import httpx
+import pytest
+from transformers import AutoModelForCausalLM
 
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import recorded_checkpoints, wait_for_final
@@ -22,19 +29,33 @@ from tests.stack import Stack
 GROUPS = 4
 G = 4
 LONG = 200  # steps: more than a test waits for
+# precision auto: bf16 autocast on this CPU, as a user's run; 32 completions, so one sample
+# that rounds differently on a smaller batch does not fail the 95%
+WIDE = {"num_generations": 2 * G}
 
 
-def ranks_spec(stack: Stack, ranks: int, **overrides: object) -> dict[str, object]:
+def ranks_spec(
+    stack: Stack, ranks: int, sharding: str = "ddp", **overrides: object
+) -> dict[str, object]:
     knobs: dict[str, object] = {
-        "name": f"ranks-{ranks}",
+        "name": f"ranks-{ranks}-{sharding}",
         "max_steps": 2,
         "prompts_per_step": GROUPS,
         "num_generations": G,
         "save_steps": 0,
         "logging": {"max_groups_per_step": GROUPS},
-        "resources": {"queue": stack.queue, "num_processes": ranks},
+        "resources": {"queue": stack.queue, "num_processes": ranks, "sharding": sharding},
     }
     return tiny_spec(stack, **{**knobs, **overrides})
+
+
+@pytest.fixture(scope="module")
+def one_process_run(embedded_stack: Stack) -> str:
+    """The WIDE run on one process that the 2-rank runs (ddp and fsdp) sample alike."""
+    with embedded_stack.client() as client:
+        run_id = client.post("/api/runs", json=ranks_spec(embedded_stack, 1, **WIDE)).json()
+        assert wait_for_final(client, run_id["id"])["status"] == "succeeded"
+        return str(run_id["id"])
 
 
 def completions(client: httpx.Client, run_id: str, step: int) -> list[tuple[str, float]]:
@@ -66,35 +87,64 @@ def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
 
 
 def test_two_ranks_store_every_step_once_and_sample_what_one_process_does(
-    embedded_stack: Stack,
+    embedded_stack: Stack, one_process_run: str
 ) -> None:
     # SQLite: rank 0 writes from its own process beside the worker's heartbeat; the
     # PostgreSQL stack's ranks write steps in the tests below
     stack = embedded_stack
     with stack.client() as client:
-        # precision auto: bf16 autocast on this CPU, as a user's run; 32 completions, so one
-        # sample that rounds differently on a smaller batch does not fail the 95%
-        wide = {"num_generations": 2 * G}
-        two = client.post("/api/runs", json=ranks_spec(stack, 2, **wide))
+        two = client.post("/api/runs", json=ranks_spec(stack, 2, **WIDE))
         assert two.status_code == 201, two.text
-        one = client.post("/api/runs", json=ranks_spec(stack, 1, **wide)).json()["id"]
         run = wait_for_final(client, two.json()["id"])
         assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
         assert run["device"] == "2 ranks · cpu (gloo)"
-        assert wait_for_final(client, one)["status"] == "succeeded"
-
-        metrics = client.get(f"/api/runs/{run['id']}/metrics").json()["items"]
-        assert [m["step"] for m in metrics] == [1, 2]  # each step stored once
-        export = client.get(
-            f"/api/runs/{run['id']}/export", params={"format": "jsonl", "what": "groups"}
-        ).text
-        assert len(export.splitlines()) == 2 * GROUPS
-        got, expected = completions(client, run["id"], 1), completions(client, one, 1)
-        assert len(got) == len(expected) == GROUPS * 2 * G
-        same = sum(a == b for a, b in zip(got, expected, strict=True)) / len(got)
-        print(f"\nstep 1 completions equal on 2 ranks and 1 process: {same:.3f}")
-        assert same >= 0.95
+        assert_each_step_stored_once(client, run["id"])
+        assert same_share(client, run["id"], one_process_run) >= 0.95
         assert rank_processes(stack.processes["worker"].pid) == []
+
+
+def test_fsdp_ranks_store_every_step_once_and_save_a_plain_model(
+    embedded_stack: Stack, one_process_run: str, tmp_path: Path
+) -> None:
+    stack = embedded_stack
+    with stack.client() as client:
+        fsdp = client.post("/api/runs", json=ranks_spec(stack, 2, "fsdp", **WIDE))
+        assert fsdp.status_code == 201, fsdp.text
+        run = wait_for_final(client, fsdp.json()["id"])
+        assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+        assert_each_step_stored_once(client, run["id"])
+        # step 1 samples the initial weights, gathered whole from the shards for generation
+        assert same_share(client, run["id"], one_process_run) >= 0.95
+        assert rank_processes(stack.processes["worker"].pid) == []
+
+        saved = client.get(f"/api/runs/{run['id']}/checkpoints").json()["items"]
+        assert [(c["step"], c["is_final"]) for c in saved] == [(2, True)]  # written once
+        archive = client.get(saved[0]["download_url"])
+        assert archive.status_code == 200, archive.text
+    with tarfile.open(fileobj=io.BytesIO(archive.content)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (folder,) = tmp_path.iterdir()
+    model, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
+    assert not any(info.values()), info  # no key missing, unexpected or of a shard's shape
+    assert model.num_parameters() > 0
+
+
+def assert_each_step_stored_once(client: httpx.Client, run_id: str) -> None:
+    metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+    assert [m["step"] for m in metrics] == [1, 2]
+    export = client.get(
+        f"/api/runs/{run_id}/export", params={"format": "jsonl", "what": "groups"}
+    ).text
+    assert len(export.splitlines()) == 2 * GROUPS
+
+
+def same_share(client: httpx.Client, run_id: str, one_process: str) -> float:
+    """Share of step 1's completions (text and reward) equal to the one-process run's."""
+    got, expected = completions(client, run_id, 1), completions(client, one_process, 1)
+    assert len(got) == len(expected) == GROUPS * 2 * G
+    same = sum(a == b for a, b in zip(got, expected, strict=True)) / len(got)
+    print(f"\nstep 1 completions of {run_id} equal to one process's: {same:.3f}")
+    return same
 
 
 def test_cancel_stops_every_rank_between_steps(pg_stack: Stack) -> None:
