@@ -133,12 +133,20 @@ def train(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from grpo.launch import ChildFailedError, SignalException, launch_ranks
+    from grpo.launch import (
+        ChildFailedError,
+        SignalException,
+        failure_message,
+        keep_failure_report,
+        launch_ranks,
+        quiet_failure_logs,
+    )
 
     here = ranks // args.nnodes
     where = f" here, of {ranks} on {args.nnodes} nodes" if args.nnodes > 1 else ""
     plural = "s" if here > 1 else ""
     print(f"launching {here} rank{plural}{where} (torch elastic launcher)", file=sys.stderr)
+    quiet_failure_logs()  # a failure is said in one line below, its details kept in a file
     try:
         code: int = launch_ranks(
             train_rank,
@@ -147,9 +155,11 @@ def train(args: argparse.Namespace) -> int:
             run_id=workdir.name,
             nodes=args.nnodes,
             rdzv_endpoint=args.rdzv_endpoint or "localhost:0",
+            log_dir=workdir / "ranks",
         )
     except ChildFailedError as exc:
-        print(f"error: a rank failed, every rank was stopped:\n{exc}", file=sys.stderr)
+        print(f"error: {failure_message(exc, num_processes=ranks)}", file=sys.stderr)
+        print(f"details: {keep_failure_report(exc, workdir / 'ranks')}", file=sys.stderr)
         return 1
     except SignalException:  # Ctrl-C: the ranks stopped after their step and checkpointed
         print(f"stopped; checkpoints in {workdir / 'checkpoints'}", file=sys.stderr)
@@ -176,15 +186,20 @@ def nodes_problem(ranks: int, *, nodes: int, endpoint: str | None, has_workdir: 
 
 def train_rank(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
     """One rank of a `num_processes > 1` run, started by the launcher."""
-    from grpo.launch import init_rank, leave_group
+    from grpo.failures import user_message
+    from grpo.launch import RankError, init_rank, leave_group
 
     init_rank(spec.device)
     try:
         # the launcher passes the Ctrl-C it gets on to the ranks, after the terminal's own:
         # every one of them only asks for the stop between steps
         code = train_here(args, spec, workdir, keep_stopping=True)
-    finally:
-        leave_group()
+    except Exception as exc:
+        # worded as a one-process run's failure, and raised before leaving the group: the
+        # launcher's error file says why before the other ranks' collectives break on this
+        # rank's exit (failure_message reads it back)
+        raise RankError(user_message(exc)) from exc
+    leave_group()
     if code == 130:
         # stopped by Ctrl-C, checkpoint written: exit now, since the launcher's wrapper
         # would wait for a "finished" event its agent, shutting down, never sets (and

@@ -14,7 +14,10 @@ Across nodes the same launcher takes a shared rendezvous endpoint and the node c
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,9 @@ __all__ = [
     "failure_message",
     "init_rank",
     "is_launched",
+    "keep_failure_report",
     "launch_ranks",
+    "quiet_failure_logs",
 ]
 
 
@@ -102,8 +107,10 @@ def failure_message(exc: ChildFailedError, *, num_processes: int) -> str:
     if failure.exitcode < 0:
         what = f"was killed by {failure.signal_name()}"
     elif text is not None and _is_peer_lost(text) and (cause := _cause_on_file(failure)):
-        # the launcher saw a collateral failure first; the cause's error file says more
-        (rank, text), who = cause, f"rank {cause[0]} of {num_processes}"
+        # the launcher saw a collateral failure first; the cause's error file says more (its
+        # folder is named by its local rank: on node n, rank = n's first rank + local rank)
+        rank, text = rank - failure.local_rank + cause[0], cause[1]
+        who = f"rank {rank} of {num_processes}"
         what = "failed: " + text.removeprefix(f"{RankError.__name__}: ")
     elif text is not None:
         what = "failed: " + text.removeprefix(f"{RankError.__name__}: ")
@@ -147,6 +154,34 @@ def _cause_on_file(failure: Any) -> tuple[int, str] | None:
         if path.parent.name.isdigit() and not _is_peer_lost(text):
             return int(path.parent.name), text
     return None
+
+
+def keep_failure_report(exc: ChildFailedError, log_dir: Path) -> Path:
+    """Write the launcher's whole report (each failed rank's exit code, error file and
+    traceback) into `log_dir`, beside the ranks' error files; its path. One file per failed
+    launch and node, so a resumed run's report or another node's (a workdir on shared
+    storage) does not overwrite this one."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = log_dir / f"failure-{stamp}-{socket.gethostname()}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{exc}\n")
+    return path
+
+
+class _NoRankFailureRecords(logging.Filter):
+    """Drops the launcher's own log of a rank's failure (its traceback, the SIGTERM sent to
+    the other ranks): where a failure is said in one line and its report kept in a file,
+    they only bury that line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not message.startswith(("failed (exitcode", "Terminating process"))
+
+
+def quiet_failure_logs() -> None:
+    """In this process, from now on, the launcher no longer logs a rank's failure itself."""
+    for name in ("torch.distributed.elastic.multiprocessing.api", "torch.multiprocessing.spawn"):
+        logging.getLogger(name).addFilter(_NoRankFailureRecords())
 
 
 def uses_cuda(device: str) -> bool:

@@ -1,14 +1,18 @@
 """The `grpo` command (grpo/cli.py): train and eval in the terminal; service commands are
 handed to app.cli / worker.cli in a new process image, never imported."""
 
+import json
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from grpo import cli
+from tests.processes import rank_processes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -91,6 +95,54 @@ def test_train_reports_a_failing_job_in_one_line_and_exits_1(tmp_path, grpo_cach
     # worded as the worker words the same failure for the run page
     assert re.search(r"error: training diverged: loss is (NaN|infinite) at step 1; lower", err), err
     assert "Traceback" not in err
+
+
+def test_train_on_two_ranks_reports_the_failed_rank_in_one_line_and_keeps_the_details(
+    tmp_path, grpo_cache_dir
+):
+    # one prompt of the step has no reference answer: accuracy fails on the rank that scores
+    # it, at step 1, and the other rank's collective breaks on its exit
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(
+        json.dumps({"id": "fine", "prompt": "1+1=", "answer": "2"})
+        + "\n"
+        + json.dumps({"id": "blank", "prompt": "2+2=", "answer": " "})
+        + "\n"
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"model: builtin:tiny\ndata: {{source: {data}}}\nmax_steps: 2\nprompts_per_step: 2\n"
+        "num_generations: 2\nmax_completion_length: 4\nresources: {num_processes: 2}\n"
+        "rewards: [{name: accuracy}]\n"
+    )
+    workdir = tmp_path / "run"
+    argv = ["train", str(spec), "--workdir", str(workdir), "--cache-dir", str(grpo_cache_dir)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "grpo.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the ranks are found by it below
+    )
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 1, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, stderr
+    assert re.fullmatch(
+        r"error: rank [01] of 2( \(pid \d+\))? failed: reward function 'accuracy' failed at "
+        r"step 1 on prompt 'blank': ValueError: the reference answer is empty; accuracy needs "
+        r"one for every prompt; every rank of the run was stopped",
+        errors[0],
+    ), stderr
+    assert "FAILED" not in stderr and "Traceback" not in stderr  # nor torch's own log of it
+    # torch's whole report, tracebacks included, kept in the run's directory and named
+    details = re.search(r"^details: (.+)$", stderr, re.M)
+    assert details, stderr
+    assert Path(details[1]).parent == workdir / "ranks"
+    report = Path(details[1]).read_text()
+    assert "Root Cause" in report and "Traceback" in report, report
+    assert "the reference answer is empty" in report
+    assert rank_processes(process.pid, group=True) == []  # no rank outlived the command
 
 
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
