@@ -43,8 +43,15 @@ class Stack:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
 
     def start_worker(
-        self, name: str = "worker", *, queue: str | None = None, devices: str | None = None
+        self,
+        name: str = "worker",
+        *,
+        queue: str | None = None,
+        devices: str | None = None,
+        is_own_group: bool = False,
     ) -> subprocess.Popen[bytes]:
+        """`is_own_group`: in a process group of its own, as a terminal's job, for a test to
+        signal the group as Ctrl-C does."""
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
         held = ["--devices", devices] if devices else []
         proc = subprocess.Popen(
@@ -64,6 +71,7 @@ class Stack:
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            process_group=0 if is_own_group else None,
         )
         self.processes[name] = proc
         return proc

@@ -26,7 +26,7 @@ from grpo.spec import JobSpec
 from grpo.trainer import FitResult
 from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
-from worker.ranks import ranks_label, train_on_ranks
+from worker.ranks import StoppedStarting, ranks_label, train_on_ranks
 from worker.training import outcome_of, train
 
 log = logging.getLogger(__name__)
@@ -56,10 +56,9 @@ def run_job(run_id: str) -> None:
     try:
         spec = JobSpec.model_validate(run.spec)
         if spec.resources.num_processes > 1:
-            result = train_on_ranks(held, spec, stopping=stopping)
+            _train_on_ranks(held, spec, queue=run.queue)
         else:
-            result = train(held, spec, should_stop=stopping.is_set)
-        _end(held, result, queue=run.queue)
+            _end(held, train(held, spec, should_stop=stopping.is_set), queue=run.queue)
     except LeaseLost as exc:
         log.warning("run %s: lost it, stopped without writing more: %s", run_id, exc)
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
@@ -72,6 +71,18 @@ def run_job(run_id: str) -> None:
         current_run["lease"] = None
 
 
+def _train_on_ranks(held: Lease, spec: JobSpec, *, queue: str) -> None:
+    try:
+        result = train_on_ranks(held, spec, stopping=stopping)
+    except StoppedStarting as stopped:
+        if db.call(lease.check, held):  # a cancel asked for meanwhile wins over the stop
+            db.call(lease.finish, held, status=RunStatus.CANCELLED)
+        else:
+            _hand_back(held, reason=str(stopped), queue=queue)
+        return
+    _end(held, result, queue=queue)
+
+
 def _end(held: Lease, result: FitResult, *, queue: str) -> None:
     """Succeeded, cancelled, or (this worker is stopping) handed back to the queue."""
     outcome = outcome_of(held, result)
@@ -80,14 +91,15 @@ def _end(held: Lease, result: FitResult, *, queue: str) -> None:
     elif outcome == "cancelled":
         db.call(lease.finish, held, status=RunStatus.CANCELLED)
     else:
-        db.call(
-            lease.hand_back,
-            held,
-            reason=f"worker {worker_name()} is stopping: handed the run back to the queue at "
-            f"step {result.last_step} with a checkpoint",
-        )
-        log.warning("run %s handed back to the queue at step %d", held.run_id, result.last_step)
-        db.call(dispatch_run, held.run_id, queue=queue)
+        where = f"at step {result.last_step} with a checkpoint"
+        _hand_back(held, reason=f"handed the run back to the queue {where}", queue=queue)
+
+
+def _hand_back(held: Lease, *, reason: str, queue: str) -> None:
+    """Back to the queue for the next worker: this one is stopping."""
+    db.call(lease.hand_back, held, reason=f"worker {worker_name()} is stopping: {reason}")
+    log.warning("run %s: %s", held.run_id, reason)
+    db.call(dispatch_run, held.run_id, queue=queue)
 
 
 def _device(queued: Run | None) -> str:

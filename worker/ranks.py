@@ -56,6 +56,12 @@ class RanksFailed(StepFailure):
     """A rank of the run died or raised; every rank was stopped. Worded for the user."""
 
 
+class StoppedStarting(Exception):  # noqa: N818 - a stop, not an error
+    """The worker was told to stop while the ranks were still starting (importing, meeting,
+    before rank 0 joined the group): they were ended at once, with no step in flight, and
+    the run goes back to the queue as it was."""
+
+
 def ranks_label(spec: JobSpec, held: Devices) -> str:
     """Where the run's ranks train, as the run page shows it: '2 ranks · cpu (gloo)', or
     '4 ranks · cuda:0,1,2,3 (nccl)' with the ids of the worker's GPUs the ranks take."""
@@ -66,16 +72,19 @@ def ranks_label(spec: JobSpec, held: Devices) -> str:
 
 
 def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> FitResult:
-    """Launch the run's ranks and wait for them; rank 0's result. RanksFailed when one dies."""
-    stop = multiprocessing.get_context("spawn").Event()
+    """Launch the run's ranks and wait for them; rank 0's result. RanksFailed when one dies,
+    StoppedStarting when the worker is stopped before rank 0 joined the group."""
+    spawn = multiprocessing.get_context("spawn")
+    stop, started = spawn.Event(), spawn.Event()
     outcome: dict[str, Any] = {}
     ranks = spec.resources.num_processes
+    others = {child.pid for child in multiprocessing.active_children()}
 
     def launch() -> None:
         try:
             outcome["result"] = launch_ranks(
                 rank_main,
-                (held, spec.model_dump(mode="json"), stop, os.getpid()),
+                (held, spec.model_dump(mode="json"), stop, started, os.getpid()),
                 num_processes=ranks,
                 run_id=held.run_id,
                 log_dir=get_settings().runs_dir / held.run_id / "ranks",
@@ -90,7 +99,13 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
         launcher.join(0.5)  # the main thread stays free for the worker's signal handlers
         if stopping.is_set():
             stop.set()
+            if not started.is_set():
+                _end_starting_ranks(others)
     error = outcome.get("error")
+    if stopping.is_set() and not started.is_set():
+        # ended here, or by the terminal's Ctrl-C, which reaches ranks not yet in a group
+        # of their own: either way a stop, with no step to lose
+        raise StoppedStarting("handed the run back to the queue before its ranks started")
     if isinstance(error, ChildFailedError):
         raise RanksFailed(failure_message(error, num_processes=ranks)) from error
     if error is not None:
@@ -99,7 +114,18 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
     return result
 
 
-def rank_main(held: Lease, spec_json: dict[str, Any], stop: ProcessEvent, worker: int) -> Any:
+def _end_starting_ranks(others: set[int | None]) -> None:
+    """SIGKILL the ranks the launcher spawned (this process's multiprocessing children but
+    `others`, those it had before): still importing or meeting, they have nothing to save,
+    and waiting for them to reach a step boundary could outlast the worker's stop grace."""
+    for child in multiprocessing.active_children():
+        if child.pid not in others:
+            child.kill()
+
+
+def rank_main(
+    held: Lease, spec_json: dict[str, Any], stop: ProcessEvent, started: ProcessEvent, worker: int
+) -> Any:
     """One rank, in the process the launcher spawned."""
     _die_with(worker)
     os.setpgid(0, 0)  # out of the terminal's job: its Ctrl-C (or a group's SIGTERM) is the
@@ -108,6 +134,9 @@ def rank_main(held: Lease, spec_json: dict[str, Any], stop: ProcessEvent, worker
     try:
         ranks = init_rank(spec.device)
         if ranks.is_main:
+            # from now on a stop waits for a step boundary; the other ranks are past their
+            # setpgid too (a gloo group is made by all ranks; NCCL's, lazily, may not be)
+            started.set()
             result = train(held, spec, should_stop=stop.is_set)
         else:
             result = train_silently(held.run_id, spec)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import pytest
 from transformers import AutoModelForCausalLM
 
 from tests.integration.conftest import tiny_spec
@@ -204,3 +205,45 @@ def test_a_stopped_worker_hands_the_run_back_and_leaves_no_rank(pg_stack: Stack)
                 worker.kill()
             pg_stack.start_worker("worker")
         assert client.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_a_worker_stopped_while_its_ranks_start_hands_the_run_back(
+    pg_stack: Stack, how: str
+) -> None:
+    """Stopped before rank 0's first step (the ranks still import torch): nothing to save,
+    so the ranks end at once and the run goes back to the queue, as a stop between steps
+    does. Ctrl-C in a terminal reaches the whole job, ranks not yet in a group of their own
+    included: their deaths must not fail the run."""
+    worker = pg_stack.processes["worker"]
+    if how == "ctrl-c":
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+        worker = pg_stack.start_worker("worker", is_own_group=True)
+    with pg_stack.client() as client:
+        run_id = client.post("/api/runs", json=ranks_spec(pg_stack, 2)).json()["id"]
+        ranks = wait_for_ranks(pg_stack, 2)  # spawned: still importing torch, no step yet
+        try:
+            if how == "ctrl-c":
+                os.killpg(worker.pid, signal.SIGINT)
+            else:
+                worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=120) == 0, pg_stack.logs()  # well within the grace
+            assert alive(ranks) == []
+            run = client.get(f"/api/runs/{run_id}").json()
+            assert run["status"] == "queued", f"{run['error']}\n{pg_stack.logs()}"
+            assert run["step"] == 0
+            logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+            assert any(
+                m.endswith("is stopping: handed the run back to the queue before its ranks started")
+                for m in logs
+            ), logs
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+            pg_stack.start_worker("worker")
+        run = wait_for_final(client, run_id)
+        assert run["status"] == "succeeded", f"{run['error']}\n{pg_stack.logs()}"
+        steps = [m["step"] for m in client.get(f"/api/runs/{run_id}/metrics").json()["items"]]
+        assert steps == [1, 2]  # each step stored once
+        assert wait_gone(rank_processes(pg_stack.processes["worker"].pid)) == []
