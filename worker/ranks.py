@@ -9,14 +9,17 @@ worker process keeps the lease's heartbeat and writes the run's final status.
 
 Stopping: the worker's own stop (SIGTERM, Ctrl-C) reaches rank 0 through an event and the
 run is handed back at the next step boundary, as on one process; the ranks leave the
-worker's process group, so a terminal's Ctrl-C reaches the worker only. A rank that dies
+worker's process group, so a terminal's Ctrl-C reaches the worker only. Before rank 0 joined
+the group (the ranks still import torch and meet) there is no step to wait for: the worker
+ends the ranks at once and hands the run back. A rank that dies
 (an error, the OOM killer, SIGKILL) makes the launcher stop the others and the run fails
 naming the rank.
 Every rank dies with the worker process, even one killed with SIGKILL (Linux's parent-death
 signal), so no rank outlives its worker.
 
 The launcher runs in a thread beside the worker's main thread, so it does not take over
-the worker's SIGTERM/SIGINT handlers (Celery's stop, worker/lifecycle.py).
+the worker's SIGTERM/SIGINT handlers (Celery's stop, worker/lifecycle.py); it hands its
+result or error back through a Future.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import os
 import signal
 import sys
 import threading
+from concurrent.futures import Future, wait
 from multiprocessing.synchronize import Event as ProcessEvent
 from typing import Any
 
@@ -76,42 +80,42 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
     StoppedStarting when the worker is stopped before rank 0 joined the group."""
     spawn = multiprocessing.get_context("spawn")
     stop, started = spawn.Event(), spawn.Event()
-    outcome: dict[str, Any] = {}
     ranks = spec.resources.num_processes
     others = {child.pid for child in multiprocessing.active_children()}
+    launched: Future[FitResult] = Future()
 
     def launch() -> None:
         try:
-            outcome["result"] = launch_ranks(
-                rank_main,
-                (held, spec.model_dump(mode="json"), stop, started, os.getpid()),
-                num_processes=ranks,
-                run_id=held.run_id,
-                log_dir=get_settings().runs_dir / held.run_id / "ranks",
+            launched.set_result(
+                launch_ranks(
+                    rank_main,
+                    (held, spec.model_dump(mode="json"), stop, started, os.getpid()),
+                    num_processes=ranks,
+                    run_id=held.run_id,
+                    log_dir=get_settings().runs_dir / held.run_id / "ranks",
+                )
             )
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            outcome["error"] = exc
+            launched.set_exception(exc)
 
     log.info("run %s: launching %d ranks", held.run_id, ranks)
     launcher = threading.Thread(target=launch, name=f"ranks-{held.run_id}")
     launcher.start()
-    while launcher.is_alive():
-        launcher.join(0.5)  # the main thread stays free for the worker's signal handlers
+    while not launched.done():
+        wait([launched], timeout=0.5)  # the main thread stays free for the worker's signals
         if stopping.is_set():
             stop.set()
             if not started.is_set():
                 _end_starting_ranks(others)
-    error = outcome.get("error")
+    launcher.join()
     if stopping.is_set() and not started.is_set():
         # ended here, or by the terminal's Ctrl-C, which reaches ranks not yet in a group
         # of their own: either way a stop, with no step to lose
         raise StoppedStarting("handed the run back to the queue before its ranks started")
+    error = launched.exception()
     if isinstance(error, ChildFailedError):
         raise RanksFailed(failure_message(error, num_processes=ranks)) from error
-    if error is not None:
-        raise error
-    result: FitResult = outcome["result"]
-    return result
+    return launched.result()  # or the launcher's other error, raised here
 
 
 def _end_starting_ranks(others: set[int | None]) -> None:
