@@ -18,7 +18,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import pytest
 from transformers import AutoModelForCausalLM
 
 from tests.integration.conftest import tiny_spec
