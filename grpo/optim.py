@@ -21,7 +21,10 @@ def build_optimizer(params: Iterable[torch.nn.Parameter], spec: JobSpec) -> torc
     match spec.optim:
         case "adamw_torch":
             return torch.optim.AdamW(
-                trainable, lr=spec.learning_rate, weight_decay=spec.weight_decay
+                trainable,
+                lr=spec.learning_rate,
+                weight_decay=spec.weight_decay,
+                eps=spec.adam_epsilon,
             )
         case "adafactor":
             from transformers.optimization import Adafactor

@@ -37,6 +37,11 @@ class OptimizationKnobs(BaseModel):
     """Linear warmup steps."""
     weight_decay: float = Field(0.0, ge=0, le=1)
     """Decoupled weight decay."""
+    adam_epsilon: float = Field(1e-8, gt=0, le=1)
+    """AdamW's epsilon, added to the root of the second moment (TRL/transformers:
+    adam_epsilon; Kingma & Ba 2015, "Adam"). A weight's first step is about
+    lr * g / (|g| + epsilon), so with the default a gradient entry near 1e-9 moves as far as
+    a large one; a larger epsilon damps entries that are mostly rounding noise."""
     max_grad_norm: float | None = Field(1.0, gt=0)
     """Gradient clipping by global norm; None disables."""
     optim: Literal["adamw_torch", "adafactor"] = "adamw_torch"
