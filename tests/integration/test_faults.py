@@ -242,8 +242,11 @@ def kill_the_worker_and_wait_for_the_run_to_go_on(
 def test_grpo_up_restarts_a_killed_worker_and_every_stop_ends_all_and_hands_the_run_back(
     tmp_path: Path,
 ) -> None:
-    """One run across four starts of `grpo up`: its worker SIGKILLed once, then stopped
-    mid-run three ways; every step is stored once in the end."""
+    """One run across five starts of `grpo up`: its worker SIGKILLed once, then stopped
+    mid-run three ways; every step is stored once in the end. The fifth start is also
+    checked as a user sees it (no sixth start just for that): data in ./data, the demo on
+    the first screen, the URL printed, and one Ctrl-C when idle ends every process with
+    exit code 0."""
     run_id, port = None, free_port()
     for name, stop in STOP_PATTERNS.items():
         with grpo_up(tmp_path, extra_env=UP_ENV, port=port) as (proc, url):
@@ -269,7 +272,9 @@ def test_grpo_up_restarts_a_killed_worker_and_every_stop_ends_all_and_hands_the_
     output = (tmp_path / f"up-{port}.log").read_text()
     assert "grpo up: the worker exited with code -9; restarting it in 1 s" in output
     with grpo_up(tmp_path, extra_env=UP_ENV, port=port) as (proc, url):
+        assert (tmp_path / "data" / "grpo.db").exists()
         with httpx.Client(base_url=url, timeout=30) as client:
+            assert 'id="demo"' in client.get("/").text  # the first screen offers the demo
             final = wait_for_final(client, run_id or "", timeout=180)
             assert final["status"] == "succeeded", final["error"]
             assert_every_step_once(client, final)
@@ -280,8 +285,15 @@ def test_grpo_up_restarts_a_killed_worker_and_every_stop_ends_all_and_hands_the_
             logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
             assert len([m for m in logs if "stopped responding; requeued" in m]) == 1, logs
             assert len([m for m in logs if "handed the run back to the queue at step" in m]) == 3
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=40)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 2  # the API and the worker
+        proc.send_signal(signal.SIGINT)  # Ctrl-C in its terminal, idle
+        proc.wait(timeout=60)
+    last_start = (tmp_path / f"up-{port}.log").read_text()[len(output) :]
+    assert proc.returncode == 0, last_start
+    assert f"http://127.0.0.1:{port}" in last_start
+    time.sleep(0.5)
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
 
 
 class HangingJudge(RewardHandler):
