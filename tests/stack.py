@@ -21,6 +21,12 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/15"
+# One torch thread in every service process a test starts, as tests/conftest.py's
+# one_torch_thread gives the test process: tiny-model ops gain nothing from a second
+# intra-op thread, and on the 2-core runner, beside the API and the test, its spinning made
+# a worker's training 3-5x slower (the demo's first 40 steps: 18-19 s with one thread,
+# 65-95 s with two, `grpo train`, measured alternately under load 3).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def free_port() -> int:
@@ -174,6 +180,7 @@ def grpo_up(
     if "GRPO_CACHE_DIR" in os.environ:
         env["GRPO_CACHE_DIR"] = os.environ["GRPO_CACHE_DIR"]
     env.update(GRPO_DATA_DIR=str(workdir / "data"), GRPO_PORT=str(port), PYTHONUNBUFFERED="1")
+    env.update(ONE_THREAD)
     env.update(extra_env or {})
     log = open(workdir / f"up-{port}.log", "a")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(
@@ -259,6 +266,7 @@ def running_stack(
             "GRPO_DATA_DIR": str(data_dir),
             "GRPO_DEFAULT_QUEUE": queue,
             "PYTHONUNBUFFERED": "1",
+            **ONE_THREAD,
             # W&B (runs with report_to: [wandb]) offline, its own files in the data dir
             "WANDB_MODE": "offline",
             "WANDB_SILENT": "true",

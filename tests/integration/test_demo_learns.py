@@ -38,6 +38,7 @@ def demo_spec(stack: Stack) -> dict[str, Any]:
     return {**spec, "eval": EVAL, "resources": {"queue": stack.queue}}
 
 
+@pytest.mark.usefixtures("one_torch_thread")  # as the worker (tests/stack.py): same greedy sums
 def test_the_demo_learns_and_its_exported_model_scores_what_was_stored(
     embedded_stack: Stack, tmp_path: Path
 ) -> None:
