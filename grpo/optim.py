@@ -16,7 +16,8 @@ from grpo.spec import JobSpec
 
 
 def build_optimizer(params: Iterable[torch.nn.Parameter], spec: JobSpec) -> torch.optim.Optimizer:
-    """AdamW, or Adafactor with a fixed learning rate (no relative step, no param scaling)."""
+    """AdamW (torch's fused kernel where the parameters allow it), or Adafactor with a fixed
+    learning rate (no relative step, no param scaling)."""
     trainable = [p for p in params if p.requires_grad]
     match spec.optim:
         case "adamw_torch":
@@ -25,6 +26,7 @@ def build_optimizer(params: Iterable[torch.nn.Parameter], spec: JobSpec) -> torc
                 lr=spec.learning_rate,
                 weight_decay=spec.weight_decay,
                 eps=spec.adam_epsilon,
+                fused=can_fuse(trainable) or None,
             )
         case "adafactor":
             from transformers.optimization import Adafactor
@@ -38,6 +40,19 @@ def build_optimizer(params: Iterable[torch.nn.Parameter], spec: JobSpec) -> torc
                 warmup_init=False,
             )
     raise ValueError(f"unknown optimizer {spec.optim!r}")
+
+
+def can_fuse(params: list[torch.nn.Parameter]) -> bool:
+    """Whether torch's fused AdamW kernel takes every parameter: floating point, on the CPU or
+    CUDA (FSDP2's DTensors included). Same update as the per-tensor loop up to fp32
+    rounding, in one kernel call instead of a dozen small ops per tensor: on the demo model
+    (38 tensors, 269k parameters, one CPU thread) 0.7 ms a step against 5.3 ms. Elsewhere
+    (other devices, integer tensors) torch's default (foreach or loop) applies. Transformers
+    calls this `optim="adamw_torch_fused"`.
+    """
+    return bool(params) and all(
+        p.device.type in ("cpu", "cuda") and torch.is_floating_point(p) for p in params
+    )
 
 
 def lr_factor(step: int, *, warmup_steps: int, total_steps: int, kind: str) -> float:

@@ -45,7 +45,9 @@ class OptimizationKnobs(BaseModel):
     max_grad_norm: float | None = Field(1.0, gt=0)
     """Gradient clipping by global norm; None disables."""
     optim: Literal["adamw_torch", "adafactor"] = "adamw_torch"
-    """Optimizer."""
+    """Optimizer. adamw_torch runs torch's fused AdamW kernel when every trainable parameter
+    is a floating-point CPU or CUDA tensor (transformers' `adamw_torch_fused`), else torch's
+    default AdamW; the update is the same up to fp32 rounding."""
     micro_batch_size: int | None = Field(None, ge=1, le=1_048_576)
     """Completions per forward/backward pass of the update and of the reference and
     old-policy passes; gradients accumulate across passes and each pass's loss is divided
