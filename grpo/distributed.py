@@ -74,15 +74,19 @@ class Ranks:
         (squares,) = self.sum([float((local - total / count).square().sum())])
         return torch.tensor((squares / count) ** 0.5, dtype=values.dtype)
 
-    def sum_by_key(self, values: dict[str, float]) -> dict[str, float]:
-        """Per-key sum over ranks of dicts whose keys may differ (a rank without rows)."""
+    def sum_by_key(self, values: dict[str, float], *, keys: Sequence[str]) -> dict[str, float]:
+        """Per-key sum over ranks of dicts whose keys may differ (a rank without rows), every
+        key one of `keys`: one all_reduce of the values and of which rank has each key."""
         if not self.is_distributed:
             return dict(values)
-        total: dict[str, float] = {}
-        for part in self.gather_all(values):
-            for key, value in part.items():
-                total[key] = total.get(key, 0.0) + value
-        return total
+        unknown = sorted(set(values) - set(keys))
+        if unknown:
+            raise ValueError(f"sum_by_key: {unknown} not among the keys {list(keys)}")
+        present = [float(key in values) for key in keys]
+        tensor = torch.tensor([values.get(key, 0.0) for key in keys] + present, dtype=torch.float64)
+        dist.all_reduce(tensor)
+        n = len(keys)
+        return {key: float(tensor[i]) for i, key in enumerate(keys) if tensor[n + i] > 0}
 
     def gather_all(self, value: Any) -> list[Any]:
         """Every rank's `value` (picklable), in rank order, on every rank."""
@@ -90,6 +94,15 @@ class Ranks:
             return [value]
         parts: list[Any] = [None] * self.world_size
         dist.all_gather_object(parts, value)
+        return parts
+
+    def gather_to_main(self, value: Any) -> list[Any] | None:
+        """Every rank's `value` (picklable), in rank order, on rank 0; None on the others
+        (half the traffic of gather_all, and no rank unpickles what it does not use)."""
+        if not self.is_distributed:
+            return [value]
+        parts: list[Any] | None = [None] * self.world_size if self.is_main else None
+        dist.gather_object(value, parts, dst=0)
         return parts
 
     def sum_gradients(self, parameters: Iterable[Tensor]) -> None:

@@ -213,6 +213,17 @@ def aggregate(
             )
 
 
+METRIC_KEYS = (
+    "clip_ratio/low",
+    "clip_ratio/high",
+    "clip_ratio/region",
+    "kl",
+    "clip_ratio/delta",
+    "clip_ratio/cispo",
+)
+"""Every metric grpo_loss can return (which ones depends on beta, delta and loss_type)."""
+
+
 def _metrics(
     ratio: Tensor,
     adv: Tensor,

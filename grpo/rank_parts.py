@@ -37,11 +37,14 @@ class RankPart:
         return self.entropy[0] / self.entropy[1] if self.entropy[1] else 0.0
 
 
-def whole_step(ranks: Ranks, part: RankPart) -> RankPart:
-    """The union of every rank's part, on every rank (the part itself on one process)."""
+def whole_step(ranks: Ranks, part: RankPart) -> RankPart | None:
+    """The union of every rank's part on rank 0, the only rank that reports; None on the
+    others (the part itself on one process)."""
     if not ranks.is_distributed:
         return part
-    parts: list[RankPart] = ranks.gather_all(part)
+    parts: list[RankPart] | None = ranks.gather_to_main(part)
+    if parts is None:
+        return None
     timings: dict[str, float] = {}
     for p in parts:
         for key, value in p.timings.items():

@@ -169,7 +169,7 @@ class Trainer:
         while step < self.spec.max_steps and not self._any_rank(should_stop()):
             step += 1
             report = self._guarded_step(step)
-            if self.ranks.is_main:
+            if report is not None:  # rank 0 (only it reports)
                 on_step(self._with_eval(report, step, on_eval))
             if self.spec.save_steps and step % self.spec.save_steps == 0:
                 saved = save_training(self, step, fence, on_checkpoint)
@@ -192,8 +192,9 @@ class Trainer:
         between the same two steps."""
         return self.ranks.max([float(flag)])[0] > 0
 
-    def step(self, step: int) -> StepReport:
-        """One GRPO step on the prompts of 1-based `step`, in algorithm order."""
+    def step(self, step: int) -> StepReport | None:
+        """One GRPO step on the prompts of 1-based `step`, in algorithm order; its report, on
+        rank 0 (None on the other ranks of a distributed run: rank 0 reports the whole step)."""
         spec, clock = self.spec, StepClock()
         self._truncated_prompts = 0  # counted by _sample_round over all of the step's rounds
         filled, dynamic = self._sample(step, clock)
@@ -213,6 +214,9 @@ class Trainer:
                 dropped, dropped.advantages, None, first=filled.first + len(groups), is_dropped=True
             )
         whole = whole_step(self.ranks, self._part(batch, groups, clock))
+        if whole is None:  # another rank has the report; the update's kl is every rank's
+            self._after_update(step, kl=update.metrics.get("kl", 0.0))
+            return None
         scalars = self._scalars(whole, update)  # beta and learning rate of this step
         self._after_update(step, kl=scalars["kl"])
         scalars.update(dynamic)
@@ -329,7 +333,7 @@ class Trainer:
             threshold=self.spec.logging.pass_threshold,
         )
 
-    def _guarded_step(self, step: int) -> StepReport:
+    def _guarded_step(self, step: int) -> StepReport | None:
         try:
             return self.step(step)
         except RewardFunctionError as exc:

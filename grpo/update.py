@@ -28,7 +28,7 @@ from torch.distributed.tensor import DTensor
 from grpo.distributed import SINGLE, Ranks
 from grpo.failures import Diverged
 from grpo.logprobs import completion_logps, completion_logps_entropy
-from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
+from grpo.loss import METRIC_KEYS, grpo_loss, high_entropy_mask, normalizer_from_counts
 from grpo.rollout import Rollout, group_rows, row_slices
 from grpo.sharding import idle_count, idle_passes
 from grpo.spec import JobSpec
@@ -247,7 +247,7 @@ def _accumulate_gradients(
             sums[key] = sums.get(key, 0.0) + value * tokens
         kept.append(logps.detach())
     idle()
-    sums = terms.ranks.sum_by_key({**sums, "loss": loss})
+    sums = terms.ranks.sum_by_key({**sums, "loss": loss}, keys=(*METRIC_KEYS, "loss"))
     loss = sums.pop("loss")
     metrics = {key: value / max(terms.step_tokens, 1.0) for key, value in sums.items()}
     return {**metrics, "loss": loss}, _cat(kept, terms.loss_mask)
