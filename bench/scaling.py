@@ -3,13 +3,16 @@ one thread, on the demo spec, and whether they sample the same completions.
 
     python bench/scaling.py [--spec examples/arith-demo.yaml] [--steps 12] [--ranks 2]
 
-Both runs train the spec for --steps steps (no checkpoints) from the same start, and
-the pair is repeated --repeats times, alternating, so load from other processes on the
-machine falls on both sides alike; each side's step time is the median of its steps'
-`time/step` after each run's first (warm-up; on ranks the max over ranks, as the trainer
-reports it), and the load average before each run is printed. samples_identical is the
-fraction of step 1's completions (text and reward, in step order) equal in both runs,
-over all repeats. Last line:
+Both runs train the spec for --steps steps (no checkpoints) from the same start, each
+spawned by torch's launcher (so both start alike), and the pair is repeated --repeats
+times, alternating, so load from other processes on the machine falls on both sides
+alike; each side's step time is the median of its steps' `time/step` after each run's
+first (warm-up; on ranks the max over ranks, as the trainer reports it), and the load
+average before each run is printed. `time/step` ends when the rank's own part of the step
+is done; the line before last also gives the median time from one step's report to the
+next, which adds gathering the step to rank 0, the report and the stop check.
+samples_identical is the fraction of step 1's completions (text and reward, in step order)
+equal in both runs, over all repeats. Last line:
 
     scaling: ranks=2 step_time_ratio=<t2/t1> samples_identical=<fraction>
 """
@@ -21,6 +24,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,23 +39,31 @@ from grpo.report import StepReport  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
 from grpo.trainer import Trainer  # noqa: E402
 
-
-def train(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
-    reports: list[StepReport] = []
-    Trainer(spec, workdir=workdir, cache_dir=cache).fit(reports.append, resume=False)
-    return reports
+Reported = list[tuple[StepReport, float]]
+"""Each step's report, and when it reached on_step (time.perf_counter)."""
 
 
-def train_rank(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
+def train_rank(spec: JobSpec, workdir: Path, cache: Path) -> Reported:
+    """One rank (or the one process) of a run, spawned by the launcher."""
     init_rank(spec.device)
+    reports: Reported = []
     try:
-        return train(spec, workdir, cache)
+        Trainer(spec, workdir=workdir, cache_dir=cache).fit(
+            lambda report: reports.append((report, time.perf_counter())), resume=False
+        )
+        return reports
     finally:
         leave_group()
 
 
-def step_times(reports: list[StepReport]) -> list[float]:
-    return [r.scalars["time/step"] for r in reports[1:]]
+def step_times(reports: Reported) -> list[float]:
+    return [r.scalars["time/step"] for r, _ in reports[1:]]
+
+
+def wall_times(reports: Reported) -> list[float]:
+    """Seconds from one step's report to the next: the step and everything around it (the
+    gather to rank 0, the report, the stop check), as a user waits for it."""
+    return [b - a for (_, a), (_, b) in zip(reports[1:], reports[2:], strict=False)]
 
 
 def samples(report: StepReport) -> list[tuple[str, float]]:
@@ -76,18 +88,24 @@ def main() -> None:
     many = JobSpec.model_validate({**data, "resources": {"num_processes": args.ranks}})
     torch.set_num_threads(1)
     times: tuple[list[float], list[float]] = ([], [])
+    walls: tuple[list[float], list[float]] = ([], [])
     equal, total = 0, 0
     for repeat in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
+            # both sides spawned by the launcher, so they start alike (fresh process, imports)
             load_one = os.getloadavg()[0]
-            single = train(one, Path(tmp) / "one", cache)
+            single: Reported = launch_ranks(
+                train_rank, (one, Path(tmp) / "one", cache), num_processes=1, run_id="a"
+            )
             load_many = os.getloadavg()[0]
-            ranked = launch_ranks(
+            ranked: Reported = launch_ranks(
                 train_rank, (many, Path(tmp) / "many", cache), num_processes=args.ranks, run_id="b"
             )
         times[0].extend(step_times(single))
         times[1].extend(step_times(ranked))
-        a, b = samples(single[0]), samples(ranked[0])
+        walls[0].extend(wall_times(single))
+        walls[1].extend(wall_times(ranked))
+        a, b = samples(single[0][0]), samples(ranked[0][0])
         equal, total = equal + sum(x == y for x, y in zip(a, b, strict=True)), total + len(a)
         print(
             f"repeat {repeat + 1}: 1 process {statistics.median(step_times(single)):.3f} s/step "
@@ -95,10 +113,15 @@ def main() -> None:
             f"{statistics.median(step_times(ranked)):.3f} s/step (load before {load_many:.1f})"
         )
     t1, t2 = statistics.median(times[0]), statistics.median(times[1])
+    w1, w2 = statistics.median(walls[0]), statistics.median(walls[1])
     same = equal / total
     print(f"cores: {os.cpu_count()}; spec {args.spec.name}, {args.steps} steps x {args.repeats}")
     print(
         f"median step: 1 process 1 thread {t1:.3f} s, {args.ranks} ranks 1 thread each {t2:.3f} s"
+    )
+    print(
+        f"median report to report: 1 process {w1:.3f} s, {args.ranks} ranks {w2:.3f} s, "
+        f"ratio {w2 / w1:.3f}"
     )
     print(f"scaling: ranks={args.ranks} step_time_ratio={t2 / t1:.3f} samples_identical={same:.3f}")
 
