@@ -9,10 +9,12 @@ times, alternating, so load from other processes on the machine falls on both si
 alike; each side's step time is the median of its steps' `time/step` after each run's
 first (warm-up; on ranks the max over ranks, as the trainer reports it), and the load
 average before each run is printed. `time/step` ends when the rank's own part of the step
-is done; the line before last also gives the median time from one step's report to the
-next, which adds gathering the step to rank 0, the report and the stop check.
-samples_identical is the fraction of step 1's completions (text and reward, in step order)
-equal in both runs, over all repeats. Last line:
+is done; the lines before the last also give the median time from one step's report to
+the next, which adds gathering the step to rank 0, the report and the stop check, and the
+spread of the per-repeat ratios (on a shared VM the same process's step time wanders by
+1.5x from one run to the next: read the spread before the median). samples_identical is
+the fraction of step 1's completions (text and reward, in step order) equal in both runs,
+over all repeats. Last line:
 
     scaling: ranks=2 step_time_ratio=<t2/t1> samples_identical=<fraction>
 """
@@ -89,6 +91,7 @@ def main() -> None:
     torch.set_num_threads(1)
     times: tuple[list[float], list[float]] = ([], [])
     walls: tuple[list[float], list[float]] = ([], [])
+    ratios: list[float] = []
     equal, total = 0, 0
     for repeat in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
@@ -101,6 +104,7 @@ def main() -> None:
             ranked: Reported = launch_ranks(
                 train_rank, (many, Path(tmp) / "many", cache), num_processes=args.ranks, run_id="b"
             )
+        ratios.append(statistics.median(step_times(ranked)) / statistics.median(step_times(single)))
         times[0].extend(step_times(single))
         times[1].extend(step_times(ranked))
         walls[0].extend(wall_times(single))
@@ -122,6 +126,10 @@ def main() -> None:
     print(
         f"median report to report: 1 process {w1:.3f} s, {args.ranks} ranks {w2:.3f} s, "
         f"ratio {w2 / w1:.3f}"
+    )
+    print(
+        f"per-repeat ratio: median {statistics.median(ratios):.3f}, "
+        f"min {min(ratios):.3f}, max {max(ratios):.3f}"
     )
     print(f"scaling: ranks={args.ranks} step_time_ratio={t2 / t1:.3f} samples_identical={same:.3f}")
 
