@@ -214,13 +214,12 @@ class Trainer:
                 dropped, dropped.advantages, None, first=filled.first + len(groups), is_dropped=True
             )
         whole = whole_step(self.ranks, self._part(batch, groups, clock))
-        if whole is None:  # another rank has the report; the update's kl is every rank's
-            self._after_update(step, kl=update.metrics.get("kl", 0.0))
-            return None
-        scalars = self._scalars(whole, update)  # beta and learning rate of this step
-        self._after_update(step, kl=scalars["kl"])
-        scalars.update(dynamic)
-        return build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
+        report = None
+        if whole is not None:  # rank 0; beta and learning rate of this step, before they move
+            scalars = {**self._scalars(whole, update), **dynamic}
+            report = build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
+        self._after_update(step, kl=update.metrics.get("kl", 0.0))  # summed over ranks
+        return report
 
     def _part(self, batch: Batch, groups: list[GroupReport], clock: StepClock) -> RankPart:
         rollout = batch.rollout
