@@ -16,7 +16,7 @@ single-process gradient (same math as DDP with a sum instead of a mean).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,19 +74,41 @@ class Ranks:
         (squares,) = self.sum([float((local - total / count).square().sum())])
         return torch.tensor((squares / count) ** 0.5, dtype=values.dtype)
 
-    def sum_by_key(self, values: dict[str, float], *, keys: Sequence[str]) -> dict[str, float]:
-        """Per-key sum over ranks of dicts whose keys may differ (a rank without rows), every
-        key one of `keys`: one all_reduce of the values and of which rank has each key."""
+    def sum_later(self, values: Sequence[float]) -> Callable[[], list[float]]:
+        """sum(values), started now and read by calling the result: the all_reduce runs in
+        the background while this rank works on, so a rank that gets here before the others
+        does not wait for them here but where it reads the sum (if they are still behind).
+        Every rank must start its collectives in the same order, read or not."""
         if not self.is_distributed:
-            return dict(values)
+            copy = list(values)
+            return lambda: copy
+        tensor = torch.tensor(list(values), dtype=torch.float64)
+        work = dist.all_reduce(tensor, async_op=True)
+
+        def result() -> list[float]:
+            work.wait()
+            return [float(v) for v in tensor.tolist()]
+
+        return result
+
+    def sum_by_key(
+        self, values: dict[str, float], *, keys: Sequence[str]
+    ) -> Callable[[], dict[str, float]]:
+        """Per-key sum over ranks of dicts whose keys may differ (a rank without rows), every
+        key one of `keys`: one all_reduce of the values and of which rank has each key,
+        started now and read by calling the result (as sum_later)."""
         unknown = sorted(set(values) - set(keys))
         if unknown:
             raise ValueError(f"sum_by_key: {unknown} not among the keys {list(keys)}")
         present = [float(key in values) for key in keys]
-        tensor = torch.tensor([values.get(key, 0.0) for key in keys] + present, dtype=torch.float64)
-        dist.all_reduce(tensor)
+        sums = self.sum_later([values.get(key, 0.0) for key in keys] + present)
         n = len(keys)
-        return {key: float(tensor[i]) for i, key in enumerate(keys) if tensor[n + i] > 0}
+
+        def result() -> dict[str, float]:
+            total = sums()
+            return {key: total[i] for i, key in enumerate(keys) if total[n + i] > 0}
+
+        return result
 
     def gather_all(self, value: Any) -> list[Any]:
         """Every rank's `value` (picklable), in rank order, on every rank."""

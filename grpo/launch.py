@@ -191,13 +191,17 @@ def uses_cuda(device: str) -> bool:
 
 def init_rank(device: str) -> Ranks:
     """In a launched rank: join the run's process group, NCCL with one GPU per rank on
-    CUDA, gloo with one torch thread per rank on CPU (ranks share the cores)."""
+    CUDA, gloo with one torch thread per rank on CPU (ranks share the cores).
+
+    On CUDA the group has both backends: NCCL for CUDA tensors (gradients, FSDP's
+    collectives) and gloo for CPU ones (the step's counts and metric sums are float64 CPU
+    tensors, which NCCL cannot reduce)."""
     is_cuda = uses_cuda(device)
     if is_cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     else:
         torch.set_num_threads(1)
-    dist.init_process_group("nccl" if is_cuda else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if is_cuda else "gloo")
     return current_ranks()
 
 

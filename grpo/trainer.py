@@ -55,7 +55,7 @@ from grpo.step_report import build_groups, build_step_report
 from grpo.stopping import StopStrings
 from grpo.timing import StepClock
 from grpo.training_state import resume_training, save_training, start_fresh
-from grpo.update import UpdateResult, policy_update
+from grpo.update import UpdateResult, loss_mask_of, policy_update, start_counts
 
 Log = Callable[[str, str], None]
 
@@ -202,10 +202,25 @@ class Trainer:
         rollout, rewards, scores = batch.rollout, batch.rewards, batch.scores
         # again over the kept groups: a batch-level std must see the batch that trains
         advantages = self._advantages(rewards, scores)
+        loss_mask = loss_mask_of(rollout, spec)
+        counts = start_counts(loss_mask, self.ranks)  # summed while the reference pass runs
         with clock.phase("reference"):
             ref_logps = self._reference_logps(rollout)
-        with clock.phase("train"):
-            update = self._update(rollout, advantages, ref_logps, step)
+        with clock.phase("train"), update_mode(self.model, spec):
+            update = policy_update(
+                self.model,
+                self.optimizer,
+                rollout,
+                advantages.flatten().to(self.device),
+                ref_logps,
+                loss_mask,
+                spec=spec,
+                beta=self.beta,
+                step=step,
+                ranks=self.ranks,
+                counts=counts,
+                autocast=lambda: autocast(self.device, self.dtype),
+            )
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
         groups = self._report_groups(batch, advantages, token_kls, first=filled.first)
         if filled.dropped is not None:
@@ -438,27 +453,6 @@ class Trainer:
                 rollout,
                 temperature=self.spec.temperature,
                 micro_batch_size=self.spec.micro_batch_size,
-            )
-
-    def _update(
-        self, rollout: Rollout, advantages: torch.Tensor, ref_logps: torch.Tensor | None, step: int
-    ) -> UpdateResult:
-        loss_mask = rollout.completion_mask
-        if self.spec.mask_truncated_completions:
-            loss_mask = loss_mask * (~rollout.is_truncated).long()[:, None]
-        with update_mode(self.model, self.spec):
-            return policy_update(
-                self.model,
-                self.optimizer,
-                rollout,
-                advantages.flatten().to(self.device),
-                ref_logps,
-                loss_mask,
-                spec=self.spec,
-                beta=self.beta,
-                step=step,
-                ranks=self.ranks,
-                autocast=lambda: autocast(self.device, self.dtype),
             )
 
     def _scalars(self, whole: RankPart, update: UpdateResult) -> dict[str, float]:

@@ -56,9 +56,13 @@ def policy_update(
     autocast: Callable[[], AbstractContextManager[Any]],
     step: int,
     ranks: Ranks = SINGLE,
+    counts: Callable[[], list[float]] | None = None,
 ) -> UpdateResult:
     """Minimise the GRPO loss for spec.num_iterations optimizer steps on this batch (this
-    rank's groups of the step when `ranks` is distributed)."""
+    rank's groups of the step when `ranks` is distributed). `counts`: start_counts of
+    this loss_mask, started when the caller knew the completions (so ranks that finish
+    generating at different times meet at the gradient sum, not before the loss); None
+    starts it here."""
     sharded = ranks.is_distributed and spec.resources.sharding == "fsdp"
     # flat groups add exactly 0 only without a KL term and without an entropy bonus; under
     # FSDP every rank runs every row (a skipped row would only become an idle pass)
@@ -94,25 +98,41 @@ def policy_update(
         with torch.no_grad():
             old_logps = _cat([current_logps(piece)[0] for piece in pieces], batch)  # (N', T)
             pad(with_backward=False)
+    counts = counts or start_counts(loss_mask, ranks)
     terms = _loss_terms(
-        rollout, groups, advantages, ref_logps, loss_mask, spec=spec, beta=beta, ranks=ranks
-    )
+        rollout, groups, advantages, ref_logps, loss_mask, counts(), spec=spec, beta=beta,
+        ranks=ranks,
+    )  # fmt: skip
     history: list[dict[str, float]] = []
     first: Tensor | None = None
     for _ in range(spec.num_iterations):
         optimizer.zero_grad(set_to_none=True)
-        metrics, logps = _accumulate_gradients(
+        metric_sums, logps = _accumulate_gradients(
             pieces, current_logps, old_logps, terms, step, idle=partial(pad, with_backward=True)
         )
         if not sharded:  # FSDP reduce-scattered the sums in backward
             ranks.sum_gradients(model.parameters())
-        history.append({**metrics, **_optimizer_step(model, optimizer, spec)})
+        history.append({**metric_sums(), **_optimizer_step(model, optimizer, spec)})
         first = logps if first is None else first
     assert first is not None
     mask_share = _mask_share(terms.entropy_mask, loss_mask, ranks)
     return UpdateResult(
         {**_mean_metrics(history), **mask_share}, _spread(first, terms.rows, rollout)
     )
+
+
+def loss_mask_of(rollout: Rollout, spec: JobSpec) -> Tensor:
+    """(N, T) tokens the loss counts: the completions' tokens, less truncated completions
+    when mask_truncated_completions (DAPO's overlong filtering)."""
+    if not spec.mask_truncated_completions:
+        return rollout.completion_mask
+    return rollout.completion_mask * (~rollout.is_truncated).long()[:, None]
+
+
+def start_counts(loss_mask: Tensor, ranks: Ranks = SINGLE) -> Callable[[], list[float]]:
+    """The whole step's rows and loss tokens, [N, sum of loss_mask], summed over ranks in
+    the background (Ranks.sum_later) until policy_update reads them."""
+    return ranks.sum_later([float(loss_mask.shape[0]), float(loss_mask.sum())])
 
 
 def step_entropy_mask(
@@ -145,18 +165,21 @@ def _loss_terms(
     advantages: Tensor,
     ref_logps: Tensor | None,
     loss_mask: Tensor,
+    counts: list[float],
     *,
     spec: JobSpec,
     beta: float,
     ranks: Ranks,
 ) -> LossTerms:
     """The step-wide inputs of every micro-batch's loss; the denominators count all N rows
-    of every rank, skipped ones included, since the whole step's loss is what is divided."""
+    of every rank (`counts`: start_counts'), skipped ones included, since the whole step's
+    loss is what is divided."""
+    rows, tokens = counts
     entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile, ranks)
-    kept = loss_mask if entropy_mask is None else loss_mask * entropy_mask.to(loss_mask.dtype)
-    rows, tokens, entropy_tokens = ranks.sum(
-        [float(loss_mask.shape[0]), float(loss_mask.sum()), float(kept.sum())]
-    )
+    entropy_tokens = tokens
+    if entropy_mask is not None:
+        kept = loss_mask * entropy_mask.to(loss_mask.dtype)
+        (entropy_tokens,) = ranks.sum([float(kept.sum())])
     return LossTerms(
         advantages,
         ref_logps,
@@ -226,12 +249,13 @@ def _accumulate_gradients(
     terms: LossTerms,
     step: int,
     idle: Callable[[], None],
-) -> tuple[dict[str, float], Tensor]:
+) -> tuple[Callable[[], dict[str, float]], Tensor]:
     """Forward and backward one micro-batch at a time; gradients add up in .grad. `idle`
     runs after them, before any other collective (FSDP's idle passes).
 
     Returns the step's loss and token-mean metrics (each piece's weighted by its unmasked
-    tokens over the step's), and the detached log-probs of every trained row (N', T).
+    tokens over the step's), summed over ranks while the gradients are (read by calling
+    it), and the detached log-probs of every trained row (N', T).
     """
     loss, kept = 0.0, []
     sums: dict[str, float] = {}
@@ -247,10 +271,15 @@ def _accumulate_gradients(
             sums[key] = sums.get(key, 0.0) + value * tokens
         kept.append(logps.detach())
     idle()
-    sums = terms.ranks.sum_by_key({**sums, "loss": loss}, keys=(*METRIC_KEYS, "loss"))
-    loss = sums.pop("loss")
-    metrics = {key: value / max(terms.step_tokens, 1.0) for key, value in sums.items()}
-    return {**metrics, "loss": loss}, _cat(kept, terms.loss_mask)
+    summed = terms.ranks.sum_by_key({**sums, "loss": loss}, keys=(*METRIC_KEYS, "loss"))
+
+    def step_metrics() -> dict[str, float]:
+        totals = summed()
+        step_loss = totals.pop("loss")
+        means = {key: value / max(terms.step_tokens, 1.0) for key, value in totals.items()}
+        return {**means, "loss": step_loss}
+
+    return step_metrics, _cat(kept, terms.loss_mask)
 
 
 def _cat(parts: list[Tensor], like: Rollout | Tensor) -> Tensor:

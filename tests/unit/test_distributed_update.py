@@ -29,7 +29,7 @@ from grpo.policy import prepare_policy, update_mode
 from grpo.rollout import Rollout, group_rows
 from grpo.sharding import shard_model
 from grpo.spec import JobSpec
-from grpo.update import policy_update
+from grpo.update import loss_mask_of, policy_update
 from tests.unit.test_update import ADVANTAGES, rollout_and_reference
 from tests.unit.test_update import spec as update_spec
 
@@ -83,9 +83,7 @@ def update(data: dict[str, Any], spec: JobSpec, advantages: torch.Tensor, ranks:
     rollout: Rollout = data["rollout"]
     groups = torch.tensor(list(ranks.groups(3)))
     rows = group_rows(groups, 4)
-    mask = rollout.completion_mask
-    if spec.mask_truncated_completions:
-        mask = mask * (~rollout.is_truncated).long()[:, None]
+    mask = loss_mask_of(rollout, spec)
     model = prepare_policy(copy.deepcopy(data["model"]), spec)  # checkpointing, as the trainer
     is_sharded = ranks.is_distributed and spec.resources.sharding == "fsdp"
     if is_sharded:

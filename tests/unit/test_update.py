@@ -16,7 +16,7 @@ import torch
 from grpo.logprobs import completion_logps
 from grpo.spec import JobSpec, RegexReward
 from grpo.trainer import Trainer
-from grpo.update import policy_update
+from grpo.update import loss_mask_of, policy_update
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -63,9 +63,7 @@ def update(setup, job):
     # plain SGD: weights move by lr x gradient, so they compare at the gradient's precision
     # (Adam's first step moves a weight whose gradient is fp32 noise by a noisy part of lr)
     optimizer = torch.optim.SGD(model.parameters(), lr=job.learning_rate)
-    mask = rollout.completion_mask
-    if job.mask_truncated_completions:
-        mask = mask * (~rollout.is_truncated).long()[:, None]
+    mask = loss_mask_of(rollout, job)
     result = policy_update(
         model,
         optimizer,
