@@ -186,20 +186,12 @@ def nodes_problem(ranks: int, *, nodes: int, endpoint: str | None, has_workdir: 
 
 def train_rank(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
     """One rank of a `num_processes > 1` run, started by the launcher."""
-    from grpo.failures import user_message
-    from grpo.launch import RankError, init_rank, leave_group
+    from grpo.launch import worded_rank
 
-    init_rank(spec.device)
-    try:
+    with worded_rank(spec.device):
         # the launcher passes the Ctrl-C it gets on to the ranks, after the terminal's own:
         # every one of them only asks for the stop between steps
         code = train_here(args, spec, workdir, keep_stopping=True)
-    except Exception as exc:
-        # worded as a one-process run's failure, and raised before leaving the group: the
-        # launcher's error file says why before the other ranks' collectives break on this
-        # rank's exit (failure_message reads it back)
-        raise RankError(user_message(exc)) from exc
-    leave_group()
     if code == 130:
         # stopped by Ctrl-C, checkpoint written: exit now, since the launcher's wrapper
         # would wait for a "finished" event its agent, shutting down, never sets (and

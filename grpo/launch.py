@@ -18,7 +18,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from grpo.distributed import Ranks, current_ranks
+from grpo.failures import user_message
 
 __all__ = [
     "ChildFailedError",
@@ -40,6 +42,7 @@ __all__ = [
     "keep_failure_report",
     "launch_ranks",
     "quiet_failure_logs",
+    "worded_rank",
 ]
 
 
@@ -203,6 +206,20 @@ def init_rank(device: str) -> Ranks:
         torch.set_num_threads(1)
     dist.init_process_group("cpu:gloo,cuda:nccl" if is_cuda else "gloo")
     return current_ranks()
+
+
+@contextmanager
+def worded_rank(device: str) -> Iterator[Ranks]:
+    """A launched rank's life in the run: join the group (init_rank), run the body, leave.
+    What the body (or joining) raises comes out as RankError worded as a one-process
+    run's failure, raised before leaving the group: the launcher's error file says why
+    before the other ranks' collectives break on this rank's exit (failure_message reads
+    it back)."""
+    try:
+        yield init_rank(device)
+    except Exception as exc:
+        raise RankError(user_message(exc)) from exc
+    leave_group()
 
 
 def leave_group() -> None:

@@ -37,15 +37,13 @@ from typing import Any
 
 from app.settings import get_settings
 from app.store.lease import Lease
-from grpo.failures import StepFailure, user_message
+from grpo.failures import StepFailure
 from grpo.launch import (
     ChildFailedError,
-    RankError,
     failure_message,
-    init_rank,
     launch_ranks,
-    leave_group,
     uses_cuda,
+    worded_rank,
 )
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult
@@ -135,22 +133,13 @@ def rank_main(
     os.setpgid(0, 0)  # out of the terminal's job: its Ctrl-C (or a group's SIGTERM) is the
     # worker's to act on, by stopping every rank at a step boundary
     spec = JobSpec.model_validate(spec_json)
-    try:
-        ranks = init_rank(spec.device)
+    with worded_rank(spec.device) as ranks:
         if ranks.is_main:
             # from now on a stop waits for a step boundary; the other ranks are past their
             # setpgid too (a gloo group is made by all ranks; NCCL's, lazily, may not be)
             started.set()
-            result = train(held, spec, should_stop=stop.is_set)
-        else:
-            result = train_silently(held.run_id, spec)
-    except Exception as exc:
-        # worded as a one-process run's failure, and raised before leaving the group: the
-        # launcher's error file says why before the other ranks' collectives break on this
-        # rank's exit
-        raise RankError(user_message(exc)) from exc
-    leave_group()
-    return result
+            return train(held, spec, should_stop=stop.is_set)
+        return train_silently(held.run_id, spec)
 
 
 def _die_with(worker: int) -> None:
