@@ -21,6 +21,7 @@ DEMO_SPEC = JobSpec(
     max_completion_length=6,
     learning_rate=3e-4,
     beta=0.04,
+    precision="fp32",
     save_steps=50,
     seed=0,
 )

@@ -4,8 +4,8 @@ trains on the real API and a real celery worker; eval/accuracy is a metrics poin
 0, 50, ..., 300 (step 0 before any training) and ends above step 0's: the demo learns on
 prompts it never trained on. The final checkpoint, exported with `grpo export`, loads with
 AutoModelForCausalLM and AutoTokenizer, and its greedy accuracy on the same 100 examples,
-computed here in the run's compute precision (bf16 autocast where the CPU has it: fp32
-greedy decoding differs from bf16's on an example or two), is the stored final
+computed here in the run's compute precision (the demo pins fp32; under bf16 autocast
+greedy decoding differs from fp32's on an example or two), is the stored final
 eval/accuracy.
 
 The slowest integration test (a few minutes on 2 CPU cores): it is the demo users run.
