@@ -14,7 +14,12 @@ the next, which adds gathering the step to rank 0, the report and the stop check
 spread of the per-repeat ratios (on a shared VM the same process's step time wanders by
 1.5x from one run to the next: read the spread before the median). samples_identical is
 the fraction of step 1's completions (text and reward, in step order) equal in both runs,
-over all repeats. Last line:
+over all repeats. Each repeat also runs one process on 1/ranks of the step's prompts
+alone, then `ranks` such processes at once without a process group (one thread each):
+over the full step's time, the first is the ratio the ranks would reach if they neither
+communicated nor shared the machine (what is above 1/ranks is work that halving the batch
+does not halve), the second adds only the sharing of the cores, and the ranks' own ratio
+adds their communication and waiting for each other. Last line:
 
     scaling: ranks=2 step_time_ratio=<t2/t1> samples_identical=<fraction>
 """
@@ -58,6 +63,17 @@ def train_rank(spec: JobSpec, workdir: Path, cache: Path) -> Reported:
         leave_group()
 
 
+def train_beside(spec: JobSpec, workdir: Path, cache: Path) -> Reported:
+    """One of `ranks` independent one-process runs at once (no process group, one thread
+    each): the ranks' load on the machine without their communication."""
+    torch.set_num_threads(1)
+    reports: Reported = []
+    Trainer(spec, workdir=workdir / os.environ["LOCAL_RANK"], cache_dir=cache).fit(
+        lambda report: reports.append((report, time.perf_counter())), resume=False
+    )
+    return reports
+
+
 def step_times(reports: Reported) -> list[float]:
     return [r.scalars["time/step"] for r, _ in reports[1:]]
 
@@ -88,8 +104,14 @@ def main() -> None:
         data["precision"] = args.precision
     one = JobSpec.model_validate({**data, "resources": {"num_processes": 1}})
     many = JobSpec.model_validate({**data, "resources": {"num_processes": args.ranks}})
+    part = data["prompts_per_step"] // args.ranks
+    logging = {**data["logging"], "max_groups_per_step": part}
+    share = JobSpec.model_validate(
+        {**data, "prompts_per_step": part, "logging": logging, "resources": {"num_processes": 1}}
+    )
     torch.set_num_threads(1)
     times: tuple[list[float], list[float]] = ([], [])
+    shares: tuple[list[float], list[float]] = ([], [])
     walls: tuple[list[float], list[float]] = ([], [])
     ratios: list[float] = []
     equal, total = 0, 0
@@ -100,11 +122,20 @@ def main() -> None:
             single: Reported = launch_ranks(
                 train_rank, (one, Path(tmp) / "one", cache), num_processes=1, run_id="a"
             )
+            alone: Reported = launch_ranks(
+                train_rank, (share, Path(tmp) / "share", cache), num_processes=1, run_id="c"
+            )
+            beside: Reported = launch_ranks(
+                train_beside, (share, Path(tmp) / "beside", cache), num_processes=args.ranks,
+                run_id="d",
+            )  # fmt: skip
             load_many = os.getloadavg()[0]
             ranked: Reported = launch_ranks(
                 train_rank, (many, Path(tmp) / "many", cache), num_processes=args.ranks, run_id="b"
             )
         ratios.append(statistics.median(step_times(ranked)) / statistics.median(step_times(single)))
+        shares[0].extend(step_times(alone))
+        shares[1].extend(step_times(beside))
         times[0].extend(step_times(single))
         times[1].extend(step_times(ranked))
         walls[0].extend(wall_times(single))
@@ -126,6 +157,12 @@ def main() -> None:
     print(
         f"median report to report: 1 process {w1:.3f} s, {args.ranks} ranks {w2:.3f} s, "
         f"ratio {w2 / w1:.3f}"
+    )
+    alone_s, beside_s = statistics.median(shares[0]), statistics.median(shares[1])
+    print(
+        f"one process on {part} of {data['prompts_per_step']} prompts: alone {alone_s:.3f} s "
+        f"a step ({alone_s / t1:.3f} of the full step), {args.ranks} at once without "
+        f"communicating {beside_s:.3f} s ({beside_s / t1:.3f})"
     )
     print(
         f"per-repeat ratio: median {statistics.median(ratios):.3f}, "
