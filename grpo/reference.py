@@ -39,12 +39,14 @@ class ReferencePolicy:
         """Per-token log-probabilities of the sampled tokens under the reference (N, T),
         `micro_batch_size` completions per forward pass."""
         pieces = row_slices(rollout.completion_ids.shape[0], micro_batch_size)
-        if not pieces:  # a rank without groups
-            return rollout.completion_mask.new_zeros(
-                rollout.completion_mask.shape, dtype=torch.float
-            )
         model = policy if self.frozen is None else self.frozen
-        with self._as_reference(policy), full_weights(model):  # sharded: gathered at once
+        # sharded: gathered at once, by every rank, even one without groups (dynamic
+        # sampling can leave a rank none), since the gather is a collective
+        with self._as_reference(policy), full_weights(model):
+            if not pieces:
+                return rollout.completion_mask.new_zeros(
+                    rollout.completion_mask.shape, dtype=torch.float
+                )
             return torch.cat(
                 [
                     completion_logps(model, rollout, rows=piece, temperature=temperature)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import socket
 from contextlib import nullcontext
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from grpo.distributed import SINGLE, Ranks
+from grpo.logprobs import completion_logps
 from grpo.policy import prepare_policy, update_mode
+from grpo.reference import ReferencePolicy
 from grpo.rollout import Rollout, group_rows
-from grpo.sharding import shard_model
+from grpo.sharding import shard_model, shard_models
 from grpo.spec import JobSpec
 from grpo.update import loss_mask_of, policy_update
 from tests.unit.test_update import ADVANTAGES, rollout_and_reference
@@ -162,3 +165,34 @@ def test_groups_are_dealt_in_contiguous_slices_in_rank_order():
     assert [list(Ranks(r, 3).groups(8)) for r in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7]]
     assert [list(Ranks(r, 2).groups(3)) for r in range(2)] == [[0, 1], [2]]
     assert list(SINGLE.groups(5)) == [0, 1, 2, 3, 4]
+
+
+def _reference_rank(rank: int, port: int, data_path: str, out_dir: str) -> None:
+    """A sharded reference on 2 ranks, rank 1 without groups (dynamic sampling can leave a
+    rank none): both must take part in gathering its weights."""
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+        timeout=timedelta(seconds=60),
+    )  # fmt: skip
+    try:
+        data = torch.load(data_path, weights_only=False)
+        model = copy.deepcopy(data["model"])
+        reference = ReferencePolicy(model)
+        shard_models(model, reference.frozen)
+        rollout: Rollout = data["rollout"]
+        mine = rollout if rank == 0 else rollout.select_groups(torch.zeros(0, dtype=torch.long))
+        logps = reference.logps(model, mine, temperature=1.5, micro_batch_size=None)
+        torch.save(logps, Path(out_dir) / f"ref{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_rank_without_groups_still_gathers_the_sharded_reference(data, tmp_path):
+    torch.save(data, tmp_path / "data.pt")
+    args = (free_port(), str(tmp_path / "data.pt"), str(tmp_path))
+    mp.spawn(_reference_rank, args=args, nprocs=2)
+    with torch.no_grad():
+        expected = completion_logps(data["model"], data["rollout"], temperature=1.5)
+    torch.testing.assert_close(torch.load(tmp_path / "ref0.pt"), expected, atol=1e-6, rtol=0)
+    assert torch.load(tmp_path / "ref1.pt").shape == (0, expected.shape[1])
