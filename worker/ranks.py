@@ -136,7 +136,7 @@ def rank_main(
     with worded_rank(spec.device) as ranks:
         if ranks.is_main:
             # from now on a stop waits for a step boundary; the other ranks are past their
-            # setpgid too (a gloo group is made by all ranks; NCCL's, lazily, may not be)
+            # setpgid too (the group's gloo part, on CUDA too, is made by all ranks at once)
             started.set()
             return train(held, spec, should_stop=stop.is_set)
         return train_silently(held.run_id, spec)
