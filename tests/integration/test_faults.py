@@ -231,12 +231,20 @@ def kill_the_worker_and_wait_for_the_run_to_go_on(
     proc: subprocess.Popen[str], client: httpx.Client, run_id: str
 ) -> None:
     """SIGKILL the worker of `grpo up` mid-run: the API keeps answering, and the restarted
-    worker takes the run over at once (the stale limit is 600 s here)."""
+    worker takes the run over at once (the stale limit is 600 s here): a second attempt,
+    past the last step the killed worker stored (read once it is dead: a step stored
+    between reading it and the kill once made the run look taken over before it was)."""
+    worker = up_child(proc, "worker.cli")
+    worker.kill()
+    worker.wait(timeout=30)
     step = client.get(f"/api/runs/{run_id}").json()["step"]
-    up_child(proc, "worker.cli").kill()
     assert client.get("/api/health").status_code == 200
-    assert wait_for(partial(is_running_past, client, run_id, step), timeout=90)
-    assert client.get(f"/api/runs/{run_id}").json()["attempts"] == 2
+
+    def is_taken_over() -> bool:
+        is_second = client.get(f"/api/runs/{run_id}").json()["attempts"] == 2
+        return is_second and is_running_past(client, run_id, step)
+
+    assert wait_for(is_taken_over, timeout=90)
 
 
 def test_grpo_up_restarts_a_killed_worker_and_every_stop_ends_all_and_hands_the_run_back(
