@@ -50,15 +50,19 @@ Reported = list[tuple[StepReport, float]]
 """Each step's report, and when it reached on_step (time.perf_counter)."""
 
 
+def fit(spec: JobSpec, workdir: Path, cache: Path) -> Reported:
+    reports: Reported = []
+    Trainer(spec, workdir=workdir, cache_dir=cache).fit(
+        lambda report: reports.append((report, time.perf_counter())), resume=False
+    )
+    return reports
+
+
 def train_rank(spec: JobSpec, workdir: Path, cache: Path) -> Reported:
     """One rank (or the one process) of a run, spawned by the launcher."""
     init_rank(spec.device)
-    reports: Reported = []
     try:
-        Trainer(spec, workdir=workdir, cache_dir=cache).fit(
-            lambda report: reports.append((report, time.perf_counter())), resume=False
-        )
-        return reports
+        return fit(spec, workdir, cache)
     finally:
         leave_group()
 
@@ -67,11 +71,7 @@ def train_beside(spec: JobSpec, workdir: Path, cache: Path) -> Reported:
     """One of `ranks` independent one-process runs at once (no process group, one thread
     each): the ranks' load on the machine without their communication."""
     torch.set_num_threads(1)
-    reports: Reported = []
-    Trainer(spec, workdir=workdir / os.environ["LOCAL_RANK"], cache_dir=cache).fit(
-        lambda report: reports.append((report, time.perf_counter())), resume=False
-    )
-    return reports
+    return fit(spec, workdir / os.environ["LOCAL_RANK"], cache)
 
 
 def step_times(reports: Reported) -> list[float]:
@@ -125,10 +125,10 @@ def main() -> None:
             alone: Reported = launch_ranks(
                 train_rank, (share, Path(tmp) / "share", cache), num_processes=1, run_id="c"
             )
+            beside_args = (share, Path(tmp) / "beside", cache)
             beside: Reported = launch_ranks(
-                train_beside, (share, Path(tmp) / "beside", cache), num_processes=args.ranks,
-                run_id="d",
-            )  # fmt: skip
+                train_beside, beside_args, num_processes=args.ranks, run_id="d"
+            )
             load_many = os.getloadavg()[0]
             ranked: Reported = launch_ranks(
                 train_rank, (many, Path(tmp) / "many", cache), num_processes=args.ranks, run_id="b"

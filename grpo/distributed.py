@@ -49,12 +49,8 @@ class Ranks:
         return range(start, start + base + (self.rank < extra))
 
     def sum(self, values: Sequence[float]) -> list[float]:
-        """Elementwise sum over ranks (float64, so counts stay exact)."""
-        if not self.is_distributed:
-            return list(values)
-        tensor = torch.tensor(list(values), dtype=torch.float64)
-        dist.all_reduce(tensor)
-        return [float(v) for v in tensor.tolist()]
+        """Elementwise sum over ranks (float64, so counts stay exact), waited for here."""
+        return self.sum_later(values)()
 
     def max(self, values: Sequence[float]) -> list[float]:
         """Elementwise max over ranks (phase timings: the step waits for the slowest)."""

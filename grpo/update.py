@@ -100,9 +100,8 @@ def policy_update(
             pad(with_backward=False)
     counts = counts or start_counts(loss_mask, ranks)
     terms = _loss_terms(
-        rollout, groups, advantages, ref_logps, loss_mask, counts(), spec=spec, beta=beta,
-        ranks=ranks,
-    )  # fmt: skip
+        rollout, groups, advantages, ref_logps, loss_mask, counts, spec, beta, ranks
+    )
     history: list[dict[str, float]] = []
     first: Tensor | None = None
     for _ in range(spec.num_iterations):
@@ -115,7 +114,7 @@ def policy_update(
         history.append({**metric_sums(), **_optimizer_step(model, optimizer, spec)})
         first = logps if first is None else first
     assert first is not None
-    mask_share = _mask_share(terms.entropy_mask, loss_mask, ranks)
+    mask_share = _mask_share(terms)
     return UpdateResult(
         {**_mean_metrics(history), **mask_share}, _spread(first, terms.rows, rollout)
     )
@@ -150,13 +149,12 @@ def step_entropy_mask(
     return high_entropy_mask(rollout.entropy, loss_mask, quantile=quantile, pooled=pooled)
 
 
-def _mask_share(entropy_mask: Tensor | None, loss_mask: Tensor, ranks: Ranks) -> dict[str, float]:
-    """entropy_masked_share: fraction of the loss's tokens the entropy mask leaves out."""
-    if entropy_mask is None:
+def _mask_share(terms: LossTerms) -> dict[str, float]:
+    """entropy_masked_share: fraction of the loss's tokens the entropy mask leaves out, from
+    the whole step's counts the loss already has (the mask keeps loss tokens only)."""
+    if terms.entropy_mask is None:
         return {}
-    tokens = loss_mask.bool()
-    kept, total = ranks.sum([float((entropy_mask & tokens).sum()), float(tokens.sum())])
-    return {"entropy_masked_share": 1 - kept / max(total, 1.0)}
+    return {"entropy_masked_share": 1 - terms.entropy_tokens / max(terms.step_tokens, 1.0)}
 
 
 def _loss_terms(
@@ -165,16 +163,15 @@ def _loss_terms(
     advantages: Tensor,
     ref_logps: Tensor | None,
     loss_mask: Tensor,
-    counts: list[float],
-    *,
+    counts: Callable[[], list[float]],
     spec: JobSpec,
     beta: float,
     ranks: Ranks,
 ) -> LossTerms:
     """The step-wide inputs of every micro-batch's loss; the denominators count all N rows
-    of every rank (`counts`: start_counts'), skipped ones included, since the whole step's
-    loss is what is divided."""
-    rows, tokens = counts
+    of every rank (`counts`: start_counts', read here), skipped ones included, since the
+    whole step's loss is what is divided."""
+    rows, tokens = counts()
     entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile, ranks)
     entropy_tokens = tokens
     if entropy_mask is not None:

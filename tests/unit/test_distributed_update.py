@@ -14,7 +14,6 @@ metrics.
 from __future__ import annotations
 
 import copy
-import socket
 from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
@@ -33,6 +32,7 @@ from grpo.rollout import Rollout, group_rows
 from grpo.sharding import shard_model, shard_models
 from grpo.spec import JobSpec
 from grpo.update import loss_mask_of, policy_update
+from tests.stack import free_port
 from tests.unit.test_update import ADVANTAGES, rollout_and_reference
 from tests.unit.test_update import spec as update_spec
 
@@ -123,12 +123,6 @@ def _rank_main(rank: int, port: int, data_path: str, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, grpo_cache_dir) -> dict[str, Any]:
     model, rollout, ref_logps = rollout_and_reference(
@@ -171,10 +165,9 @@ def _reference_rank(rank: int, port: int, data_path: str, out_dir: str) -> None:
     """A sharded reference on 2 ranks, rank 1 without groups (dynamic sampling can leave a
     rank none): both must take part in gathering its weights."""
     torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-        timeout=timedelta(seconds=60),
-    )  # fmt: skip
+    address = f"tcp://127.0.0.1:{port}"
+    timeout = timedelta(seconds=60)  # the old code hung here: fail instead
+    dist.init_process_group("gloo", init_method=address, rank=rank, world_size=2, timeout=timeout)
     try:
         data = torch.load(data_path, weights_only=False)
         model = copy.deepcopy(data["model"])

@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from grpo.distributed import Ranks
-from tests.unit.test_distributed_update import free_port
+from tests.stack import free_port
 
 LATE = 1.0
 """Seconds rank 1 sleeps before it starts its sums."""
