@@ -12,41 +12,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
 
 import torch
 
 from grpo.data import Example, load_examples
 from grpo.outcome import completion_passes, pass_label
+from grpo.policy_view import PolicyView
 from grpo.precision import autocast
 from grpo.prompt_fit import fit_prompt
 from grpo.report import EvalReport
 from grpo.rewards import total_rewards
 from grpo.rollout import decode_completions, generate, tokenize_prompts
-from grpo.scoring import RewardBatch, Rewarder, Scores
+from grpo.scoring import RewardBatch, Scores
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
-from grpo.stopping import StopStrings
 
 EVAL_ROUND = 1_000
 """Sampling-stream round of eval samples: never one a training step samples from."""
-
-
-class Policy(Protocol):
-    """What evaluation needs of the trainer."""
-
-    spec: JobSpec
-    run_id: str
-    model: Any
-    tokenizer: Any
-    device: torch.device
-    dtype: torch.dtype | None
-    rewarder: Rewarder
-    eval_rewarder: Rewarder
-    eos_token_ids: list[int]
-    stop_strings: StopStrings | None
-    uses_chat_template: bool
-    log: Callable[[str, str], None]
 
 
 def is_eval_step(spec: JobSpec, step: int) -> bool:
@@ -79,7 +61,7 @@ def load_eval_examples(
 
 
 @torch.no_grad()
-def evaluate(policy: Policy, step: int, examples: Sequence[Example]) -> EvalReport:
+def evaluate(policy: PolicyView, step: int, examples: Sequence[Example]) -> EvalReport:
     """Sample, score and summarise the eval examples, a generation batch at a time."""
     spec, ev = policy.spec, policy.spec.eval
     assert ev is not None
@@ -104,7 +86,7 @@ def evaluate(policy: Policy, step: int, examples: Sequence[Example]) -> EvalRepo
 
 
 def _sample(
-    policy: Policy, step: int, batch: list[Example], *, first: int
+    policy: PolicyView, step: int, batch: list[Example], *, first: int
 ) -> tuple[list[str], list[str], list[int]]:
     spec, ev = policy.spec, policy.spec.eval
     assert ev is not None
@@ -137,7 +119,7 @@ def _sample(
 
 
 def _report(
-    policy: Policy,
+    policy: PolicyView,
     step: int,
     examples: Sequence[Example],
     prompts: list[str],

@@ -8,28 +8,20 @@ callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 import torch
 
-from grpo.advantages import (
-    clip_advantages,
-    decoupled_advantages,
-    group_advantages,
-    reward_table,
-)
 from grpo.data import (
     Example,
-    PromptSampler,
     check_prompts_render,
     has_chat_template,
     load_nonempty,
 )
 from grpo.distributed import current_ranks
-from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal, rank_share
+from grpo.dynamic_sampling import Batch
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.kl_control import adapt_beta
@@ -40,15 +32,13 @@ from grpo.optim import build_optimizer, build_scheduler
 from grpo.outcome import completion_passes, pass_label
 from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
 from grpo.precision import autocast, compute_dtype
-from grpo.prompt_fit import FittedPrompt, fit_prompt
 from grpo.rank_parts import RankPart, detached, whole_step
 from grpo.reference import ReferencePolicy
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
-from grpo.rewards import total_rewards
-from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
-from grpo.sampling import group_seed
-from grpo.scoring import RewardBatch, Rewarder, RewardOutcome, Scores, notes_summary
-from grpo.sharding import full_weights, shard_models
+from grpo.rollout import Rollout
+from grpo.rounds import Rounds
+from grpo.scoring import Rewarder, Scores
+from grpo.sharding import shard_models
 from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
 from grpo.step_report import build_groups, build_step_report
@@ -101,11 +91,6 @@ class Trainer:
         self.examples = load_nonempty(spec.data, datasets_dir, data_roots)
         self.datasets_dir, self.data_roots = datasets_dir, data_roots
         self.eval_examples: list[Example] | None = None  # loaded at the first evaluation
-        self.sampler = PromptSampler(
-            self.examples, batch_size=spec.prompts_per_step, seed=spec.seed
-        )
-        self.reserve_samplers: dict[int, PromptSampler] = {}
-        self._truncated_prompts = 0
         model, self.tokenizer = load_policy(
             spec.model,
             cache_dir=Path(cache_dir),
@@ -134,6 +119,7 @@ class Trainer:
         self.stop_strings = StopStrings(self.tokenizer, spec.stop) if spec.stop else None
         self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
         check_prompts_render(self.examples, spec.data, self.tokenizer)
+        self.rounds = Rounds(self, self.examples, self.ranks)
         for note in spec.notes:
             self.log("warning", note)
         trainable, total = count_parameters(self.model)
@@ -196,12 +182,11 @@ class Trainer:
         """One GRPO step on the prompts of 1-based `step`, in algorithm order; its report, on
         rank 0 (None on the other ranks of a distributed run: rank 0 reports the whole step)."""
         spec, clock = self.spec, StepClock()
-        self._truncated_prompts = 0  # counted by _sample_round over all of the step's rounds
-        filled, dynamic = self._sample(step, clock)
+        filled, dynamic = self.rounds.sample(step, clock)
         batch = filled.kept
         rollout, rewards, scores = batch.rollout, batch.rewards, batch.scores
         # again over the kept groups: a batch-level std must see the batch that trains
-        advantages = self._advantages(rewards, scores)
+        advantages = self.rounds.advantages(rewards, scores)
         loss_mask = loss_mask_of(rollout, spec)
         counts = start_counts(loss_mask, self.ranks)  # summed while the reference pass runs
         with clock.phase("reference"):
@@ -252,60 +237,9 @@ class Trainer:
                 entropy=(float(rollout.entropy[mask].sum()), float(mask.sum())),
                 groups=groups,
                 timings=timings,
-                truncated_prompts=self._truncated_prompts,
+                truncated_prompts=self.rounds.truncated_prompts,
             )
         )
-
-    def _sample(self, step: int, clock: StepClock) -> tuple[Filled, dict[str, float]]:
-        """Round 0 alone, or rounds until the step has prompts_per_step groups with signal
-        (decided on the whole rounds, every rank's groups); this rank's groups, and the
-        dynamic_sampling/* scalars."""
-        if not self.spec.dynamic_sampling.enabled:
-            first = self.ranks.groups(self.spec.prompts_per_step).start
-            return Filled(self._sample_round(step, 0, clock), None, 1, first=first), {}
-        filled = fill_with_signal(
-            lambda round_index: self._sample_round(step, round_index, clock),
-            target=self.spec.prompts_per_step,
-            max_rounds=self.spec.dynamic_sampling.max_rounds,
-            pad_token_id=self.tokenizer.pad_token_id,
-            ranks=self.ranks,
-        )
-        dynamic = dynamic_scalars(self.spec, step, filled, clock, log=self.log)
-        return rank_share(self.ranks, filled), dynamic
-
-    def _sample_round(self, step: int, round_index: int, clock: StepClock) -> Batch:
-        """Prompts of `step` (round 0) or of a reserve stream (extra rounds), generated and
-        scored; a round's prompts and samples depend only on (seed, step, round)."""
-        examples = self._sampler(round_index).batch(step)
-        mine = self.ranks.groups(len(examples))  # all of them on one process
-        examples = examples[mine.start : mine.stop]
-        fitted = [self._fit_prompt(example) for example in examples]
-        prompts = [f.text for f in fitted]
-        self._truncated_prompts += sum(f.is_truncated for f in fitted)
-        with clock.phase("dynamic_sampling") if round_index else nullcontext():
-            with clock.phase("generate"):
-                rollout = self._generate(prompts, step, round_index, first=mine.start)
-            with clock.phase("reward"):
-                texts = decode_completions(self.tokenizer, rollout)
-                scored = self._score(step, examples, prompts, texts, rollout)
-                scores = scored.scores
-                rewards = torch.tensor(total_rewards(scores, self.rewarder.weights))
-                rewards = rewards.view(len(examples), -1)  # (B, G)
-        for label, seconds in scored.seconds.items():  # time/reward/<label>, all rounds
-            clock.seconds[f"reward/{label}"] = clock.seconds.get(f"reward/{label}", 0.0) + seconds
-        advantages = self._advantages(rewards, scores)
-        return Batch(examples, prompts, rollout, texts, scores, rewards, advantages, scored.notes)
-
-    def _sampler(self, round_index: int) -> PromptSampler:
-        if round_index == 0:
-            return self.sampler
-        if round_index not in self.reserve_samplers:
-            self.reserve_samplers[round_index] = PromptSampler(
-                self.examples,
-                batch_size=self.spec.prompts_per_step,
-                seed=self.spec.seed * 64 + round_index,  # never the main stream's seed
-            )
-        return self.reserve_samplers[round_index]
 
     def _report_groups(
         self,
@@ -356,93 +290,6 @@ class Trainer:
             if not is_out_of_memory(exc):
                 raise
             raise out_of_memory(exc, self.spec, step=step, device=str(self.device)) from exc
-
-    def _fit_prompt(self, example: Example) -> FittedPrompt:
-        return fit_prompt(
-            example,
-            self.spec.data,
-            self.tokenizer,
-            max_length=self.spec.max_prompt_length,
-            add_special_tokens=not self.uses_chat_template,
-        )
-
-    def _generate(
-        self, prompts: list[str], step: int, round_index: int = 0, first: int = 0
-    ) -> Rollout:
-        spec = self.spec
-        ids, mask = tokenize_prompts(
-            self.tokenizer,
-            prompts,
-            max_length=spec.max_prompt_length,
-            add_special_tokens=not self.uses_chat_template,
-            device=self.device,
-        )
-        # a stream per group seeded by (seed, step, dynamic-sampling round, group position):
-        # resuming at step k samples what the uninterrupted run sampled, whatever consumed
-        # the global RNG before, and neither generation_batch_size nor the ranks change a
-        # sample (`first`: the position in the step of this rank's first group)
-        seeds = [group_seed(spec.seed, step, first + i, round_index) for i in range(len(prompts))]
-        with autocast(self.device, self.dtype), full_weights(self.model):
-            return generate(
-                self.model,
-                ids,
-                mask,
-                num_generations=spec.num_generations,
-                max_new_tokens=spec.max_completion_length,
-                eos_token_ids=self.eos_token_ids,
-                pad_token_id=self.tokenizer.pad_token_id,
-                temperature=spec.temperature,
-                top_p=spec.top_p,
-                top_k=spec.top_k,
-                min_p=spec.min_p,
-                repetition_penalty=spec.repetition_penalty,
-                seeds=seeds,
-                generation_batch_size=spec.generation_batch_size,
-                stop=self.stop_strings,
-            )
-
-    def _score(
-        self,
-        step: int,
-        examples: list[Example],
-        prompts: list[str],
-        texts: list[str],
-        rollout: Rollout,
-    ) -> RewardOutcome:
-        batch = RewardBatch(
-            run_id=self.run_id,
-            step=step,
-            examples=examples,
-            prompts=prompts,
-            completions=texts,
-            num_tokens=rollout.lengths.tolist(),
-        )
-        try:
-            scored = self.rewarder.score(batch)
-        except RewardFunctionError as exc:
-            g = self.spec.num_generations
-            prompt_id = None if exc.index is None else examples[exc.index // g].id
-            raise exc.located(step=step, prompt_id=prompt_id) from exc
-        if scored.notes:
-            self.log("warning", notes_summary(scored.notes, batch))
-        return scored
-
-    def _advantages(self, rewards: torch.Tensor, scores: Scores) -> torch.Tensor:
-        spec = self.spec
-        # a batch-wide std is over every rank's rewards
-        batch_std = self.ranks.population_std if self.ranks.is_distributed else None
-        match spec.multi_objective_aggregation:
-            case "sum_then_normalize":
-                advantages = group_advantages(
-                    rewards, scale=spec.scale_rewards, eps=spec.advantage_eps, batch_std=batch_std
-                )
-            case "normalize_then_sum":
-                table = reward_table(scores, num_groups=rewards.shape[0])  # (B, G, K)
-                weights = torch.tensor([self.rewarder.weights[label] for label in scores])
-                advantages = decoupled_advantages(
-                    table, weights, eps=spec.advantage_eps, batch_std=batch_std
-                )
-        return clip_advantages(advantages, spec.advantage_clip)
 
     def _reference_logps(self, rollout: Rollout) -> torch.Tensor | None:
         if self.reference is None:

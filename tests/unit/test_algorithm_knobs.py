@@ -76,7 +76,7 @@ def test_the_entropy_bonus_trains_on_flat_groups_too(tmp_path, grpo_cache_dir):
     # a gradient on every token, so no group may be skipped
     spec = tiny_spec(beta=0.0, entropy_coef=0.1)
     trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
-    rollout = trainer._generate(["1+1=", "2+2="], step=1)
+    rollout = trainer.rounds.generate(["1+1=", "2+2="], step=1)
     result = policy_update(
         trainer.model,
         trainer.optimizer,

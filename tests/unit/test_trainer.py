@@ -271,7 +271,7 @@ def test_skipping_all_equal_groups_changes_the_cost_not_the_update(tmp_path, grp
     grads = []
     for beta in (0.0, 1e-30):
         trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
-        rollout = trainer._generate(["1+1=", "2+2=", "3+3=", "4+4="], step=1)
+        rollout = trainer.rounds.generate(["1+1=", "2+2=", "3+3=", "4+4="], step=1)
         with torch.no_grad():
             ref = completion_logps(trainer.model, rollout) if beta else None
         policy_update(

@@ -42,7 +42,7 @@ def rollout_and_reference(job, workdir, cache_dir):
     """The model, its rollout of 3 prompts (some completions truncated, some not) and the
     log-probs of a perturbed copy as reference; test_distributed_update.py shares it."""
     trainer = Trainer(job, workdir=workdir, cache_dir=cache_dir)
-    rollout = trainer._generate(["1+1=", "23+45=", "7-2="], step=1)
+    rollout = trainer.rounds.generate(["1+1=", "23+45=", "7-2="], step=1)
     assert rollout.is_truncated.any() and not rollout.is_truncated.all(), "pick other prompts"
     reference = copy.deepcopy(trainer.model)
     with torch.no_grad():
