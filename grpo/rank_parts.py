@@ -14,8 +14,11 @@ import torch
 from torch import Tensor
 
 from grpo.distributed import Ranks
+from grpo.dynamic_sampling import Batch
+from grpo.metrics import group_scalars, length_scalars, reward_scalars
 from grpo.report import GroupReport
 from grpo.scoring import Scores
+from grpo.timing import StepClock
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,56 @@ class RankPart:
     @property
     def mean_entropy(self) -> float:
         return self.entropy[0] / self.entropy[1] if self.entropy[1] else 0.0
+
+
+def rank_part(
+    batch: Batch,
+    groups: list[GroupReport],
+    clock: StepClock,
+    passes: list[bool],
+    truncated_prompts: int,
+) -> RankPart:
+    """This rank's part of the step (on the CPU): its kept groups, `passes` of each
+    completion, and the clock's phase timings."""
+    rollout = batch.rollout
+    mask = rollout.completion_mask.bool()
+    timings = clock.scalars(num_tokens=0)
+    del timings["tokens_per_second"]  # of the whole step: from all ranks' tokens
+    timings.update({f"time/{name}": s for name, s in clock.seconds.items() if "/" in name})
+    return detached(
+        RankPart(
+            rewards=batch.rewards,
+            scores=batch.scores,
+            passes=passes,
+            lengths=rollout.lengths,
+            is_truncated=rollout.is_truncated,
+            entropy=(float(rollout.entropy[mask].sum()), float(mask.sum())),
+            groups=groups,
+            timings=timings,
+            truncated_prompts=truncated_prompts,
+        )
+    )
+
+
+def step_scalars(
+    whole: RankPart, update: dict[str, float], beta: float, learning_rate: float
+) -> dict[str, float]:
+    """The step's scalars from every rank's groups (`whole`), the update's metrics (summed
+    over ranks), and the beta and learning rate the step trained with."""
+    rewards, step_time = whole.rewards, whole.timings["time/step"]
+    return {
+        **reward_scalars(rewards, whole.scores),
+        **group_scalars(rewards, torch.tensor(whole.passes).view_as(rewards)),
+        **length_scalars(whole.lengths, whole.is_truncated),
+        **update,
+        "kl": update.get("kl", 0.0),
+        "beta": beta,
+        "entropy": whole.mean_entropy,
+        "learning_rate": learning_rate,
+        "prompts/truncated": float(whole.truncated_prompts),
+        **whole.timings,
+        "tokens_per_second": float(whole.lengths.sum()) / step_time if step_time > 0 else 0.0,
+    }
 
 
 def whole_step(ranks: Ranks, part: RankPart) -> RankPart | None:

@@ -26,13 +26,12 @@ from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
-from grpo.metrics import group_scalars, length_scalars, reward_scalars
 from grpo.models import load_policy, pick_device
 from grpo.optim import build_optimizer, build_scheduler
 from grpo.outcome import completion_passes, pass_label
 from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
 from grpo.precision import autocast, compute_dtype
-from grpo.rank_parts import RankPart, detached, whole_step
+from grpo.rank_parts import rank_part, step_scalars, whole_step
 from grpo.reference import ReferencePolicy
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
 from grpo.rollout import Rollout
@@ -45,7 +44,7 @@ from grpo.step_report import build_groups, build_step_report
 from grpo.stopping import StopStrings
 from grpo.timing import StepClock
 from grpo.training_state import resume_training, save_training, start_fresh
-from grpo.update import UpdateResult, loss_mask_of, policy_update, start_counts
+from grpo.update import loss_mask_of, policy_update, start_counts
 
 Log = Callable[[str, str], None]
 
@@ -213,33 +212,16 @@ class Trainer:
             groups += self._report_groups(
                 dropped, dropped.advantages, None, first=filled.first + len(groups), is_dropped=True
             )
-        whole = whole_step(self.ranks, self._part(batch, groups, clock))
+        passes = self._passes(batch.scores, batch.rewards)
+        part = rank_part(batch, groups, clock, passes, self.rounds.truncated_prompts)
+        whole = whole_step(self.ranks, part)
         report = None
         if whole is not None:  # rank 0; beta and learning rate of this step, before they move
-            scalars = {**self._scalars(whole, update), **dynamic}
+            learning_rate = float(self.scheduler.get_last_lr()[0])
+            scalars = {**step_scalars(whole, update.metrics, self.beta, learning_rate), **dynamic}
             report = build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
         self._after_update(step, kl=update.metrics.get("kl", 0.0))  # summed over ranks
         return report
-
-    def _part(self, batch: Batch, groups: list[GroupReport], clock: StepClock) -> RankPart:
-        rollout = batch.rollout
-        mask = rollout.completion_mask.bool()
-        timings = clock.scalars(num_tokens=0)
-        del timings["tokens_per_second"]  # of the whole step: from all ranks' tokens
-        timings.update({f"time/{name}": s for name, s in clock.seconds.items() if "/" in name})
-        return detached(
-            RankPart(
-                rewards=batch.rewards,
-                scores=batch.scores,
-                passes=self._passes(batch.scores, batch.rewards),
-                lengths=rollout.lengths,
-                is_truncated=rollout.is_truncated,
-                entropy=(float(rollout.entropy[mask].sum()), float(mask.sum())),
-                groups=groups,
-                timings=timings,
-                truncated_prompts=self.rounds.truncated_prompts,
-            )
-        )
 
     def _report_groups(
         self,
@@ -301,23 +283,6 @@ class Trainer:
                 temperature=self.spec.temperature,
                 micro_batch_size=self.spec.micro_batch_size,
             )
-
-    def _scalars(self, whole: RankPart, update: UpdateResult) -> dict[str, float]:
-        """The step's scalars from every rank's groups (`whole`)."""
-        rewards, step_time = whole.rewards, whole.timings["time/step"]
-        return {
-            **reward_scalars(rewards, whole.scores),
-            **group_scalars(rewards, torch.tensor(whole.passes).view_as(rewards)),
-            **length_scalars(whole.lengths, whole.is_truncated),
-            **update.metrics,
-            "kl": update.metrics.get("kl", 0.0),
-            "beta": self.beta,
-            "entropy": whole.mean_entropy,
-            "learning_rate": float(self.scheduler.get_last_lr()[0]),
-            "prompts/truncated": float(whole.truncated_prompts),
-            **whole.timings,
-            "tokens_per_second": float(whole.lengths.sum()) / step_time if step_time > 0 else 0.0,
-        }
 
     def _after_update(self, step: int, *, kl: float) -> None:
         """Advance the schedule, adapt beta, and sync the reference when due."""
