@@ -14,6 +14,8 @@ from grpo.stopping import StopStrings
 
 
 class PolicyView(Protocol):
+    """The trainer's attributes that grpo/rounds.py and grpo/heldout.py read."""
+
     spec: JobSpec
     run_id: str
     model: Any

@@ -70,17 +70,17 @@ def rank_part(
 
 
 def step_scalars(
-    whole: RankPart, update: dict[str, float], beta: float, learning_rate: float
+    whole: RankPart, metrics: dict[str, float], *, beta: float, learning_rate: float
 ) -> dict[str, float]:
-    """The step's scalars from every rank's groups (`whole`), the update's metrics (summed
+    """The step's scalars from every rank's groups (`whole`), the update's `metrics` (summed
     over ranks), and the beta and learning rate the step trained with."""
     rewards, step_time = whole.rewards, whole.timings["time/step"]
     return {
         **reward_scalars(rewards, whole.scores),
         **group_scalars(rewards, torch.tensor(whole.passes).view_as(rewards)),
         **length_scalars(whole.lengths, whole.is_truncated),
-        **update,
-        "kl": update.get("kl", 0.0),
+        **metrics,
+        "kl": metrics.get("kl", 0.0),
         "beta": beta,
         "entropy": whole.mean_entropy,
         "learning_rate": learning_rate,

@@ -61,7 +61,7 @@ class Rounds:
     def sample_round(self, step: int, round_index: int, clock: StepClock) -> Batch:
         """Prompts of `step` (round 0) or of a reserve stream (extra rounds), generated and
         scored; a round's prompts and samples depend only on (seed, step, round)."""
-        examples = self.sampler(round_index).batch(step)
+        examples = self.sampler_for(round_index).batch(step)
         mine = self.ranks.groups(len(examples))  # all of them on one process
         examples = examples[mine.start : mine.stop]
         fitted = [self.fit_prompt(example) for example in examples]
@@ -78,10 +78,11 @@ class Rounds:
                 rewards = rewards.view(len(examples), -1)  # (B, G)
         for label, seconds in scored.seconds.items():  # time/reward/<label>, all rounds
             clock.seconds[f"reward/{label}"] = clock.seconds.get(f"reward/{label}", 0.0) + seconds
-        advantages = self.advantages(rewards, scores)
+        advantages = self.compute_advantages(rewards, scores)
         return Batch(examples, prompts, rollout, texts, scores, rewards, advantages, scored.notes)
 
-    def sampler(self, round_index: int) -> PromptSampler:
+    def sampler_for(self, round_index: int) -> PromptSampler:
+        """The prompt stream of a round (0: the main one; a reserve stream per extra round)."""
         if round_index not in self.samplers:
             self.samplers[round_index] = PromptSampler(
                 self.examples,
@@ -161,7 +162,7 @@ class Rounds:
             self.policy.log("warning", notes_summary(scored.notes, batch))
         return scored
 
-    def advantages(self, rewards: torch.Tensor, scores: Scores) -> torch.Tensor:
+    def compute_advantages(self, rewards: torch.Tensor, scores: Scores) -> torch.Tensor:
         """(B, G) advantages of the rewards (B, G): a batch-wide std is over every rank's."""
         spec = self.policy.spec
         batch_std = self.ranks.population_std if self.ranks.is_distributed else None

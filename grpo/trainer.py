@@ -185,7 +185,7 @@ class Trainer:
         batch = filled.kept
         rollout, rewards, scores = batch.rollout, batch.rewards, batch.scores
         # again over the kept groups: a batch-level std must see the batch that trains
-        advantages = self.rounds.advantages(rewards, scores)
+        advantages = self.rounds.compute_advantages(rewards, scores)
         loss_mask = loss_mask_of(rollout, spec)
         counts = start_counts(loss_mask, self.ranks)  # summed while the reference pass runs
         with clock.phase("reference"):
@@ -218,7 +218,10 @@ class Trainer:
         report = None
         if whole is not None:  # rank 0; beta and learning rate of this step, before they move
             learning_rate = float(self.scheduler.get_last_lr()[0])
-            scalars = {**step_scalars(whole, update.metrics, self.beta, learning_rate), **dynamic}
+            trained = step_scalars(
+                whole, update.metrics, beta=self.beta, learning_rate=learning_rate
+            )
+            scalars = {**trained, **dynamic}
             report = build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
         self._after_update(step, kl=update.metrics.get("kl", 0.0))  # summed over ranks
         return report
@@ -267,7 +270,7 @@ class Trainer:
         try:
             return self.step(step)
         except RewardFunctionError as exc:
-            raise exc.located(step=step, prompt_id=None) from exc  # _score located it
+            raise exc.located(step=step, prompt_id=None) from exc  # Rounds.score located it
         except (RuntimeError, MemoryError) as exc:
             if not is_out_of_memory(exc):
                 raise

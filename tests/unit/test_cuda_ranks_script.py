@@ -17,7 +17,7 @@ def test_cuda_ranks_runs_its_flow_on_gloo_and_finds_the_ranks_equal_to_one_proce
     assert done.returncode == 0, done.stderr[-3000:]
     last = done.stdout.strip().splitlines()[-1]
     found = re.fullmatch(
-        r"cuda_ranks: nccl=ok ddp samples_identical=(\S+) max_weight_diff=(\S+) "
+        r"cuda_ranks: gloo=ok ddp samples_identical=(\S+) max_weight_diff=(\S+) "
         r"fsdp samples_identical=(\S+) max_weight_diff=(\S+) resume=ok",
         last,
     )
