@@ -1,5 +1,6 @@
-"""The `grpo` command (grpo/cli.py): train and eval in the terminal; service commands are
-handed to app.cli / worker.cli in a new process image, never imported."""
+"""The `grpo` command (grpo/cli.py, grpo/train_command.py): train and eval in the
+terminal; service commands are handed to app.cli / worker.cli in a new process image,
+never imported."""
 
 import json
 import re
