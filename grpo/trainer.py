@@ -26,6 +26,7 @@ from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
+from grpo.loss_terms import loss_mask_of, start_counts
 from grpo.models import load_policy, pick_device
 from grpo.optim import build_optimizer, build_scheduler
 from grpo.outcome import completion_passes, pass_label
@@ -44,7 +45,7 @@ from grpo.step_report import build_groups, build_step_report
 from grpo.stopping import StopStrings
 from grpo.timing import StepClock
 from grpo.training_state import resume_training, save_training, start_fresh
-from grpo.update import loss_mask_of, policy_update, start_counts
+from grpo.update import policy_update
 
 Log = Callable[[str, str], None]
 

@@ -28,8 +28,9 @@ from torch.distributed.tensor import DTensor
 from grpo.distributed import SINGLE, Ranks
 from grpo.failures import Diverged
 from grpo.logprobs import completion_logps, completion_logps_entropy
-from grpo.loss import METRIC_KEYS, grpo_loss, high_entropy_mask, normalizer_from_counts
-from grpo.rollout import Rollout, group_rows, row_slices
+from grpo.loss import METRIC_KEYS
+from grpo.loss_terms import LossTerms, mask_share, start_counts, step_loss_terms
+from grpo.rollout import Rollout, row_slices
 from grpo.sharding import idle_count, idle_passes
 from grpo.spec import JobSpec
 
@@ -99,7 +100,7 @@ def policy_update(
             old_logps = _cat([current_logps(piece)[0] for piece in pieces], batch)  # (N', T)
             pad(with_backward=False)
     counts = counts or start_counts(loss_mask, ranks)
-    terms = _loss_terms(
+    terms = step_loss_terms(
         rollout, groups, advantages, ref_logps, loss_mask, counts, spec, beta, ranks
     )
     history: list[dict[str, float]] = []
@@ -114,129 +115,8 @@ def policy_update(
         history.append({**metric_sums(), **_optimizer_step(model, optimizer, spec)})
         first = logps if first is None else first
     assert first is not None
-    mask_share = _mask_share(terms)
-    return UpdateResult(
-        {**_mean_metrics(history), **mask_share}, _spread(first, terms.rows, rollout)
-    )
-
-
-def loss_mask_of(rollout: Rollout, spec: JobSpec) -> Tensor:
-    """(N, T) tokens the loss counts: the completions' tokens, less truncated completions
-    when mask_truncated_completions (DAPO's overlong filtering)."""
-    if not spec.mask_truncated_completions:
-        return rollout.completion_mask
-    return rollout.completion_mask * (~rollout.is_truncated).long()[:, None]
-
-
-def start_counts(loss_mask: Tensor, ranks: Ranks = SINGLE) -> Callable[[], list[float]]:
-    """The whole step's rows and loss tokens, [N, sum of loss_mask], summed over ranks in
-    the background (Ranks.sum_later) until policy_update reads them."""
-    return ranks.sum_later([float(loss_mask.shape[0]), float(loss_mask.sum())])
-
-
-def step_entropy_mask(
-    rollout: Rollout, loss_mask: Tensor, quantile: float, ranks: Ranks = SINGLE
-) -> Tensor | None:
-    """The top_entropy_quantile mask over the whole step, from the sampling distribution's
-    entropies (the policy's own at mu = 1): one threshold however the step is cut, into
-    micro-batches or across ranks (the ranks' unmasked entropies are pooled)."""
-    if quantile >= 1:
-        return None
-    pooled = None
-    if ranks.is_distributed:
-        mine = rollout.entropy[loss_mask.bool()].detach().float().cpu()
-        pooled = torch.cat(ranks.gather_all(mine)).to(rollout.entropy.device)
-    return high_entropy_mask(rollout.entropy, loss_mask, quantile=quantile, pooled=pooled)
-
-
-def _mask_share(terms: LossTerms) -> dict[str, float]:
-    """entropy_masked_share: fraction of the loss's tokens the entropy mask leaves out, from
-    the whole step's counts the loss already has (the mask keeps loss tokens only)."""
-    if terms.entropy_mask is None:
-        return {}
-    return {"entropy_masked_share": 1 - terms.entropy_tokens / max(terms.step_tokens, 1.0)}
-
-
-def _loss_terms(
-    rollout: Rollout,
-    groups: Tensor | None,
-    advantages: Tensor,
-    ref_logps: Tensor | None,
-    loss_mask: Tensor,
-    counts: Callable[[], list[float]],
-    spec: JobSpec,
-    beta: float,
-    ranks: Ranks,
-) -> LossTerms:
-    """The step-wide inputs of every micro-batch's loss; the denominators count all N rows
-    of every rank (`counts`: start_counts', read here), skipped ones included, since the
-    whole step's loss is what is divided."""
-    rows, tokens = counts()
-    entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile, ranks)
-    entropy_tokens = tokens
-    if entropy_mask is not None:
-        kept = loss_mask * entropy_mask.to(loss_mask.dtype)
-        (entropy_tokens,) = ranks.sum([float(kept.sum())])
-    return LossTerms(
-        advantages,
-        ref_logps,
-        loss_mask,
-        entropy_mask,
-        _global_rows(rollout, groups),
-        normalizer=normalizer_from_counts(
-            rows, tokens, loss_type=spec.loss_type, length=spec.max_completion_length
-        ),
-        entropy_tokens=entropy_tokens,
-        spec=spec,
-        beta=beta,
-        step_tokens=tokens,
-        ranks=ranks,
-    )
-
-
-@dataclass(frozen=True)
-class LossTerms:
-    """What the loss of every micro-batch needs besides its log-probs, for the whole step."""
-
-    advantages: Tensor  # (N,)
-    ref_logps: Tensor | None  # (N, T)
-    loss_mask: Tensor  # (N, T)
-    entropy_mask: Tensor | None  # (N, T) bool, top_entropy_quantile over the whole step
-    rows: Tensor  # (N',) the step's row of each row being trained
-    normalizer: float
-    """The whole step's loss denominator (loss.loss_normalizer)."""
-    entropy_tokens: float
-    """The whole step's count of tokens in the entropy bonus."""
-    spec: JobSpec
-    beta: float
-    step_tokens: float
-    """Unmasked tokens of the whole step, every rank's (the metrics' weight)."""
-    ranks: Ranks
-
-    def loss(
-        self, logps: Tensor, entropies: Tensor | None, old_logps: Tensor, piece: slice
-    ) -> tuple[Tensor, dict[str, float]]:
-        """This micro-batch's share of the step's loss, and its token-mean metrics."""
-        rows, spec = self.rows[piece], self.spec
-        return grpo_loss(
-            logps,
-            old_logps,
-            None if self.ref_logps is None else self.ref_logps[rows],
-            self.advantages[rows],
-            self.loss_mask[rows],
-            epsilon=spec.epsilon,
-            epsilon_high=spec.epsilon_high,
-            beta=self.beta,
-            loss_type=spec.loss_type,
-            max_completion_length=spec.max_completion_length,
-            importance_sampling_level=spec.importance_sampling_level,
-            delta=spec.delta,
-            entropy_mask=None if self.entropy_mask is None else self.entropy_mask[rows],
-            entropies=entropies,
-            entropy_coef=spec.entropy_coef,
-            normalizer=self.normalizer,
-            entropy_tokens=self.entropy_tokens,
-        )
+    masked = mask_share(terms)
+    return UpdateResult({**_mean_metrics(history), **masked}, _spread(first, terms.rows, rollout))
 
 
 def _accumulate_gradients(
@@ -302,13 +182,6 @@ def groups_with_signal(advantages: Tensor, num_generations: int) -> Tensor:
     if advantages.numel() == 0:  # a rank without groups
         return torch.zeros(0, dtype=torch.long, device=advantages.device)
     return advantages.view(-1, num_generations).ne(0).any(dim=1).nonzero().squeeze(1)
-
-
-def _global_rows(rollout: Rollout, groups: Tensor | None) -> Tensor:
-    """The step's row index of each row trained: all N, or the rows of the groups kept."""
-    if groups is None:
-        return torch.arange(rollout.completion_ids.shape[0], device=rollout.completion_ids.device)
-    return group_rows(groups, rollout.num_generations)
 
 
 def _spread(logps: Tensor, rows: Tensor, rollout: Rollout) -> Tensor:

@@ -26,12 +26,13 @@ import torch.multiprocessing as mp
 
 from grpo.distributed import SINGLE, Ranks
 from grpo.logprobs import completion_logps
+from grpo.loss_terms import loss_mask_of
 from grpo.policy import prepare_policy, update_mode
 from grpo.reference import ReferencePolicy
 from grpo.rollout import Rollout, group_rows
 from grpo.sharding import shard_model, shard_models
 from grpo.spec import JobSpec
-from grpo.update import loss_mask_of, policy_update
+from grpo.update import policy_update
 from tests.stack import free_port
 from tests.unit.test_update import ADVANTAGES, rollout_and_reference
 from tests.unit.test_update import spec as update_spec

@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from grpo.logprobs import completion_logps
+from grpo.loss_terms import loss_mask_of
 from grpo.spec import JobSpec, RegexReward
 from grpo.trainer import Trainer
-from grpo.update import loss_mask_of, policy_update
+from grpo.update import policy_update
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

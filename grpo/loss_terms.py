@@ -1,0 +1,146 @@
+"""The step-wide inputs of every micro-batch's loss (grpo/loss.py's grpo_loss): the tokens
+the loss counts, the whole step's row and token counts (summed over ranks in the
+background), the top_entropy_quantile mask over the whole step (Wang et al. 2025, "Beyond
+the 80/20 rule", arXiv:2506.01939), and the normaliser of `loss_type` from those counts.
+However the step is cut, into micro-batches or across ranks, each piece divides by the
+same whole-step numbers, so the pieces add up to the single-pass loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from grpo.distributed import SINGLE, Ranks
+from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
+from grpo.rollout import Rollout, group_rows
+from grpo.spec import JobSpec
+
+
+def loss_mask_of(rollout: Rollout, spec: JobSpec) -> Tensor:
+    """(N, T) tokens the loss counts: the completions' tokens, less truncated completions
+    when mask_truncated_completions (DAPO's overlong filtering)."""
+    if not spec.mask_truncated_completions:
+        return rollout.completion_mask
+    return rollout.completion_mask * (~rollout.is_truncated).long()[:, None]
+
+
+def start_counts(loss_mask: Tensor, ranks: Ranks = SINGLE) -> Callable[[], list[float]]:
+    """The whole step's rows and loss tokens, [N, sum of loss_mask], summed over ranks in
+    the background (Ranks.sum_later) until policy_update reads them."""
+    return ranks.sum_later([float(loss_mask.shape[0]), float(loss_mask.sum())])
+
+
+def step_entropy_mask(
+    rollout: Rollout, loss_mask: Tensor, quantile: float, ranks: Ranks = SINGLE
+) -> Tensor | None:
+    """The top_entropy_quantile mask over the whole step, from the sampling distribution's
+    entropies (the policy's own at mu = 1): one threshold however the step is cut, into
+    micro-batches or across ranks (the ranks' unmasked entropies are pooled)."""
+    if quantile >= 1:
+        return None
+    pooled = None
+    if ranks.is_distributed:
+        mine = rollout.entropy[loss_mask.bool()].detach().float().cpu()
+        pooled = torch.cat(ranks.gather_all(mine)).to(rollout.entropy.device)
+    return high_entropy_mask(rollout.entropy, loss_mask, quantile=quantile, pooled=pooled)
+
+
+def mask_share(terms: LossTerms) -> dict[str, float]:
+    """entropy_masked_share: fraction of the loss's tokens the entropy mask leaves out, from
+    the whole step's counts the loss already has (the mask keeps loss tokens only)."""
+    if terms.entropy_mask is None:
+        return {}
+    return {"entropy_masked_share": 1 - terms.entropy_tokens / max(terms.step_tokens, 1.0)}
+
+
+def step_loss_terms(
+    rollout: Rollout,
+    groups: Tensor | None,
+    advantages: Tensor,
+    ref_logps: Tensor | None,
+    loss_mask: Tensor,
+    counts: Callable[[], list[float]],
+    spec: JobSpec,
+    beta: float,
+    ranks: Ranks,
+) -> LossTerms:
+    """The step-wide inputs of every micro-batch's loss; the denominators count all N rows
+    of every rank (`counts`: start_counts', read here), skipped ones included, since the
+    whole step's loss is what is divided."""
+    rows, tokens = counts()
+    entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile, ranks)
+    entropy_tokens = tokens
+    if entropy_mask is not None:
+        kept = loss_mask * entropy_mask.to(loss_mask.dtype)
+        (entropy_tokens,) = ranks.sum([float(kept.sum())])
+    return LossTerms(
+        advantages,
+        ref_logps,
+        loss_mask,
+        entropy_mask,
+        _global_rows(rollout, groups),
+        normalizer=normalizer_from_counts(
+            rows, tokens, loss_type=spec.loss_type, length=spec.max_completion_length
+        ),
+        entropy_tokens=entropy_tokens,
+        spec=spec,
+        beta=beta,
+        step_tokens=tokens,
+        ranks=ranks,
+    )
+
+
+@dataclass(frozen=True)
+class LossTerms:
+    """What the loss of every micro-batch needs besides its log-probs, for the whole step."""
+
+    advantages: Tensor  # (N,)
+    ref_logps: Tensor | None  # (N, T)
+    loss_mask: Tensor  # (N, T)
+    entropy_mask: Tensor | None  # (N, T) bool, top_entropy_quantile over the whole step
+    rows: Tensor  # (N',) the step's row of each row being trained
+    normalizer: float
+    """The whole step's loss denominator (loss.loss_normalizer)."""
+    entropy_tokens: float
+    """The whole step's count of tokens in the entropy bonus."""
+    spec: JobSpec
+    beta: float
+    step_tokens: float
+    """Unmasked tokens of the whole step, every rank's (the metrics' weight)."""
+    ranks: Ranks
+
+    def loss(
+        self, logps: Tensor, entropies: Tensor | None, old_logps: Tensor, piece: slice
+    ) -> tuple[Tensor, dict[str, float]]:
+        """This micro-batch's share of the step's loss, and its token-mean metrics."""
+        rows, spec = self.rows[piece], self.spec
+        return grpo_loss(
+            logps,
+            old_logps,
+            None if self.ref_logps is None else self.ref_logps[rows],
+            self.advantages[rows],
+            self.loss_mask[rows],
+            epsilon=spec.epsilon,
+            epsilon_high=spec.epsilon_high,
+            beta=self.beta,
+            loss_type=spec.loss_type,
+            max_completion_length=spec.max_completion_length,
+            importance_sampling_level=spec.importance_sampling_level,
+            delta=spec.delta,
+            entropy_mask=None if self.entropy_mask is None else self.entropy_mask[rows],
+            entropies=entropies,
+            entropy_coef=spec.entropy_coef,
+            normalizer=self.normalizer,
+            entropy_tokens=self.entropy_tokens,
+        )
+
+
+def _global_rows(rollout: Rollout, groups: Tensor | None) -> Tensor:
+    """The step's row index of each row trained: all N, or the rows of the groups kept."""
+    if groups is None:
+        return torch.arange(rollout.completion_ids.shape[0], device=rollout.completion_ids.device)
+    return group_rows(groups, rollout.num_generations)

@@ -1,0 +1,64 @@
+"""grpo/loss_terms.py: the whole-step numbers every micro-batch's loss divides by."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grpo.distributed import SINGLE
+from grpo.loss_terms import loss_mask_of, mask_share, start_counts, step_loss_terms
+from grpo.rollout import Rollout
+from grpo.spec import JobSpec, RegexReward
+
+
+def rollout() -> Rollout:
+    """1 prompt, G = 2: a 3-token completion ending in EOS and a 4-token truncated one."""
+    return Rollout(
+        prompt_ids=torch.tensor([[5, 6]]),
+        prompt_mask=torch.ones(1, 2, dtype=torch.long),
+        completion_ids=torch.tensor([[1, 2, 0, 0], [3, 4, 5, 6]]),
+        completion_mask=torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]]),
+        is_truncated=torch.tensor([False, True]),
+        entropy=torch.tensor([[0.1, 0.9, 0.2, 0.0], [0.8, 0.3, 0.7, 0.4]]),
+    )
+
+
+def spec(**overrides) -> JobSpec:
+    knobs = dict(
+        model="builtin:tiny", rewards=(RegexReward(pattern="x"),), num_generations=2,
+        prompts_per_step=1, max_completion_length=4,
+    )  # fmt: skip
+    return JobSpec(**{**knobs, **overrides})
+
+
+def test_overlong_filtering_drops_truncated_completions_from_the_loss_mask():
+    assert loss_mask_of(rollout(), spec()).tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
+    masked = loss_mask_of(rollout(), spec(mask_truncated_completions=True))
+    assert masked.tolist() == [[1, 1, 1, 0], [0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize(
+    ("loss_type", "normalizer"),
+    [("grpo", 2.0), ("bnpo", 7.0), ("dapo", 7.0), ("dr_grpo", 8.0)],  # 2 rows, 3 + 4 tokens
+)
+def test_the_normaliser_counts_the_whole_step(loss_type, normalizer):
+    job = spec(loss_type=loss_type, beta=0.0)
+    mask = loss_mask_of(rollout(), job)
+    counts = start_counts(mask)
+    assert counts() == [2.0, 7.0]
+    terms = step_loss_terms(rollout(), None, torch.zeros(2), None, mask, counts, job, 0.0, SINGLE)
+    assert terms.normalizer == normalizer and terms.step_tokens == 7.0
+
+
+def test_the_entropy_mask_keeps_the_steps_top_quantile_and_reports_what_it_left_out():
+    job = spec(top_entropy_quantile=0.5, beta=0.0)
+    mask = loss_mask_of(rollout(), job)
+    terms = step_loss_terms(
+        rollout(), None, torch.zeros(2), None, mask, start_counts(mask), job, 0.0, SINGLE
+    )
+    # the 7 loss tokens' entropies 0.1 0.9 0.2 | 0.8 0.3 0.7 0.4: median 0.4, so the tokens
+    # at 0.9, 0.8, 0.7 and 0.4 stay: 4 of 7
+    assert terms.entropy_mask is not None
+    assert terms.entropy_mask.tolist() == [[False, True, False, False], [True, False, True, True]]
+    assert terms.entropy_tokens == 4.0
+    assert mask_share(terms) == {"entropy_masked_share": pytest.approx(3 / 7)}
