@@ -1,4 +1,5 @@
-"""The `grpo` command: `train` and `eval` run the library in the terminal, with no server.
+"""The `grpo` command: `train` (grpo/train_command.py) and `eval` run the library in the
+terminal, with no server.
 
 Service commands (up, worker, submit, runs, cancel, logs, export, migrate) are handed to app.cli
 or worker.cli in a fresh process, so this module never imports the server or the worker.
@@ -32,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from grpo.failures import user_message
 
-    args.cache_dir = cache_dir(args.cache_dir)
     try:
+        args.cache_dir = cache_dir(args.cache_dir)
         if args.command == "train":
             from grpo.train_command import train
 

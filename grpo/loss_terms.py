@@ -3,7 +3,9 @@ the loss counts, the whole step's row and token counts (summed over ranks in the
 background), the top_entropy_quantile mask over the whole step (Wang et al. 2025, "Beyond
 the 80/20 rule", arXiv:2506.01939), and the normaliser of `loss_type` from those counts.
 However the step is cut, into micro-batches or across ranks, each piece divides by the
-same whole-step numbers, so the pieces add up to the single-pass loss.
+same whole-step numbers, so the pieces add up to the single-pass loss. `LossTerms.loss` is
+one piece's share; `mask_share` the entropy_masked_share metric. Knows nothing of the
+optimizer, the model or rewards.
 """
 
 from __future__ import annotations

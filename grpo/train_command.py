@@ -1,7 +1,7 @@
 """`grpo train spec.yaml`: train in this terminal, on one process or on the ranks the spec
 asks for (torch's elastic launcher, grpo/launch.py), with a progress bar on rank 0 and
 Ctrl-C asking for a stop between steps. `args` come from grpo/cli.py's parser, with
-`cache_dir` already resolved.
+`cache_dir` already resolved. Knows nothing of the server, the store or the GRPO math.
 """
 
 from __future__ import annotations

@@ -19,14 +19,14 @@ def rollout() -> Rollout:
         completion_ids=torch.tensor([[1, 2, 0, 0], [3, 4, 5, 6]]),
         completion_mask=torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]]),
         is_truncated=torch.tensor([False, True]),
-        entropy=torch.tensor([[0.1, 0.9, 0.2, 0.0], [0.8, 0.3, 0.7, 0.4]]),
+        entropy=torch.tensor([[0.1, 0.9, 0.2, 1.0], [0.8, 0.3, 0.7, 0.4]]),  # 1.0: padding
     )
 
 
 def spec(**overrides) -> JobSpec:
     knobs = dict(
         model="builtin:tiny", rewards=(RegexReward(pattern="x"),), num_generations=2,
-        prompts_per_step=1, max_completion_length=4,
+        prompts_per_step=1, max_completion_length=5,
     )  # fmt: skip
     return JobSpec(**{**knobs, **overrides})
 
@@ -38,27 +38,38 @@ def test_overlong_filtering_drops_truncated_completions_from_the_loss_mask():
 
 
 @pytest.mark.parametrize(
-    ("loss_type", "normalizer"),
-    [("grpo", 2.0), ("bnpo", 7.0), ("dapo", 7.0), ("dr_grpo", 8.0)],  # 2 rows, 3 + 4 tokens
+    ("loss_type", "is_masked", "normalizer"),
+    [
+        ("grpo", False, 2.0),  # rows
+        ("bnpo", False, 7.0),  # loss tokens: 3 + 4
+        ("dapo", False, 7.0),
+        ("cispo", False, 7.0),
+        ("dr_grpo", False, 10.0),  # rows x max_completion_length 5, not the width 4
+        ("grpo", True, 2.0),  # a fully masked row still counts as a row
+        ("dapo", True, 3.0),  # the truncated completion's 4 tokens leave the count
+    ],
 )
-def test_the_normaliser_counts_the_whole_step(loss_type, normalizer):
-    job = spec(loss_type=loss_type, beta=0.0)
+def test_the_normaliser_counts_the_whole_step(loss_type, is_masked, normalizer):
+    cap = {"epsilon_high": 5.0} if loss_type == "cispo" else {}  # cispo's own cap
+    job = spec(loss_type=loss_type, beta=0.0, mask_truncated_completions=is_masked, **cap)
     mask = loss_mask_of(rollout(), job)
     counts = start_counts(mask)
-    assert counts() == [2.0, 7.0]
+    tokens = 3.0 if is_masked else 7.0
+    assert counts() == [2.0, tokens]
     terms = step_loss_terms(rollout(), None, torch.zeros(2), None, mask, counts, job, 0.0, SINGLE)
-    assert terms.normalizer == normalizer and terms.step_tokens == 7.0
+    assert terms.normalizer == normalizer and terms.step_tokens == tokens
 
 
 def test_the_entropy_mask_keeps_the_steps_top_quantile_and_reports_what_it_left_out():
-    job = spec(top_entropy_quantile=0.5, beta=0.0)
+    job = spec(top_entropy_quantile=0.25, beta=0.0)
     mask = loss_mask_of(rollout(), job)
     terms = step_loss_terms(
         rollout(), None, torch.zeros(2), None, mask, start_counts(mask), job, 0.0, SINGLE
     )
-    # the 7 loss tokens' entropies 0.1 0.9 0.2 | 0.8 0.3 0.7 0.4: median 0.4, so the tokens
-    # at 0.9, 0.8, 0.7 and 0.4 stay: 4 of 7
+    # the 7 loss tokens' entropies (padding's 1.0 left out), sorted 0.1 0.2 0.3 0.4 0.7 0.8
+    # 0.9: the 0.75 quantile sits at position 0.75 x 6 = 4.5, between 0.7 and 0.8, so 0.75;
+    # the tokens at 0.9 and 0.8 stay: 2 of 7
     assert terms.entropy_mask is not None
-    assert terms.entropy_mask.tolist() == [[False, True, False, False], [True, False, True, True]]
-    assert terms.entropy_tokens == 4.0
-    assert mask_share(terms) == {"entropy_masked_share": pytest.approx(3 / 7)}
+    assert terms.entropy_mask.tolist() == [[False, True, False, False], [True, False, False, False]]
+    assert terms.entropy_tokens == 2.0
+    assert mask_share(terms) == {"entropy_masked_share": pytest.approx(5 / 7)}
