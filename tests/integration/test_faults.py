@@ -260,7 +260,10 @@ def test_grpo_up_restarts_a_killed_worker_and_every_stop_ends_all_and_hands_the_
         with grpo_up(tmp_path, extra_env=UP_ENV, port=port) as (proc, url):
             with httpx.Client(base_url=url, timeout=30) as client:
                 if run_id is None:
-                    spec = tiny_spec_for_up(max_steps=16, save_steps=5)
+                    # steps of the tiny model take ~50 ms and each start trains until its
+                    # stop lands: 16 steps once ran out before the fourth start saw the
+                    # run running (14 -> 16 in 0.3 s), so there is room for many per start
+                    spec = tiny_spec_for_up(max_steps=64, save_steps=5)
                     run_id = client.post("/api/runs", json=spec).json()["id"]
                 last = client.get(f"/api/runs/{run_id}").json()["step"]
                 mid_run = partial(is_running_past, client, run_id, last)
