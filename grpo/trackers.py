@@ -28,11 +28,13 @@ Across attempts at one run (requeued, resumed) the trackers keep ONE run each:
 to them; a later attempt reopens those runs and does not send again a step re-done after
 its checkpoint (MLflow cannot overwrite a metric, only append a second value at the same
 step; W&B would keep a second row), so each holds each step once, from its first
-attempt. TensorBoard appends a new event file to the same directory and
-writes a purge at the attempt's first step: TensorBoard (its EventAccumulator) then drops
-what earlier attempts wrote from that step on, so it shows the re-done values, as our store
-does; a raw read of the event files still sees both. `close(outcome)` ends each tracker's
-run as the attempt ended (see `Outcome`).
+attempt. A worker killed after MLflow took a step but before the file said so: the next
+attempt reads the reopened MLflow run's own last step too (W&B may lose that step instead:
+its killed process may not have written it). TensorBoard appends a new event file to the
+same directory and writes a purge at the attempt's first step: TensorBoard (its
+EventAccumulator) then drops what earlier attempts wrote from that step on, so it shows the
+re-done values, as our store does; a raw read of the event files still sees both.
+`close(outcome)` ends each tracker's run as the attempt ended (see `Outcome`).
 
 Knows nothing of SQL.
 """
@@ -61,6 +63,9 @@ from grpo.spec import JobSpec
 MLFLOW_EXPERIMENT = "grpo"
 WANDB_PROJECT = "grpo"
 STATE_FILE = "trackers.json"
+STEP_KEY = "reward"
+"""A key every training step's scalars hold: MLflow's history of it says which steps a
+reopened run already has."""
 _MLFLOW_UNSAFE = re.compile(r"[^\w\-. /]")
 
 Outcome = Literal["succeeded", "failed", "cancelled", "handed_back"]
@@ -132,8 +137,9 @@ class Trackers:
     def log_step(self, report: StepReport) -> None:
         training = {k: v for k, v in report.scalars.items() if not k.startswith("eval/")}
         if report.step > self.state.logged_step:  # not sent by an earlier attempt
-            if self.mlflow is not None:  # eval/ keys: log_eval sends those, step 0's included
-                self.mlflow.log(training, report.step)
+            # nor by one killed between MLflow's write and the state file's (its history)
+            if self.mlflow is not None and report.step > self.mlflow.last_step:
+                self.mlflow.log(training, report.step)  # eval/ keys: log_eval sends those
             if self.wandb is not None:
                 histograms = self._wandb_histograms(report)
                 self.wandb.log({"step": report.step, **training, **histograms})
@@ -262,10 +268,14 @@ class MlflowRun:
         # a file store keeps a metric as a file: `time/reward` and `time/reward/<label>`
         # cannot both be, so there a name's slashes become dots
         self.is_file_store = urlparse(uri).scheme in ("", "file")
+        self.last_step = -1
+        """The last training step the run holds (an earlier attempt's; -1 for a new run)."""
         if reopen is not None:
             try:
                 self.client.update_run(reopen, status="RUNNING")
                 self.run_id: str = reopen
+                history = self.client.get_metric_history(reopen, self._name(STEP_KEY))
+                self.last_step = max((m.step for m in history), default=-1)
                 return
             except MlflowException:  # not at this URI (the operator moved the store)
                 pass

@@ -186,6 +186,26 @@ def test_a_later_attempt_reopens_the_trackers_runs_and_sends_no_step_twice(
     assert [s.step for s in board.Scalars("eval/accuracy")] == [0, 4]
 
 
+def test_a_step_mlflow_took_from_an_attempt_killed_before_saying_so_is_not_sent_twice(
+    tmp_path: Path,
+) -> None:
+    """A worker SIGKILLed between MLflow's write of step 3 and trackers.json's (which still
+    says step 2): the next attempt re-does step 3 and must not append a second value."""
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    spec = JobSpec(logging={"report_to": ["mlflow"]})
+    first = Trackers(spec, tmp_path / "run", run_name="run", mlflow_uri=uri)
+    for step in (1, 2):
+        first.log_step(StepReport(step, 1, {"reward": float(step)}))
+    assert first.mlflow is not None
+    first.mlflow.log({"reward": 3.0}, 3)  # what log_step(3) had sent when the kill came
+    second = Trackers(spec, tmp_path / "run", run_name="run", mlflow_uri=uri)
+    for step in (3, 4):
+        second.log_step(StepReport(step, 1, {"reward": 10.0 * step}))
+    second.close("succeeded")
+    (run,) = mlflow_runs(uri)
+    assert mlflow_history(uri, run, "reward") == [(1, 1), (2, 2), (3, 3), (4, 40)]
+
+
 def test_no_tracker_writes_nothing(tmp_path: Path) -> None:
     trackers = Trackers(JobSpec(), tmp_path)
     trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
