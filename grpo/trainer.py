@@ -207,13 +207,15 @@ class Trainer:
                 autocast=lambda: autocast(self.device, self.dtype),
             )
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
-        groups = self._report_groups(batch, advantages, token_kls, first=filled.first)
+        passes = self._passes(batch.scores, batch.rewards)
+        groups = self._report_groups(batch, advantages, token_kls, passes, first=filled.first)
         if filled.dropped is not None:
             dropped = filled.dropped
+            dropped_passes = self._passes(dropped.scores, dropped.rewards)
+            first = filled.first + len(groups)
             groups += self._report_groups(
-                dropped, dropped.advantages, None, first=filled.first + len(groups), is_dropped=True
+                dropped, dropped.advantages, None, dropped_passes, first=first, is_dropped=True
             )
-        passes = self._passes(batch.scores, batch.rewards)
         part = rank_part(batch, groups, clock, passes, self.rounds.truncated_prompts)
         whole = whole_step(self.ranks, part)
         report = None
@@ -232,12 +234,14 @@ class Trainer:
         batch: Batch,
         advantages: torch.Tensor,
         token_kls: torch.Tensor | None,
+        passes: list[bool],
         first: int = 0,
         is_dropped: bool = False,
     ) -> list[GroupReport]:
         """The batch's GroupReports, indexed from `first` (this rank's first group, or the
         trained groups' count for the dropped ones); texts for the step's first
-        max_groups_per_step trained groups, whatever rank has them."""
+        max_groups_per_step trained groups, whatever rank has them; `passes`: each completion's
+        pass or fail (_passes)."""
         keep = self.spec.logging.max_groups_per_step
         return build_groups(
             batch.examples,
@@ -250,7 +254,7 @@ class Trainer:
             rewards=batch.rewards,
             advantages=advantages,
             token_kls=token_kls,
-            passes=self._passes(batch.scores, batch.rewards),
+            passes=passes,
             eos_token_ids=self.eos_token_ids,
             keep=keep if is_dropped else max(0, keep - first),
             stops=self.spec.stop,

@@ -5,22 +5,13 @@ from __future__ import annotations
 
 import torch
 
-from grpo.spec import JobSpec, RegexReward
 from grpo.timing import StepClock
 from grpo.trainer import Trainer
+from tests.unit.test_trainer import tiny_spec
 
 
 def tiny_trainer(tmp_path, cache_dir, **overrides) -> Trainer:
-    knobs = dict(
-        model="builtin:tiny",
-        rewards=(RegexReward(pattern=r"\d"),),
-        max_steps=3,
-        prompts_per_step=2,
-        num_generations=3,
-        max_completion_length=5,
-        save_steps=0,
-    )
-    return Trainer(JobSpec(**{**knobs, **overrides}), workdir=tmp_path, cache_dir=cache_dir)
+    return Trainer(tiny_spec(**overrides), workdir=tmp_path, cache_dir=cache_dir)
 
 
 def test_a_round_depends_on_seed_step_and_round_only(tmp_path, grpo_cache_dir):
