@@ -35,7 +35,10 @@ def update_mode(model: Any, spec: JobSpec) -> Iterator[None]:
     """Train mode for the update only where it matters: gradient checkpointing (HF runs it
     only in train mode) and LoRA dropout; generation always runs in eval mode with its cache."""
     is_train = spec.gradient_checkpointing or (spec.lora is not None and spec.lora.dropout > 0)
-    model.train(is_train)
+    if not is_train:  # the model stays in eval mode: switching walks every module (~1 ms)
+        yield
+        return
+    model.train()
     try:
         yield
     finally:

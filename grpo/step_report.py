@@ -8,6 +8,7 @@ text). Knows nothing of HTTP or SQL.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
@@ -50,6 +51,7 @@ def build_groups(
     is one bool per completion (group-major), by grpo/outcome.py's rule."""
     g = rollout.num_generations
     reward_rows, advantage_rows = rewards.tolist(), advantages.tolist()
+    rows = _Rows.of(rollout, token_kls, num_rows=min(keep, len(examples)) * g)
     groups = []
     for b, example in enumerate(examples):
         completions = None
@@ -59,12 +61,11 @@ def build_groups(
                     i,
                     texts=texts,
                     tokenizer=tokenizer,
-                    rollout=rollout,
+                    rows=rows,
                     scores=scores,
                     note=(notes or {}).get(i),
                     reward=reward_rows[b][i % g],
                     advantage=advantage_rows[b][i % g],
-                    token_kls=token_kls,
                     eos_token_ids=eos_token_ids,
                     stops=stops,
                 )
@@ -86,29 +87,50 @@ def build_groups(
     return groups
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """The first rows of a rollout as Python lists, each converted once for the whole batch
+    rather than once per completion (a completion's report reads all of them)."""
+
+    lengths: list[int]
+    ids: list[list[int]]  # each cut to its length
+    is_truncated: list[bool]
+    token_kls: list[list[float]] | None  # each cut to its length
+
+    @classmethod
+    def of(cls, rollout: Rollout, token_kls: Tensor | None, *, num_rows: int) -> _Rows:
+        lengths = rollout.lengths[:num_rows].tolist()
+        ids = rollout.completion_ids[:num_rows].tolist()
+        kls = token_kls[:num_rows].tolist() if token_kls is not None else None
+        return cls(
+            lengths=lengths,
+            ids=[row[:n] for row, n in zip(ids, lengths, strict=True)],
+            is_truncated=rollout.is_truncated[:num_rows].tolist(),
+            token_kls=None if kls is None else [r[:n] for r, n in zip(kls, lengths, strict=True)],
+        )
+
+
 def _completion(
     i: int,
     *,
     texts: Sequence[str],
     tokenizer: Any,
-    rollout: Rollout,
+    rows: _Rows,
     scores: Mapping[str, Sequence[float | None]],
     note: str | None,
     reward: float,
     advantage: float,
-    token_kls: Tensor | None,
     eos_token_ids: Sequence[int],
     stops: Sequence[str],
 ) -> CompletionReport:
-    length = int(rollout.lengths[i])
-    kls = token_kls[i, :length].tolist() if token_kls is not None else None
+    length, ids = rows.lengths[i], rows.ids[i]
+    kls = rows.token_kls[i] if rows.token_kls is not None else None
     # each token's piece of text, where a view shades tokens by their KL
-    ids = rollout.completion_ids[i, :length].tolist()
     pieces = token_pieces(tokenizer, ids, text=texts[i]) if kls is not None else None
     return CompletionReport(
         text=texts[i],
         num_tokens=length,
-        is_truncated=bool(rollout.is_truncated[i]),
+        is_truncated=rows.is_truncated[i],
         rewards={name: values[i] for name, values in scores.items()},
         note=note,
         reward=reward,
