@@ -121,7 +121,8 @@ def take_turns(server: socket.socket, expected: dict[str, int]) -> dict[str, Tak
     runs = {side: Taken() for side in expected}
     for _ in range(sum(expected.values())):
         conn, _ = server.accept()
-        side = conn.makefile("rb").readline().decode().strip()
+        conn.settimeout(server.gettimeout())  # a run that hangs fails the bench
+        side = _read_line(conn)
         runs[side].members.append(conn)
     for run in runs.values():
         for conn in run.members:
@@ -139,6 +140,17 @@ def take_turns(server: socket.socket, expected: dict[str, int]) -> dict[str, Tak
                 run.is_done = True
                 run.walls.pop()  # the last step and the end of the run (a checkpoint)
     return runs
+
+
+def _read_line(conn: socket.socket) -> str:
+    """One line, byte by byte: a buffered reader could swallow the "r" that follows it."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = conn.recv(1)
+        if not byte:
+            raise RuntimeError("scaling: a run hung up before saying which it is")
+        line += byte
+    return line.decode().strip()
 
 
 def _expect(conn: socket.socket, what: bytes) -> None:
