@@ -307,7 +307,7 @@ def main() -> None:
         f"{1 / statistics.median(gains):.3f} is possible on this machine now"
     )
     print(
-        f"ratio over {len(ratios)} blocks of {len(single) // args.blocks} steps: median "
+        f"ratio over {len(ratios)} blocks of {max(1, len(single) // args.blocks)} steps: median "
         f"{statistics.median(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}"
     )
     print(f"scaling: ranks={args.ranks} step_time_ratio={t2 / t1:.3f} samples_identical={same:.3f}")
