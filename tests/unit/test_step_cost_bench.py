@@ -1,0 +1,60 @@
+"""bench/step_cost.py: the fixed and per-prompt cost of a step, and the data-parallel bound
+they set, against numbers worked by hand; one short real measurement."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def step_cost() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "bench_step_cost", ROOT / "bench" / "step_cost.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_step_cost"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fit_line_gives_intercept_and_slope() -> None:
+    fit_line = step_cost().fit_line
+    # on a line: 30 ms fixed, 2.5 ms a prompt
+    assert fit_line([1.0, 8.0, 16.0, 32.0], [32.5, 50.0, 70.0, 110.0]) == pytest.approx((30, 2.5))
+    # off it, by hand: mean x 1, mean y 7/3, Sxx 2, Sxy 4/3 + 5/3 = 3 -> slope 1.5, 7/3 - 1.5
+    assert fit_line([0.0, 1.0, 2.0], [1.0, 2.0, 4.0]) == pytest.approx((5 / 6, 1.5))
+
+
+def test_ideal_ratio_is_a_ranks_share_over_the_whole_step() -> None:
+    ratio = step_cost().ideal_ratio
+    # fixed 35 ms, 2.75 ms a prompt, 32 prompts: (35 + 44) / (35 + 88) = 79 / 123
+    assert ratio(0.035, 0.00275, prompts=32, ranks=2) == pytest.approx(79 / 123)
+    assert ratio(0.0, 0.00275, prompts=32, ranks=2) == pytest.approx(0.5)  # no fixed cost
+    assert ratio(0.035, 0.0, prompts=32, ranks=2) == pytest.approx(1.0)  # nothing splits
+
+
+def test_phase_seconds_puts_the_unnamed_rest_of_the_step_in_other() -> None:
+    scalars = {"time/generate": 0.03, "time/reward": 0.01, "time/reference": 0.02,
+               "time/train": 0.05, "time/step": 0.12, "tokens_per_second": 1.0}  # fmt: skip
+    phases = step_cost().phase_seconds(scalars)
+    assert phases["other"] == pytest.approx(0.01)
+    assert phases["step"] == 0.12 and phases["train"] == 0.05
+
+
+def test_measure_times_every_phase_at_every_count(
+    grpo_cache_dir: Path, one_torch_thread: None
+) -> None:
+    data = {"model": "builtin:tiny", "prompts_per_step": 2, "num_generations": 2,
+            "max_completion_length": 3, "rewards": [{"name": "accuracy"}]}  # fmt: skip
+    medians = step_cost().measure(data, [1, 2], steps=3, cache=grpo_cache_dir)
+    assert sorted(medians) == [1, 2]
+    for phases in medians.values():
+        assert set(phases) == {"generate", "reward", "reference", "train", "other", "step"}
+        assert phases["step"] >= phases["train"] > 0 and phases["generate"] > 0
