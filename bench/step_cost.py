@@ -6,8 +6,8 @@ time at several prompt counts, phase by phase, in one process with one torch thr
 One trainer per prompt count is built in this process and they take steps in turn (step 1
 of each, then step 2 of each, ...), so the host's slow and fast moments fall on every
 count alike; the first 2 steps of each are not timed. Each phase's median seconds
-(`time/<phase>` of the step reports; `other` is the rest of `time/step`: the step report,
-the advantages, the loss mask) is fitted by least squares to
+(`time/<phase>` of the step reports; `other` is the rest of `time/step`, what the step
+does between and after the four named phases) is fitted by least squares to
 
     t(B) = fixed + per_prompt * B
 
