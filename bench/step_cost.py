@@ -38,10 +38,11 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 from grpo.spec import JobSpec  # noqa: E402
+from grpo.timing import REPORTED_PHASES  # noqa: E402
 from grpo.trainer import Trainer  # noqa: E402
 from grpo.training_state import start_fresh  # noqa: E402
 
-PHASES = ("generate", "reward", "reference", "train", "other", "step")
+PHASES = (*REPORTED_PHASES, "other", "step")
 WARMUP = 2
 
 
@@ -60,7 +61,7 @@ def ideal_ratio(fixed: float, per_prompt: float, *, prompts: int, ranks: int) ->
 
 def phase_seconds(scalars: dict[str, float]) -> dict[str, float]:
     """A step's seconds by PHASES, `other` being the step less the four named phases."""
-    named = {p: scalars[f"time/{p}"] for p in ("generate", "reward", "reference", "train")}
+    named = {p: scalars[f"time/{p}"] for p in REPORTED_PHASES}
     return {
         **named,
         "other": scalars["time/step"] - sum(named.values()),

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench_module import load_bench
 
 
 def paired() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("paired", ROOT / "bench" / "paired.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("paired")
 
 
 def test_paired_ratios_pair_step_by_step_and_refuse_unpaired_lists() -> None:

@@ -3,24 +3,16 @@ every process of a run at once, so the host's noise falls on all of them alike."
 
 from __future__ import annotations
 
-import importlib.util
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench_module import load_bench
 
 
 def scaling() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_scaling", ROOT / "bench" / "scaling.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_scaling"] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("scaling")
 
 
 STEPS = 4

@@ -3,25 +3,16 @@ they set, against numbers worked by hand; one short real measurement."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench_module import load_bench
 
 
 def step_cost() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_step_cost", ROOT / "bench" / "step_cost.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_step_cost"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("step_cost")
 
 
 def test_fit_line_gives_intercept_and_slope() -> None:
