@@ -27,11 +27,14 @@ Across attempts at one run (requeued, resumed) the trackers keep ONE run each:
 `<workdir>/trackers.json` holds the MLflow and W&B run ids and the last step and eval sent
 to them; a later attempt reopens those runs and does not send again a step re-done after
 its checkpoint (MLflow cannot overwrite a metric, only append a second value at the same
-step; W&B would keep a second row), so each holds each step once, from its first
-attempt. A worker killed after MLflow took a step but before the file said so: the next
-attempt reads the reopened MLflow run's own last step too (W&B may lose that step instead:
-its killed process may not have written it). TensorBoard appends a new event file to the
-same directory and writes a purge at the attempt's first step: TensorBoard (its
+step; W&B would keep a second row), so each holds each step once, from its first attempt. A
+worker killed after MLflow took a step but before the file said so: the next attempt reads
+the reopened MLflow run's own last step too (W&B may lose that step instead: its killed
+process may not have written it). A step's MLflow batch is written with its STEP_KEY last:
+a file store writes a batch one metric at a time, and a worker killed halfway leaves some
+of the step's metrics without its STEP_KEY; the next attempt sends that step's other
+metrics only, so each metric still holds each step once. TensorBoard appends a new event
+file to the same directory and writes a purge at the attempt's first step: TensorBoard (its
 EventAccumulator) then drops what earlier attempts wrote from that step on, so it shows the
 re-done values, as our store does; a raw read of the event files still sees both.
 `close(outcome)` ends each tracker's run as the attempt ended (see `Outcome`).
@@ -64,8 +67,8 @@ MLFLOW_EXPERIMENT = "grpo"
 WANDB_PROJECT = "grpo"
 STATE_FILE = "trackers.json"
 STEP_KEY = "reward"
-"""A key every training step's scalars hold: MLflow's history of it says which steps a
-reopened run already has."""
+"""A key every training step's scalars hold, written last of a step's MLflow batch: its
+history says which steps a reopened run already holds whole."""
 _MLFLOW_UNSAFE = re.compile(r"[^\w\-. /]")
 
 Outcome = Literal["succeeded", "failed", "cancelled", "handed_back"]
@@ -269,13 +272,21 @@ class MlflowRun:
         # cannot both be, so there a name's slashes become dots
         self.is_file_store = urlparse(uri).scheme in ("", "file")
         self.last_step = -1
-        """The last training step the run holds (an earlier attempt's; -1 for a new run)."""
+        """The last training step the run holds whole (an earlier attempt's; -1 for a new
+        run): its STEP_KEY, written last of a step's batch (see `batch`)."""
+        self.held: dict[str, int] = {}
+        """In a file store, each metric's last step: a file store writes a batch one metric
+        at a time, so a killed attempt can leave a step half-written (some metrics, not its
+        STEP_KEY); the next attempt sends only the rest of that step. Other stores write a
+        batch in one transaction: {} there."""
         if reopen is not None:
             try:
                 self.client.update_run(reopen, status="RUNNING")
                 self.run_id: str = reopen
                 history = self.client.get_metric_history(reopen, self._name(STEP_KEY))
                 self.last_step = max((m.step for m in history), default=-1)
+                if self.is_file_store:
+                    self.held = self._last_steps(reopen)
                 return
             except MlflowException:  # not at this URI (the operator moved the store)
                 pass
@@ -296,13 +307,30 @@ class MlflowRun:
                 raise
             return str(again.experiment_id)
 
-    def log(self, scalars: dict[str, float], step: int) -> None:
+    def _last_steps(self, run_id: str) -> dict[str, int]:
+        keys = self.client.get_run(run_id).data.metrics
+        return {
+            key: max((m.step for m in self.client.get_metric_history(run_id, key)), default=-1)
+            for key in keys
+        }
+
+    def batch(self, scalars: dict[str, float], step: int) -> list[Any]:
+        """The MLflow metrics `log` writes for `step`, in the order written: STEP_KEY last,
+        so a run that holds it at a step holds the whole step; none the run already holds at
+        this step or later (`held`)."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [
-            Metric(self._name(key), float(value), now, step) for key, value in scalars.items()
+        marker = self._name(STEP_KEY)
+        named = {self._name(key): float(value) for key, value in scalars.items()}
+        return [
+            Metric(name, named[name], now, step)
+            for name in sorted(named, key=lambda name: name == marker)  # stable: marker last
+            if self.held.get(name, -1) < step
         ]
+
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        metrics = self.batch(scalars, step)
         if metrics:
             self.client.log_batch(self.run_id, metrics=metrics)
 

@@ -206,6 +206,33 @@ def test_a_step_mlflow_took_from_an_attempt_killed_before_saying_so_is_not_sent_
     assert mlflow_history(uri, run, "reward") == [(1, 1), (2, 2), (3, 3), (4, 40)]
 
 
+def test_a_step_half_written_to_a_file_store_by_a_killed_attempt_is_completed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file store writes a batch one metric at a time: a worker SIGKILLed while writing
+    step 3 leaves a prefix of its batch (here `loss` without `reward`, which is written
+    last). The next attempt re-does step 3 and sends what is missing, nothing twice."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    uri = (tmp_path / "mlruns").as_uri()
+    spec = JobSpec(logging={"report_to": ["mlflow"]})
+    first = Trackers(spec, tmp_path / "run", run_name="run", mlflow_uri=uri)
+    for step in (1, 2):
+        first.log_step(StepReport(step, 1, {"reward": float(step), "loss": -float(step)}))
+    assert first.mlflow is not None
+    batch = first.mlflow.batch({"reward": 3.0, "time/step": 0.5, "loss": -3.0}, 3)
+    assert [m.key for m in batch] == ["time.step", "loss", "reward"]  # the marker last
+    first.mlflow.client.log_batch(first.mlflow.run_id, metrics=batch[:2])  # then the kill
+    second = Trackers(spec, tmp_path / "run", run_name="run", mlflow_uri=uri)
+    for step in (3, 4):
+        scalars = {"reward": 10.0 * step, "time/step": 0.25, "loss": -10.0 * step}
+        second.log_step(StepReport(step, 1, scalars))
+    second.close("succeeded")
+    (run,) = mlflow_runs(uri)
+    assert mlflow_history(uri, run, "reward") == [(1, 1), (2, 2), (3, 30), (4, 40)]
+    assert mlflow_history(uri, run, "loss") == [(1, -1), (2, -2), (3, -3), (4, -40)]
+    assert mlflow_history(uri, run, "time.step") == [(3, 0.5), (4, 0.25)]
+
+
 def test_no_tracker_writes_nothing(tmp_path: Path) -> None:
     trackers = Trackers(JobSpec(), tmp_path)
     trackers.log_step(StepReport(1, 1, {"reward": 1.0}))
