@@ -17,7 +17,8 @@ step); `per_prompt` is what halves when the prompts are split. A data-parallel r
 ranks on the spec's B prompts then cannot beat (fixed + per_prompt * B / R) / t(B) even
 with free communication and cores that do not slow each other: `ideal_ratio` in the last
 line, for R = --ranks (bench/scaling.py measures the real ratio, and its `alone` line is
-this bound taken on its own run). Last line:
+this bound taken on its own run). A fit that is noise (a negative cost, or R^2 under 0.9:
+too few timed steps, or a host that changed speed) gets a warning on stderr. Last line:
 
     step_cost: fixed_ms=<fixed> per_prompt_ms=<per_prompt> ideal_ratio=<bound>
 """
@@ -52,6 +53,22 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     spread = sum((x - mean_x) ** 2 for x in xs)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
     return mean_y - slope * mean_x, slope
+
+
+def fit_doubt(xs: list[float], ys: list[float]) -> str | None:
+    """Why the line fitted to (xs, ys) is not to be trusted, or None: a negative fixed or
+    per-prompt cost, or a line that explains under 90% of the variance (R^2 < 0.9). Either
+    means the timings are noise (too few timed steps, or a host that changed speed)."""
+    fixed, slope = fit_line(xs, ys)
+    mean_y = statistics.fmean(ys)
+    total = sum((y - mean_y) ** 2 for y in ys)
+    left = sum((y - fixed - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    r2 = 1.0 - left / total if total else 0.0
+    if fixed < 0 or slope < 0:
+        return f"a negative cost (fixed {fixed * 1e3:.1f} ms, per prompt {slope * 1e3:.2f} ms)"
+    if r2 < 0.9:
+        return f"the line explains {r2:.2f} of the variance (R^2 under 0.9)"
+    return None
 
 
 def ideal_ratio(fixed: float, per_prompt: float, *, prompts: int, ranks: int) -> float:
@@ -127,6 +144,9 @@ def main() -> None:
     print("fixed   " + " ".join(f"{fits[p][0] * 1e3:10.1f}" for p in PHASES))
     print("/prompt " + " ".join(f"{fits[p][1] * 1e3:10.2f}" for p in PHASES))
     fixed, per_prompt = fits["step"]
+    doubt = fit_doubt([float(c) for c in counts], [medians[c]["step"] for c in counts])
+    if doubt:
+        print(f"warning: the step's fit is noise, {doubt}: time more steps", file=sys.stderr)
     prompts = int(data["prompts_per_step"])
     bound = ideal_ratio(fixed, per_prompt, prompts=prompts, ranks=args.ranks)
     print(

@@ -23,6 +23,17 @@ def test_fit_line_gives_intercept_and_slope() -> None:
     assert fit_line([0.0, 1.0, 2.0], [1.0, 2.0, 4.0]) == pytest.approx((5 / 6, 1.5))
 
 
+def test_fit_doubt_names_a_negative_cost_or_a_poor_fit() -> None:
+    doubt = step_cost().fit_doubt
+    assert doubt([1.0, 8.0, 16.0, 32.0], [32.5, 50.0, 70.0, 110.0]) is None  # on the line
+    # falling with size: fixed 10.5 ms, -0.5 ms a prompt
+    assert "negative cost" in str(doubt([1.0, 3.0], [0.010, 0.009]))
+    # by hand: the fit above (5/6 + 1.5 x) leaves 1/36 + 1/9 + 1/36 = 1/6 of Syy 14/3: R^2
+    # 0.964; a zigzag 1, 3, 1, 3 leaves most of it: slope 0.4, R^2 0.2
+    assert doubt([0.0, 1.0, 2.0], [1.0, 2.0, 4.0]) is None
+    assert "0.20 of the variance" in str(doubt([0.0, 1.0, 2.0, 3.0], [1.0, 3.0, 1.0, 3.0]))
+
+
 def test_ideal_ratio_is_a_ranks_share_over_the_whole_step() -> None:
     ratio = step_cost().ideal_ratio
     # fixed 35 ms, 2.75 ms a prompt, 32 prompts: (35 + 44) / (35 + 88) = 79 / 123
