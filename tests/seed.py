@@ -2,7 +2,9 @@
 live-update tests and the benches. Run with the stack's GRPO_* environment:
 
     python -m tests.seed STEPS              a finished run of STEPS steps; prints its id
-    python -m tests.seed into RUN STEPS     STEPS steps and their events into an existing run
+    python -m tests.seed into RUN STEPS [EVAL_EVERY]
+        STEPS steps and their events into an existing run (with an evaluation, scalars only,
+        every EVAL_EVERY steps if given)
     python -m tests.seed live RUN STEPS [EVERY_S [LOG_BYTES]]
         claims the (queued) run as a worker would and prints "claimed"; on a line on stdin,
         writes one step every EVERY_S seconds (default 0.05) through save_step (each followed
@@ -125,14 +127,29 @@ def seed_run(num_steps: int, *, seed: int = 0) -> str:
     return run.id
 
 
-def seed_steps(run_id: str, total: int, *, seed: int = 0) -> None:
-    """Steps 1..total and their events into an existing run, in one transaction."""
+def synthetic_eval(step: int, total: int) -> dict[str, float]:
+    """An evaluation's scalars, rising with training as the synthetic rewards do."""
+    accuracy = round(0.2 + 0.6 * step / total, 4)
+    return {"eval/accuracy": accuracy, "eval/reward": accuracy}
+
+
+def seed_steps(run_id: str, total: int, *, seed: int = 0, eval_every: int = 0) -> None:
+    """Steps 1..total and their events into an existing run, in one transaction; with
+    eval_every, an evaluation every eval_every steps, its scalars merged into its step's
+    metrics as the trainer merges them, and its `eval` event (without examples)."""
     rng = random.Random(seed)
     reports = [synthetic_step(step, total, rng) for step in range(1, total + 1)]
+    evaluated = reports[eval_every - 1 :: eval_every] if eval_every else []
+    evals = {r.step: synthetic_eval(r.step, total) for r in evaluated}
+    for r in reports:
+        r.scalars.update(evals.get(r.step, {}))
     with db.session() as session:
         session.execute(insert(StepMetric), [metric_row(run_id, r) for r in reports])
         events = [{"run_id": run_id, "kind": "step", "step": r.step,
                    "payload": steps.step_payload(r)} for r in reports]  # fmt: skip
+        events += [{"run_id": run_id, "kind": "eval", "step": step,
+                    "payload": {"step": step, "metrics": metrics, "examples": []}}
+                   for step, metrics in evals.items()]  # fmt: skip
         session.execute(insert(Event), events)
         run = session.get(Run, run_id)
         assert run is not None, run_id
@@ -207,8 +224,8 @@ def go_and_finish(proc: subprocess.Popen[str]) -> dict[str, float]:
 
 if __name__ == "__main__":
     match sys.argv[1:]:
-        case ["into", run_id, total]:
-            seed_steps(run_id, int(total))
+        case ["into", run_id, total, *rest]:
+            seed_steps(run_id, int(total), eval_every=int(rest[0]) if rest else 0)
         case ["live", run_id, total, *rest]:
             every = float(rest[0]) if rest else 0.05
             live(run_id, int(total), every, int(rest[1]) if len(rest) > 1 else 0)

@@ -1,34 +1,80 @@
 """Held-out eval on the run page: the eval curve beside the training reward (from step 0,
 before training), the table of one evaluated step's examples, an example's history across
 evaluations, evaluations arriving live over the run's stream; the final model downloaded
-from the Export menu; the compare page overlaying runs' eval curves."""
+from the Export menu; a long run's eval curve keeping every evaluation when its dense curves
+are thinned; the compare page overlaying runs' eval curves."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 from playwright.sync_api import expect
 
+from tests.browser.charts import chart_points
 from tests.browser.conftest import Console
 from tests.browser.runs import finish, long_spec, small_spec, stop, submit
+from tests.stack import ROOT, Stack
 
-EVAL_SERIES_JS = """() => {
-  const chart = window.echarts.getInstanceByDom(document.getElementById('chart-eval'));
-  return (chart?.getOption()?.series || []).map((s) => s.id);
+# a chart's element may not be built yet: getInstanceByDom(null) throws, and a throw ends a
+# wait_for_function at once instead of waiting
+CHART_JS = """(id) => {
+  const el = document.getElementById(id);
+  return el && window.echarts ? window.echarts.getInstanceByDom(el) : null;
 }"""
-EVAL_STEPS_JS = """() => {
-  const chart = window.echarts.getInstanceByDom(document.getElementById('chart-eval'));
+EVAL_SERIES_JS = f"""() => {{
+  const chart = ({CHART_JS})('chart-eval');
+  return (chart?.getOption()?.series || []).map((s) => s.id);
+}}"""
+EVAL_STEPS_JS = f"""() => {{
+  const chart = ({CHART_JS})('chart-eval');
   const source = chart?.getOption()?.dataset?.[0]?.source;
   const accuracy = source?.['eval/accuracy'] || [];
   return (source?.step || []).filter((step, i) => accuracy[i] != null);
-}"""
-COMPARE_JS = """() => {
-  const chart = window.echarts.getInstanceByDom(document.getElementById('compare-eval-accuracy'));
+}}"""
+COMPARE_JS = f"""() => {{
+  const chart = ({CHART_JS})('compare-eval-accuracy');
   return (chart?.getOption()?.series || []).map((s) => [s.name, s.data.map(([step]) => step)]);
-}"""
+}}"""
 EVAL = {"every_steps": 2, "max_examples": 6}
+MAX_POINTS = 1000  # app/static/js/sampling.js: what a thinned curve keeps of a dense metric
+
+
+PAGE_STATE_JS = f"""() => {{
+  const card = document.getElementById('card-eval');
+  const rect = card?.getBoundingClientRect();
+  const steps = (id) => ({CHART_JS})(id)?.getOption()?.dataset?.[0]?.source?.step?.length;
+  return {{
+    eval_chart_steps: steps('chart-eval'),
+    reward_chart_steps: steps('chart-reward'),
+    stream: document.getElementById('stream-state')?.dataset.state,
+    rendered_steps: document.getElementById('page')?.dataset.renderedSteps,
+    eval_card: card ? {{ hidden: card.hidden, top: rect.top, height: rect.height }} : null,
+    viewport: window.innerHeight,
+  }};
+}}"""
+
+
+def wait_for_evals(page: Any, api: httpx.Client, run_id: str, count: int, timeout: float) -> None:
+    """Until the eval curve holds `count` evaluations; on timeout, fails with what the page
+    and the API held then: whether the stream, the page's steps or the chart itself lagged
+    (the chart it was, when its observer read only the first of two entries)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(page.evaluate(EVAL_STEPS_JS)) >= count:
+            return
+        time.sleep(0.25)
+    stored = api.get(f"/api/runs/{run_id}/evals").json()["items"]
+    run = api.get(f"/api/runs/{run_id}").json()
+    raise AssertionError(
+        f"the eval curve holds {page.evaluate(EVAL_STEPS_JS)}, wanted {count} evaluations; "
+        f"page {page.evaluate(PAGE_STATE_JS)}; API: step {run['step']}, {run['status']}, "
+        f"{len(stored)} evaluations stored"
+    )
 
 
 def eval_spec(name: str, **overrides: Any) -> dict[str, Any]:
@@ -87,7 +133,7 @@ def test_evaluations_arrive_live_over_the_runs_stream(
         assert seen[0] == 0
         # no reload from here: two more evaluations reach the curve and the table live
         more = len(seen) + 2
-        page.wait_for_function(f"() => ({EVAL_STEPS_JS})().length >= {more}", timeout=120_000)
+        wait_for_evals(page, api, run["id"], more, timeout=120)
         page.wait_for_function(
             f"() => document.querySelectorAll('#eval-step option').length >= {more}",
             timeout=60_000,
@@ -95,6 +141,25 @@ def test_evaluations_arrive_live_over_the_runs_stream(
         assert page.evaluate(EVAL_STEPS_JS)[:more] == [2 * i for i in range(more)]
     finally:
         stop(api, run["id"])
+    assert console.unexpected() == []
+
+
+def test_a_long_runs_eval_curve_keeps_every_evaluation(
+    page: Any, api: httpx.Client, stack: Stack, console: Console
+) -> None:
+    """3,000 steps are thinned to the train reward's extremes; the 60 evaluations among them
+    are all drawn (thinned the same way, all but a few were lost)."""
+    steps, every = 3_000, 50
+    spec = small_spec(name="browser-eval-long", max_steps=steps, resources={"queue": "parked"})
+    run = submit(api, spec)
+    seed = [sys.executable, "-m", "tests.seed", "into", run["id"], str(steps), str(every)]
+    subprocess.run(seed, cwd=ROOT, env=stack.env, check=True)
+    api.post(f"/api/runs/{run['id']}/cancel")
+    page.goto(f"/runs/{run['id']}")
+    page.wait_for_function(f"() => ({EVAL_STEPS_JS})().length > 0", timeout=60_000)
+    assert page.evaluate(EVAL_STEPS_JS) == list(range(every, steps + 1, every))
+    reward = chart_points(page, "chart-eval", "reward")
+    assert reward[-1][0] == steps and len(reward) <= MAX_POINTS + steps // every
     assert console.unexpected() == []
 
 

@@ -32,6 +32,17 @@ export const LEGEND = {
 export const STEP_AXIS = { type: 'value', min: 'dataMin', max: 'dataMax', minInterval: 1, splitLine: { show: false } };
 
 /**
+ * Whether an IntersectionObserver callback leaves its one target on screen. One callback can
+ * carry several entries for the target, oldest first: a card shown before its observer's
+ * first callback got [hidden, on screen] in one call, and reading only the first entry left
+ * it marked off screen, never redrawn.
+ * @param {IntersectionObserverEntry[]} entries
+ */
+export function isOnScreen(entries) {
+  return entries[entries.length - 1].isIntersecting;
+}
+
+/**
  * Creates a chart that follows its container's size.
  * @param {HTMLElement} el
  * @param {{ group?: string }} [options]

@@ -1,7 +1,7 @@
 // The run page's curves: which GRPO metrics share a chart, on one zoomable step axis.
 
 import { outcomeShares } from './bins.js';
-import { echarts, ema, formatValue, lineChartOption, mountChart } from './charts.js';
+import { echarts, ema, formatValue, isOnScreen, lineChartOption, mountChart } from './charts.js';
 import { h } from './dom.js';
 import { pct } from './format.js';
 import { keepIndices, MAX_POINTS } from './sampling.js';
@@ -296,8 +296,8 @@ export class CurvesView {
         isVisible: true,
       };
       new IntersectionObserver(
-        ([entry]) => {
-          card.isVisible = entry.isIntersecting;
+        (entries) => {
+          card.isVisible = isOnScreen(entries);
           if (card.isVisible && card.isDirty) this.drain();
         },
         { rootMargin: '200px' },
@@ -366,7 +366,8 @@ export class CurvesView {
       ...(built.extra || {}),
     };
     const primary = source[built.lines.find((l) => !l.invisible && !l.band && source[l.key])?.key];
-    const keep = keepIndices(s.steps, primary, this.window);
+    const sparse = built.lines.filter((l) => l.sparse && source[l.key]).map((l) => source[l.key]);
+    const keep = keepIndices(s.steps, primary, this.window, MAX_POINTS, sparse);
     const option = lineChartOption({
       source,
       lines: built.lines,

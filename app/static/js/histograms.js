@@ -2,7 +2,7 @@
 // heatmaps of every step's histogram over training (columns bucketed so 10,000 steps stay light).
 
 import { binLabels } from './bins.js';
-import { AXIS, GRID_LINE, mountChart } from './charts.js';
+import { AXIS, GRID_LINE, isOnScreen, mountChart } from './charts.js';
 
 const AXIS_NAME = { color: '#667085', fontSize: 11 };
 const MAX_COLUMNS = 160;
@@ -115,8 +115,8 @@ export class HistogramHeatmapView {
       if (column) onPickStep(column.last);
     });
     // drawn only on screen, and at most once a second: a replay of 10,000 steps stays smooth
-    new IntersectionObserver(([entry]) => {
-      this.isVisible = entry.isIntersecting;
+    new IntersectionObserver((entries) => {
+      this.isVisible = isOnScreen(entries);
       if (this.isVisible) this.flush();
     }).observe(el);
   }

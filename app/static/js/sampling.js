@@ -1,6 +1,8 @@
 // Which steps a curve draws when a run has more steps than its chart has pixels: every step
 // inside the zoom window, elsewhere each bucket's lowest and highest point of the panel's
-// first curve (so spikes stay visible). Values are never averaged: a drawn point is a real step.
+// first curve (so spikes stay visible), and every point of a sparse curve (an evaluation every
+// k steps: thinned by the dense curve's extremes, it would lose most of its few points).
+// Values are never averaged: a drawn point is a real step.
 
 // a chart is ~400 px wide: 500 buckets keep each pixel column's lowest and highest point
 export const MAX_POINTS = 1000;
@@ -11,9 +13,10 @@ export const MAX_POINTS = 1000;
  * @param {(number | null)[] | null | undefined} values
  * @param {[number, number] | null} [window]
  * @param {number} [max]
+ * @param {(number | null)[][]} [sparse] columns whose every non-null point is kept
  * @returns {number[] | null}
  */
-export function keepIndices(steps, values, window = null, max = MAX_POINTS) {
+export function keepIndices(steps, values, window = null, max = MAX_POINTS, sparse = []) {
   const n = steps.length;
   if (n <= max) return null;
   let a = 0,
@@ -32,6 +35,11 @@ export function keepIndices(steps, values, window = null, max = MAX_POINTS) {
     extremes(values, b, n, Math.ceil((max / 4) * ((n - b) / outside)), keep);
   } else {
     extremes(values, 0, n, max / 2 - 1, keep);
+  }
+  for (const column of sparse) {
+    column.forEach((v, i) => {
+      if (v != null) keep.add(i);
+    });
   }
   return [...keep].sort((x, y) => x - y);
 }
