@@ -283,10 +283,10 @@ class MlflowRun:
             try:
                 self.client.update_run(reopen, status="RUNNING")
                 self.run_id: str = reopen
-                history = self.client.get_metric_history(reopen, self._name(STEP_KEY))
-                self.last_step = max((m.step for m in history), default=-1)
-                if self.is_file_store:
-                    self.held = self._last_steps(reopen)
+                marker = self._name(STEP_KEY)
+                last = self._last_steps(reopen, None if self.is_file_store else [marker])
+                self.last_step = last[marker]
+                self.held = last if self.is_file_store else {}
                 return
             except MlflowException:  # not at this URI (the operator moved the store)
                 pass
@@ -307,11 +307,13 @@ class MlflowRun:
                 raise
             return str(again.experiment_id)
 
-    def _last_steps(self, run_id: str) -> dict[str, int]:
-        keys = self.client.get_run(run_id).data.metrics
+    def _last_steps(self, run_id: str, keys: list[str] | None) -> dict[str, int]:
+        """The last step the run holds of each metric in `keys` (None: every metric it
+        holds), and of STEP_KEY's name; -1 for one it does not hold."""
+        names = set(self.client.get_run(run_id).data.metrics if keys is None else keys)
         return {
             key: max((m.step for m in self.client.get_metric_history(run_id, key)), default=-1)
-            for key in keys
+            for key in names | {self._name(STEP_KEY)}
         }
 
     def batch(self, scalars: dict[str, float], step: int) -> list[Any]:

@@ -5,14 +5,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-CHART_POINTS_JS = """([id, key]) => {
+CHART_JS = """(id) => {
   const el = document.getElementById(id);
-  const chart = el && window.echarts.getInstanceByDom(el);
+  return el && window.echarts ? window.echarts.getInstanceByDom(el) : null;
+}"""
+"""JS: the ECharts instance of element `id`, or null while the page has not built it (neither
+the element nor the library may be there yet; getInstanceByDom(null) throws, and a throw ends
+a wait_for_function at once instead of waiting). Snippets call it as `({CHART_JS})(id)`."""
+
+CHART_POINTS_JS = f"""([id, key]) => {{
+  const chart = ({CHART_JS})(id);
   if (!chart) return null;
   const source = chart.getOption()?.dataset?.[0]?.source;
   if (!source || !source[key]) return [];
   return source.step.map((s, i) => [s, source[key][i]]).filter(([, v]) => v !== null);
-}"""
+}}"""
 
 
 def chart_points(page: Any, chart_id: str, key: str) -> list[list[float]]:

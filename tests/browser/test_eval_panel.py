@@ -15,17 +15,11 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import chart_points
+from tests.browser.charts import CHART_JS, chart_points
 from tests.browser.conftest import Console
 from tests.browser.runs import finish, long_spec, small_spec, stop, submit
 from tests.stack import ROOT, Stack
 
-# a chart's element may not be built yet: getInstanceByDom(null) throws, and a throw ends a
-# wait_for_function at once instead of waiting
-CHART_JS = """(id) => {
-  const el = document.getElementById(id);
-  return el && window.echarts ? window.echarts.getInstanceByDom(el) : null;
-}"""
 EVAL_SERIES_JS = f"""() => {{
   const chart = ({CHART_JS})('chart-eval');
   return (chart?.getOption()?.series || []).map((s) => s.id);

@@ -10,22 +10,23 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
+from tests.browser.charts import CHART_JS
 from tests.browser.conftest import Console
 from tests.browser.runs import finish, small_spec, submit
 
-BOX_CENTRES_JS = """() => {
+BOX_CENTRES_JS = f"""() => {{
   const el = document.getElementById('chart-groups');
-  const chart = window.echarts.getInstanceByDom(el);
+  const chart = ({CHART_JS})('chart-groups');
   const option = chart?.getOption();
   if (!option || !option.series?.[0]?.data?.length) return null;
-  el.scrollIntoView({ block: 'center' });
+  el.scrollIntoView({{ block: 'center' }});
   const rect = el.getBoundingClientRect();
-  return option.xAxis[0].data.map((label, i) => {
+  return option.xAxis[0].data.map((label, i) => {{
     const box = option.series[0].data[i];
-    const [x, y] = chart.convertToPixel({ seriesIndex: 0 }, [i, (box.value ?? box)[2]]);
-    return { index: Number(label.slice(1)), x: rect.left + x, y: rect.top + y };
-  });
-}"""
+    const [x, y] = chart.convertToPixel({{ seriesIndex: 0 }}, [i, (box.value ?? box)[2]]);
+    return {{ index: Number(label.slice(1)), x: rect.left + x, y: rect.top + y }};
+  }});
+}}"""
 
 
 def box_centres(page: Any) -> list[dict[str, float]]:

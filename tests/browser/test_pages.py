@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import wait_points
+from tests.browser.charts import CHART_JS, wait_points
 from tests.browser.conftest import Console
 from tests.browser.runs import finish, small_spec, submit
 
@@ -76,8 +76,7 @@ def test_compare_overlays_runs_and_keeps_them_in_the_url(
     chart = page.locator("#compare-reward")
     expect(chart).to_be_visible()
     names = page.evaluate(
-        "() => window.echarts.getInstanceByDom(document.getElementById('compare-reward'))"
-        ".getOption().series.map((s) => s.name)"
+        f"() => ({CHART_JS})('compare-reward').getOption().series.map((s) => s.name)"
     )
     assert names == [finished_run["name"], other["name"]]
     shoot(page, "compare")

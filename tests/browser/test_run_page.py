@@ -9,16 +9,16 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import chart_points, wait_points
+from tests.browser.charts import CHART_JS, chart_points, wait_points
 from tests.browser.conftest import Console
 from tests.browser.runs import long_spec, status_of, stop, submit
 from tests.stack import Stack, wait_healthy
 
-ADVANTAGE_BARS_JS = """() => {
-  const chart = window.echarts.getInstanceByDom(document.getElementById('chart-advantages'));
+ADVANTAGE_BARS_JS = f"""() => {{
+  const chart = ({CHART_JS})('chart-advantages');
   const bars = chart?.getOption()?.series?.[0]?.data || [];
   return bars.reduce((n, bar) => n + (bar.value ?? bar), 0);
-}"""
+}}"""
 
 
 def steps_of(points: list[Any]) -> list[int]:
@@ -78,15 +78,14 @@ def test_stream_resumes_without_gaps_after_a_server_restart(
     assert console.unexpected(allowed=("net::ERR_",)) == []
 
 
-SPREAD_HEATMAP_JS = """() => {
-  const el = document.getElementById('chart-spread-heatmap');
-  el.scrollIntoView({ block: 'center' });
-  const option = window.echarts.getInstanceByDom(el)?.getOption();
+SPREAD_HEATMAP_JS = f"""() => {{
+  document.getElementById('chart-spread-heatmap').scrollIntoView({{ block: 'center' }});
+  const option = ({CHART_JS})('chart-spread-heatmap')?.getOption();
   const cells = option?.series?.[0]?.data || [];
   if (!cells.length) return null;
-  return { steps: option.xAxis[0].data, bins: option.yAxis[0].data.length,
-           yName: option.yAxis[0].name, xName: option.xAxis[0].name, cells };
-}"""
+  return {{ steps: option.xAxis[0].data, bins: option.yAxis[0].data.length,
+           yName: option.yAxis[0].name, xName: option.xAxis[0].name, cells }};
+}}"""
 
 
 def test_finished_run_shows_each_steps_group_reward_spread_after_a_reload(
