@@ -49,9 +49,9 @@ node_modules/.installed: package.json package-lock.json
 
 lint: install-test
 	$(BIN)/ruff check .
-	$(BIN)/mypy app worker grpo
+	$(BIN)/mypy app worker grpo tools
 	$(NODE_BIN)/biome check .
-	$(BIN)/python -m app.api.jstypes
+	$(BIN)/python -m tools.jstypes
 	$(NODE_BIN)/tsc -p tsconfig.json
 
 bench: install-test

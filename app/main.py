@@ -7,7 +7,11 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.api import (
+from app.api.errors import install_error_handlers
+from app.api.guards import RequestGuard
+from app.api.limits import BodySizeLimit
+from app.api.responses import EVERY_ROUTE, errors
+from app.api.routes import (
     checkpoints,
     datasets,
     evals,
@@ -21,10 +25,6 @@ from app.api import (
     stream,
     workers,
 )
-from app.api.errors import install_error_handlers
-from app.api.guards import RequestGuard
-from app.api.limits import BodySizeLimit
-from app.api.responses import EVERY_ROUTE, errors
 from app.dashboard import routes as dashboard
 from app.settings import get_settings
 

@@ -5,10 +5,10 @@ step with every tensor on the GPU; with one GPU, as far as one GPU can check it.
     python bench/cuda_ranks.py --device cpu                            (the same flow, gloo)
 
 1. **NCCL, one rank.** A rank launched as `grpo train` launches it joins the group with
-   `grpo.launch.init_rank("cuda")` (`cpu:gloo,cuda:nccl`) and runs the collectives the
+   `grpo.parallel.launch.init_rank("cuda")` (`cpu:gloo,cuda:nccl`) and runs the collectives the
    trainer uses on both kinds of tensor: an async all_reduce of a float64 CPU tensor
    (the step's counts; gloo), an all_reduce of a CUDA tensor (gradients; NCCL), the object
-   gathers (the step report), and FSDP2 (`grpo.sharding.shard_model`) forward, backward
+   gathers (the step report), and FSDP2 (`grpo.parallel.sharding.shard_model`) forward, backward
    and full-state gather on the GPU. Then it trains the spec for 2 steps (the baseline).
 2. **Two ranks.** With 2 GPUs or more, one per rank on NCCL (`init_rank`). With one GPU
    (NCCL refuses two ranks on one GPU: "Duplicate GPU detected"), both ranks put their
@@ -52,8 +52,8 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import yaml  # noqa: E402
 
-from grpo.checkpoint import latest_checkpoint  # noqa: E402
-from grpo.launch import init_rank, launch_ranks, leave_group  # noqa: E402
+from grpo.checkpoints.files import latest_checkpoint  # noqa: E402
+from grpo.parallel.launch import init_rank, launch_ranks, leave_group  # noqa: E402
 from grpo.report import StepReport  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
 from grpo.trainer import Trainer  # noqa: E402
@@ -71,8 +71,8 @@ def fit(spec: JobSpec, workdir: Path, cache: Path, *, resume: bool = False) -> l
 def one_rank(spec: JobSpec, workdir: Path, cache: Path) -> tuple[list[str], list[StepReport]]:
     """Part 1, in a launched rank: the collectives on the group `init_rank` makes (NCCL
     beside gloo on CUDA), each checked, then the baseline run. Raises on a wrong result."""
-    from grpo.models import load_policy
-    from grpo.sharding import full_model_state, shard_model
+    from grpo.models.loading import load_policy
+    from grpo.parallel.sharding import full_model_state, shard_model
 
     said: list[str] = []
     init_rank(spec.device)

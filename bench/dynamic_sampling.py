@@ -23,9 +23,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.api.presets import DEMO_SPEC  # noqa: E402
-from grpo.data import load_examples  # noqa: E402
-from grpo.evaluate import greedy_accuracy  # noqa: E402
+from app.api.routes.presets import DEMO_SPEC  # noqa: E402
+from grpo.data.loading import load_examples  # noqa: E402
+from grpo.eval.greedy import greedy_accuracy  # noqa: E402
 from grpo.trainer import Trainer  # noqa: E402
 
 

@@ -62,8 +62,8 @@ def build_model_dir(target: Path, shape: dict[str, int]) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
-    from grpo.cli import cache_dir
-    from grpo.models import builtin_dir
+    from grpo.cli.main import cache_dir
+    from grpo.models.loading import builtin_dir
 
     small = builtin_dir("builtin:small", cache_dir(None), progress=False)
     tokenizer = AutoTokenizer.from_pretrained(small)
@@ -109,9 +109,9 @@ def reset_peak(device: str) -> None:
 
 def ours(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
     """Our trainer for args.steps steps: seconds and phase seconds per step, tokens, peak."""
-    from grpo.data import R1_TEMPLATE
-    from grpo.data_spec import DataSpec
+    from grpo.data.prompts import R1_TEMPLATE
     from grpo.spec import JobSpec
+    from grpo.spec.data import DataSpec
     from grpo.trainer import Trainer
 
     n = args.prompts * args.generations
@@ -149,8 +149,9 @@ def trl(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo.data import R1_TEMPLATE, load_examples
-    from grpo.data_spec import DataSpec
+    from grpo.data.loading import load_examples
+    from grpo.data.prompts import R1_TEMPLATE
+    from grpo.spec.data import DataSpec
 
     data = DataSpec(prompt_template=R1_TEMPLATE)
     n = args.prompts * args.generations

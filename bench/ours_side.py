@@ -21,11 +21,11 @@ def run(conn: Connection, config: RunConfig) -> None:
 
     torch.set_num_threads(config.threads)
     quiet()
-    from grpo.data import load_examples
-    from grpo.data_spec import DataSpec
-    from grpo.evaluate import greedy_accuracy
+    from grpo.data.loading import load_examples
+    from grpo.eval.greedy import greedy_accuracy
     from grpo.report import StepReport
     from grpo.spec import AccuracyReward, JobSpec
+    from grpo.spec.data import DataSpec
     from grpo.trainer import Trainer
 
     after_imports = memory_mb()["rss"]

@@ -22,10 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grpo.code_reward import run_tests  # noqa: E402
-from grpo.code_task import code_examples  # noqa: E402
-from grpo.reward_endpoint import score_with_endpoint  # noqa: E402
-from grpo.scoring import RewardBatch, Rewarder  # noqa: E402
+from grpo.data.code_task import code_examples  # noqa: E402
+from grpo.rewards.batch import RewardBatch
+from grpo.rewards.code import run_tests  # noqa: E402
+from grpo.rewards.http import score_with_endpoint  # noqa: E402
+from grpo.rewards.scoring import Rewarder  # noqa: E402
 from grpo.spec import CodeReward, HttpReward  # noqa: E402
 
 LATENCY_S = 0.2

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from grpo.launch import init_rank, launch_ranks, leave_group  # noqa: E402
+from grpo.parallel.launch import init_rank, launch_ranks, leave_group  # noqa: E402
 from grpo.report import StepReport  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
 from grpo.trainer import Trainer  # noqa: E402

@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from grpo.checkpoints.training_state import start_fresh  # noqa: E402
+from grpo.report.timing import REPORTED_PHASES  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
-from grpo.timing import REPORTED_PHASES  # noqa: E402
 from grpo.trainer import Trainer  # noqa: E402
-from grpo.training_state import start_fresh  # noqa: E402
 
 PHASES = (*REPORTED_PHASES, "other", "step")
 WARMUP = 2

@@ -2,7 +2,7 @@
 
 Configured to do the same work as our trainer: the same local model directory, the same
 prompts in the same order (our PromptSampler's, with TRL's shuffling off), the same
-accuracy reward (grpo.rewards scoring), G, prompts per step, completion length, beta,
+accuracy reward (grpo.rewards.rules scoring), G, prompts per step, completion length, beta,
 learning rate, constant schedule, AdamW, grad-norm clip 1, fp32, no gradient
 checkpointing, one update per generation batch (so no old-policy pass), no vLLM.
 
@@ -68,8 +68,9 @@ def trl_args(config: RunConfig, output_dir: str) -> Any:
 
 def prompts_in_our_order(config: RunConfig) -> tuple[list[str], list[str]]:
     """The formatted prompts and answers our trainer sees at steps 1..total_steps, in order."""
-    from grpo.data import PromptSampler, format_prompt, load_examples
-    from grpo.data_spec import DataSpec
+    from grpo.data.loading import PromptSampler, load_examples
+    from grpo.data.prompts import format_prompt
+    from grpo.spec.data import DataSpec
 
     data = DataSpec(prompt_template=config.prompt_template, use_chat_template=False)
     sampler = PromptSampler(
@@ -90,11 +91,11 @@ def run(conn: Connection, config: RunConfig) -> None:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
 
-    from grpo.data import load_examples
-    from grpo.data_spec import DataSpec
-    from grpo.evaluate import greedy_accuracy
-    from grpo.rewards import score_completions
+    from grpo.data.loading import load_examples
+    from grpo.eval.greedy import greedy_accuracy
+    from grpo.rewards.rules import score_completions
     from grpo.spec import AccuracyReward
+    from grpo.spec.data import DataSpec
 
     after_imports = memory_mb()["rss"]
     prompts, answers = prompts_in_our_order(config)
@@ -104,7 +105,7 @@ def run(conn: Connection, config: RunConfig) -> None:
     def accuracy(
         prompts: list[str], completions: list[str], completion_ids: list[list[int]], **kw: Any
     ) -> list[float]:
-        """Our accuracy reward, scored by grpo.rewards exactly as our trainer scores it."""
+        """Our accuracy reward, scored by grpo.rewards.rules exactly as our trainer scores it."""
         scores = score_completions(
             completions,
             answers=kw["answer"],

@@ -6,7 +6,7 @@
 Needs TRL (the `bench` extra; never a runtime dependency). Both sides train the same
 built-in model from the same local directory (weights and tokenizer through
 `from_pretrained`) on the built-in arithmetic prompts in the same order, scored by the same
-accuracy reward (grpo.rewards), with identical G, prompts per step, completion length,
+accuracy reward (grpo.rewards.rules), with identical G, prompts per step, completion length,
 beta, learning rate, optimizer, clipping and precision (fp32 on both sides).
 
 Each side runs in its own child process and the parent alternates them step by step, ours
@@ -43,8 +43,8 @@ from vs_trl_report import learning_section, load_text, timing_section  # noqa: E
 def model_directories(args: argparse.Namespace) -> dict[str, str]:
     """Local directory of each configuration's built-in model, created on first use
     (--model-dir replaces builtin:tiny-arith)."""
-    from grpo.cli import cache_dir
-    from grpo.models import resolve_model_path
+    from grpo.cli.main import cache_dir
+    from grpo.models.loading import resolve_model_path
 
     names = {CONFIGS[name].model for name in [*args.configs, *args.learning_configs]}
     dirs = {

@@ -8,7 +8,7 @@ from typing import Any
 
 from side_protocol import RunConfig
 
-from grpo.data import R1_TEMPLATE
+from grpo.data.prompts import R1_TEMPLATE
 
 SHORT_TEMPLATE = "{prompt}"
 REALISTIC_TEMPLATE = "Reply <think></think><answer></answer>. User: {prompt} Assistant:"

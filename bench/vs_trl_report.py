@@ -102,10 +102,10 @@ def initial_accuracy(config: RunConfig) -> float:
     """Greedy test accuracy of the starting model (the same evaluation both sides run after)."""
     import torch
 
-    from grpo.data import load_examples
-    from grpo.data_spec import DataSpec
-    from grpo.evaluate import greedy_accuracy
-    from grpo.models import load_policy
+    from grpo.data.loading import load_examples
+    from grpo.eval.greedy import greedy_accuracy
+    from grpo.models.loading import load_policy
+    from grpo.spec.data import DataSpec
 
     torch.set_num_threads(config.threads)
     data = DataSpec(prompt_template=config.prompt_template, use_chat_template=False)

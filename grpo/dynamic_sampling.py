@@ -22,12 +22,12 @@ from dataclasses import dataclass, field, fields, replace
 import torch
 from torch import Tensor
 
-from grpo.data import Example
-from grpo.distributed import SINGLE, Ranks
+from grpo.data.example import Example
+from grpo.parallel.ranks import SINGLE, Ranks
+from grpo.report.timing import StepClock
+from grpo.rewards.batch import Scores
 from grpo.rollout import Rollout, concat_rollouts
-from grpo.scoring import Scores
 from grpo.spec import JobSpec
-from grpo.timing import StepClock
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The G completions of a group share their prompt, so the prompt runs once per group among
 the rows and its KV cache is gathered for each of that group's rows (a group split across
 two micro-batches runs its prompt once in each); gradients flow through the shared pass.
-The hidden states of the unmasked tokens go through the LM head in chunks (lm_head.py),
+The hidden states of the unmasked tokens go through the LM head in chunks (models/lm_head.py),
 so no (n, T, V) logits exist. Knows nothing of rewards or the loss.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo.kv_cache import cache_argument, cache_of
-from grpo.lm_head import decoder_and_head, head_logit_knobs, token_logps
+from grpo.models.kv_cache import cache_argument, cache_of
+from grpo.models.lm_head import decoder_and_head, head_logit_knobs, token_logps
 from grpo.rollout import Rollout, prompt_positions
 
 

@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from grpo.metrics import masked_mean
+from grpo.report.metrics import masked_mean
 
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo", "cispo"]
 ImportanceLevel = Literal["token", "sequence"]

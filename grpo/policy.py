@@ -2,19 +2,23 @@
 
 Dropout off (GRPO's ratio and KL compare log-probs of the same weights; dropout noise
 would make them disagree), LoRA adapters when asked, gradient checkpointing when asked,
-and the token ids that end a completion. Knows nothing of the GRPO math.
+and the token ids that end a completion; and PolicyView, what sampling a step's rounds and
+the held-out evaluation need of the trainer (the policy, its tokenizer and device, the run's
+rewards and generation settings). Knows nothing of the GRPO math.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from grpo.lora import apply_lora
+from grpo.models.lora import apply_lora
+from grpo.rewards.scoring import Rewarder
 from grpo.spec import JobSpec
+from grpo.stopping import StopStrings
 
 
 def prepare_policy(model: Any, spec: JobSpec) -> Any:
@@ -78,3 +82,20 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
     """(trainable, total) parameter counts."""
     total = sum(p.numel() for p in model.parameters())
     return sum(p.numel() for p in model.parameters() if p.requires_grad), total
+
+
+class PolicyView(Protocol):
+    """The trainer's attributes that grpo/rounds.py and grpo/eval/heldout.py read."""
+
+    spec: JobSpec
+    run_id: str
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype | None
+    rewarder: Rewarder
+    eval_rewarder: Rewarder
+    eos_token_ids: list[int]
+    stop_strings: StopStrings | None
+    uses_chat_template: bool
+    log: Callable[[str, str], None]

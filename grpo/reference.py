@@ -5,7 +5,7 @@ with adapters disabled (no second copy of the weights), or with the adapter snap
 the last sync. `sync` moves it toward the current policy, ref <- alpha * policy +
 (1 - alpha) * ref (TR-DPO; alpha 1 is iterative GRPO's reset). Its pass runs under
 no_grad. Under FSDP the frozen copy is sharded as the policy is and gathered whole for its
-pass (grpo/sharding.py). Knows nothing of rewards or the loss.
+pass (grpo/parallel/sharding.py). Knows nothing of rewards or the loss.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import torch
 from torch import Tensor
 
 from grpo.logprobs import completion_logps
-from grpo.lora import adapter_snapshot, is_lora, swapped_adapter
+from grpo.models.lora import adapter_snapshot, is_lora, swapped_adapter
+from grpo.parallel.sharding import full_model_state, full_weights, is_sharded, load_full_model_state
 from grpo.rollout import Rollout, row_slices
-from grpo.sharding import full_model_state, full_weights, is_sharded, load_full_model_state
 
 
 class ReferencePolicy:

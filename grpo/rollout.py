@@ -3,7 +3,7 @@
 Generation is a batched decode loop over generation_batch_size completions (whole groups;
 all B x G by default) with a KV cache; each group samples from its own seeded stream. The
 G completions of a group share their prompt, so the prompt is run once per group (B rows,
-left-padded) and its cache is repeated G times; the cache grows in place (kv_cache.py),
+left-padded) and its cache is repeated G times; the cache grows in place (models/kv_cache.py),
 and rows that have emitted EOS leave it once they are a quarter of it. The sampling
 distribution's entropy is recorded on the way; log-probs for the loss are logprobs.py's.
 Knows nothing of rewards or the loss.
@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo.kv_cache import cache_argument, cache_of, preallocate
+from grpo.models.kv_cache import cache_argument, cache_of, preallocate
 from grpo.sampling import GroupUniforms, sample_next_tokens
 from grpo.stopping import StopStrings
 

@@ -12,19 +12,21 @@ from contextlib import nullcontext
 import torch
 
 from grpo.advantages import clip_advantages, decoupled_advantages, group_advantages, reward_table
-from grpo.data import Example, PromptSampler
-from grpo.distributed import Ranks
+from grpo.data.example import Example
+from grpo.data.loading import PromptSampler
+from grpo.data.prompt_fit import FittedPrompt, fit_prompt
 from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal, rank_share
 from grpo.failures import RewardFunctionError
-from grpo.policy_view import PolicyView
-from grpo.precision import autocast
-from grpo.prompt_fit import FittedPrompt, fit_prompt
-from grpo.rewards import total_rewards
+from grpo.models.precision import autocast
+from grpo.parallel.ranks import Ranks
+from grpo.parallel.sharding import full_weights
+from grpo.policy import PolicyView
+from grpo.report.timing import StepClock
+from grpo.rewards.batch import RewardBatch, Scores
+from grpo.rewards.rules import total_rewards
+from grpo.rewards.scoring import RewardOutcome, notes_summary
 from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
 from grpo.sampling import group_seed
-from grpo.scoring import RewardBatch, RewardOutcome, Scores, notes_summary
-from grpo.sharding import full_weights
-from grpo.timing import StepClock
 
 
 class Rounds:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from grpo.distributed import SINGLE, Ranks
 from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
+from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
 

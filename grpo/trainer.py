@@ -1,7 +1,7 @@
 """The GRPO trainer: one step = rollout -> rewards -> advantages -> loss -> update -> report.
 
 Orchestration only; every formula lives in its own module (advantages.py, loss.py,
-rewards.py, metrics.py, kl_control.py). Reports each step as a plain StepReport through a
+rewards/, report/metrics.py, kl_control.py). Reports each step as a plain StepReport through a
 callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL or Celery.
 """
 
@@ -14,37 +14,35 @@ from pathlib import Path
 
 import torch
 
-from grpo.data import (
-    Example,
-    check_prompts_render,
-    has_chat_template,
-    load_nonempty,
-)
-from grpo.distributed import current_ranks
+from grpo.checkpoints.training_state import resume_training, save_training, start_fresh
+from grpo.data.example import Example
+from grpo.data.loading import load_nonempty
+from grpo.data.prompts import check_prompts_render, has_chat_template
 from grpo.dynamic_sampling import Batch
+from grpo.eval.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
-from grpo.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
-from grpo.loss_terms import loss_mask_of, start_counts
-from grpo.models import load_policy, pick_device
+from grpo.models.loading import load_policy, pick_device
+from grpo.models.precision import autocast, compute_dtype
 from grpo.optim import build_optimizer, build_scheduler
-from grpo.outcome import completion_passes, pass_label
+from grpo.parallel.rank_parts import rank_part, step_scalars, whole_step
+from grpo.parallel.ranks import current_ranks
+from grpo.parallel.sharding import shard_models
 from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
-from grpo.precision import autocast, compute_dtype
-from grpo.rank_parts import rank_part, step_scalars, whole_step
 from grpo.reference import ReferencePolicy
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
+from grpo.report.build import build_groups, build_step_report
+from grpo.report.outcome import completion_passes, pass_label
+from grpo.report.timing import StepClock
+from grpo.rewards.batch import Scores
+from grpo.rewards.scoring import Rewarder
 from grpo.rollout import Rollout
 from grpo.rounds import Rounds
-from grpo.scoring import Rewarder, Scores
-from grpo.sharding import shard_models
-from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
-from grpo.step_report import build_groups, build_step_report
+from grpo.spec.sources import LocalRoots
+from grpo.step_loss import loss_mask_of, start_counts
 from grpo.stopping import StopStrings
-from grpo.timing import StepClock
-from grpo.training_state import resume_training, save_training, start_fresh
 from grpo.update import policy_update
 
 Log = Callable[[str, str], None]
@@ -145,7 +143,7 @@ class Trainer:
         `fence` runs right before a checkpoint is renamed into place; it raises when this
         process may no longer write the run's files (another worker owns the run now).
         `on_checkpoint` hears of each checkpoint once it is in place; `on_eval` of each
-        held-out evaluation (grpo/heldout.py), whose scalars also join its step's.
+        held-out evaluation (grpo/eval/heldout.py), whose scalars also join its step's.
         """
         step = resume_training(self) if resume else start_fresh(self)
         saved = step
@@ -263,7 +261,7 @@ class Trainer:
         )
 
     def _passes(self, scores: Scores, rewards: torch.Tensor) -> list[bool]:
-        """Pass or fail of each completion (B x G, group-major) by grpo/outcome.py's rule."""
+        """Pass or fail of each completion (B x G, group-major) by grpo/report/outcome.py's rule."""
         return completion_passes(
             scores,
             rewards.flatten().tolist(),

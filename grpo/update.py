@@ -6,10 +6,10 @@ normalizer (loss.loss_normalizer), so the pieces add up to the full-batch loss a
 gradient. mu = 1 takes the detached current log-probs as the old ones (ratio 1, no extra
 forward pass, the gradient is the same); mu > 1 first records the sampling policy's real
 log-probs, micro-batched too, so later iterations clip against it. On several ranks
-(grpo/distributed.py) each rank trains its own groups: normalizers, the entropy threshold
+(grpo/parallel/ranks.py) each rank trains its own groups: normalizers, the entropy threshold
 and the metrics are over the whole step, and the gradients are summed before the
 optimizer step, so every rank takes the single-process step; under FSDP
-(grpo/sharding.py) FSDP sums them in backward, and every rank runs as many passes as the
+(grpo/parallel/sharding.py) FSDP sums them in backward, and every rank runs as many passes as the
 busiest (sharding.idle_passes pads the others). Knows nothing of rewards or reporting.
 """
 
@@ -25,14 +25,14 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
-from grpo.distributed import SINGLE, Ranks
 from grpo.failures import Diverged
 from grpo.logprobs import completion_logps, completion_logps_entropy
 from grpo.loss import METRIC_KEYS
-from grpo.loss_terms import LossTerms, mask_share, start_counts, step_loss_terms
+from grpo.parallel.ranks import SINGLE, Ranks
+from grpo.parallel.sharding import idle_count, idle_passes
 from grpo.rollout import Rollout, row_slices
-from grpo.sharding import idle_count, idle_passes
 from grpo.spec import JobSpec
+from grpo.step_loss import LossTerms, mask_share, start_counts, step_loss_terms
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ def small_tokenizer(grpo_cache_dir: Path) -> Any:
     """builtin:small's tokenizer (32k byte-level BPE, ChatML template), loaded as a hub one."""
     from transformers import AutoTokenizer
 
-    from grpo.models import builtin_dir
+    from grpo.models.loading import builtin_dir
 
     return AutoTokenizer.from_pretrained(
         builtin_dir("builtin:small", grpo_cache_dir, progress=False)

@@ -67,7 +67,7 @@ def synthetic_groups(progress: float, rng: random.Random) -> list[GroupReport]:
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / G)
         advantages = [(r - mean) / (std + 1e-4) for r in rewards]
         prompt_id = f"arith-{rng.randint(0, 9999)}"
-        passes = [r >= 1.0 for r in rewards]  # accuracy decides, as grpo/outcome.py says
+        passes = [r >= 1.0 for r in rewards]  # accuracy decides, as grpo/report/outcome.py says
         groups.append(
             GroupReport(b, prompt_id, f"{b}+{b}=", str(2 * b), rewards, advantages, passes=passes)
         )

@@ -1,0 +1,1 @@
+"""Developer tools run by the Makefile (`make lint`); never imported by app/, worker/ or grpo/."""

@@ -1,9 +1,10 @@
 """The OpenAPI document's schemas as TypeScript declarations, for the dashboard's JSDoc.
 
-`python -m app.api.jstypes` writes app/static/js/openapi.d.ts (not committed: `make lint`
+`python -m tools.jstypes` writes app/static/js/openapi.d.ts (not committed: `make lint`
 writes it from the code it checks, just before tsc), so a field renamed in a response model
 is a type error in the JavaScript that reads it. Knows nothing of the routes beyond their
-schemas; nothing served reads the file.
+schemas; nothing served reads the file. A lint-time tool: app/ never imports tools/, and
+tools/ is not part of the installed package.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TARGET = Path(__file__).parents[1] / "static" / "js" / "openapi.d.ts"
+from app.main import create_app
+
+TARGET = Path(__file__).parents[1] / "app" / "static" / "js" / "openapi.d.ts"
 HEADER = (
-    "// Written from the OpenAPI document by `python -m app.api.jstypes` (make lint); not edited.\n"
+    "// Written from the OpenAPI document by `python -m tools.jstypes` (make lint); not edited.\n"
     "// The dashboard's JSDoc imports these: /** @typedef {import('./openapi').RunOut} RunOut */\n"
 )
 PRIMITIVES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean"}
@@ -93,8 +96,6 @@ def declarations(openapi: dict[str, Any]) -> str:
 
 
 def current() -> str:
-    from app.main import create_app
-
     return declarations(create_app().openapi())
 
 

@@ -1,5 +1,5 @@
 """A run on several ranks: the worker starts them with torch's elastic launcher (the API
-behind `torchrun`, grpo/launch.py) and supervises them; rank 0 alone writes to the store.
+behind `torchrun`, grpo/parallel/launch.py) and supervises them; rank 0 alone writes to the store.
 
 Rank 0 trains under the worker's lease in its own process (its own database connections):
 it writes every step (the whole step, gathered from every rank), log line, checkpoint and
@@ -38,7 +38,7 @@ from typing import Any
 from app.settings import get_settings
 from app.store.lease import Lease
 from grpo.failures import StepFailure
-from grpo.launch import (
+from grpo.parallel.launch import (
     ChildFailedError,
     failure_message,
     launch_ranks,

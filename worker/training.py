@@ -15,9 +15,9 @@ from typing import TypeVar
 from app.settings import get_settings
 from app.store import checkpoints, db, evals, lease, steps
 from app.store.lease import Lease, LeaseLost
-from grpo.sources import LocalRoots
+from grpo.report.trackers import Outcome, Trackers
 from grpo.spec import JobSpec
-from grpo.trackers import Outcome, Trackers
+from grpo.spec.sources import LocalRoots
 from grpo.trainer import FitResult, Trainer
 
 T = TypeVar("T")

@@ -21,9 +21,9 @@ from pathlib import Path
 from app.store.models import Checkpoint
 
 MODEL_DIR = "model"
-"""The `save_pretrained` directory inside a checkpoint (grpo/checkpoint.py)."""
+"""The `save_pretrained` directory inside a checkpoint (grpo/checkpoints/files.py)."""
 CHECKPOINTS_DIR = "checkpoints"
-"""Where a run's checkpoints lie in its directory (grpo/checkpoint.py's checkpoint_root)."""
+"""Where a run's checkpoints lie in its directory (grpo/checkpoints/files.py's checkpoint_root)."""
 
 
 MERGE_TIMEOUT_S = 3600
@@ -83,7 +83,7 @@ def cached_merged_archive(
     run_id: str, checkpoint: Checkpoint, run_dir: Path, *, merge_args: list[str]
 ) -> Path:
     """The `.tar.gz` of the LoRA checkpoint merged into full weights, built if missing by
-    `python -m grpo.merge` in a subprocess (torch stays out of the API process)."""
+    `python -m grpo.checkpoints.merge` in a subprocess (torch stays out of the API process)."""
     model_dir(checkpoint, run_dir)  # inside the run's directory, and present
     target = run_dir.resolve() / "exports" / cache_name(checkpoint, is_merged=True)
     if target.is_file():
@@ -92,7 +92,7 @@ def cached_merged_archive(
     work = Path(tempfile.mkdtemp(prefix=".merge-", dir=target.parent))
     try:
         source = str(checkpoint_dir(checkpoint, run_dir))
-        command = [sys.executable, "-m", "grpo.merge", source, str(work / "model")]
+        command = [sys.executable, "-m", "grpo.checkpoints.merge", source, str(work / "model")]
         done = subprocess.run(
             [*command, *merge_args], capture_output=True, text=True, timeout=MERGE_TIMEOUT_S
         )

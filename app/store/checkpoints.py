@@ -1,6 +1,6 @@
 """A run's checkpoints on disk, as the worker that wrote them recorded them.
 
-The trainer writes and prunes the files (grpo/checkpoint.py); this module keeps one row per
+The trainer writes and prunes the files (grpo/checkpoints/files.py); this module keeps one row per
 checkpoint still there, written only under the run's lease. Knows nothing of HTTP or torch.
 """
 

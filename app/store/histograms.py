@@ -1,6 +1,6 @@
 """Each step's fixed-bin histograms read back, for the heatmaps over training and exports.
 
-They are written with the step's scalars (steps.save_step); the bins are grpo/report.py's,
+They are written with the step's scalars (steps.save_step); the bins are grpo/report/'s,
 fixed so that steps and runs compare. Steps written before a histogram existed hold [].
 """
 

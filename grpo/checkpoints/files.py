@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from grpo.lora import is_lora
+from grpo.models.lora import is_lora
+from grpo.parallel.sharding import is_sharded, load_full_model_state
 from grpo.report import SavedCheckpoint
-from grpo.sharding import is_sharded, load_full_model_state
 
 KEEP_CHECKPOINTS = 3
 """Older checkpoints are deleted once a newer one is complete, except kept ones."""
@@ -56,7 +56,7 @@ def save_checkpoint(
     """Write step's checkpoint atomically and prune old ones; returns its directory.
 
     `spec_json` (the spec it was trained with) is kept as `spec.json` for resume checks
-    (grpo/resume_spec.py); `is_kept`: no later pruning deletes this one (KEPT_MARK).
+    (grpo/spec/resume.py); `is_kept`: no later pruning deletes this one (KEPT_MARK).
     `before_rename` may raise to abandon the write (a worker that lost its run must not
     replace or prune the new owner's checkpoints); the temp directory is then removed.
     `weights`: the full state dict to write instead of the model's own (a sharded model's,

@@ -1,5 +1,5 @@
-"""`python -m grpo.merge <checkpoint> <out>`: a LoRA checkpoint's adapter merged into its
-base model, saved as full weights with the tokenizer (what `merge=true` downloads serve).
+"""`python -m grpo.checkpoints.merge <checkpoint> <out>`: a LoRA checkpoint's adapter merged
+into its base model, saved as full weights with the tokenizer (what `merge=true` downloads serve).
 
 The base model is the one the run trained: the checkpoint's `spec.json` names it, resolved
 as the worker resolved it (built-ins from the cache, local paths inside the model roots).
@@ -12,11 +12,11 @@ import argparse
 import json
 from pathlib import Path
 
-from grpo.checkpoint import load_weights
-from grpo.lora import apply_lora
-from grpo.models import load_policy
-from grpo.sources import LocalRoots
+from grpo.checkpoints.files import load_weights
+from grpo.models.loading import load_policy
+from grpo.models.lora import apply_lora
 from grpo.spec import JobSpec
+from grpo.spec.sources import LocalRoots
 
 
 def merge_checkpoint(
@@ -36,7 +36,7 @@ def merge_checkpoint(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo.merge")
+    parser = argparse.ArgumentParser(prog="python -m grpo.checkpoints.merge")
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--cache-dir", type=Path, required=True)

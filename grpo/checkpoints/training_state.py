@@ -1,30 +1,55 @@
 """A trainer's state on disk: save it with the weights, restore it on resume, or clear old
 checkpoints for a fresh start. The spec a checkpoint was trained with is checked before a
-resume. Knows nothing of HTTP, SQL or Celery.
+resume. Reads the trainer through TrainingParts, the attributes it needs, so it does not
+import the trainer that calls it. Knows nothing of HTTP, SQL or Celery.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from grpo.checkpoint import (
+import torch
+
+from grpo.checkpoints.files import (
     latest_checkpoint,
     load_checkpoint,
     remove_checkpoints,
     save_checkpoint,
     saved_checkpoint,
 )
+from grpo.parallel.ranks import Ranks
+from grpo.parallel.sharding import (
+    full_model_state,
+    is_sharded,
+    load_optimizer_state,
+    optimizer_state,
+)
+from grpo.reference import ReferencePolicy
 from grpo.report import SavedCheckpoint
-from grpo.resume_spec import check_resumable, spec_json
-from grpo.sharding import full_model_state, is_sharded, load_optimizer_state, optimizer_state
+from grpo.spec import JobSpec
+from grpo.spec.resume import check_resumable, spec_json
 
-if TYPE_CHECKING:
-    from grpo.trainer import Trainer
+
+class TrainingParts(Protocol):
+    """What saving and restoring a run's state reads (and, on resume, sets) of its trainer."""
+
+    spec: JobSpec
+    workdir: Path
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    beta: float
+    reference: ReferencePolicy | None
+    ranks: Ranks
+    log: Callable[[str, str], None]
 
 
 def save_training(
-    trainer: Trainer,
+    trainer: TrainingParts,
     step: int,
     fence: Callable[[], object],
     on_checkpoint: Callable[[SavedCheckpoint], object],
@@ -60,7 +85,7 @@ def save_training(
     return step
 
 
-def start_fresh(trainer: Trainer) -> int:
+def start_fresh(trainer: TrainingParts) -> int:
     """Older checkpoints would otherwise win `latest` over this run's and poison a resume."""
     removed = remove_checkpoints(trainer.workdir) if trainer.ranks.is_main else 0
     if removed:
@@ -70,7 +95,7 @@ def start_fresh(trainer: Trainer) -> int:
     return 0
 
 
-def resume_training(trainer: Trainer) -> int:
+def resume_training(trainer: TrainingParts) -> int:
     """Restore the latest checkpoint, if any; the step it was taken at (0 without one)."""
     path = latest_checkpoint(trainer.workdir)
     if path is None:

@@ -1,4 +1,4 @@
-"""The `grpo` command: `train` (grpo/train_command.py) and `eval` run the library in the
+"""The `grpo` command: `train` (grpo/cli/train.py) and `eval` run the library in the
 terminal, with no server.
 
 Service commands (up, worker, submit, runs, cancel, logs, export, migrate) are handed to app.cli
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.cache_dir = cache_dir(args.cache_dir)
         if args.command == "train":
-            from grpo.train_command import train
+            from grpo.cli.train import train
 
             return train(args)
         return evaluate(args)
@@ -118,10 +118,10 @@ def cache_dir(arg: Path | None) -> Path:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    from grpo.data import load_examples
-    from grpo.data_spec import DataSpec
-    from grpo.evaluate import greedy_accuracy
-    from grpo.models import pick_device
+    from grpo.data.loading import load_examples
+    from grpo.eval.greedy import greedy_accuracy
+    from grpo.models.loading import pick_device
+    from grpo.spec.data import DataSpec
 
     data = DataSpec(source=args.data, split=args.split)
     examples = load_examples(data, split=args.split)[: args.n]
@@ -136,7 +136,7 @@ def load_model(name: str, *, cache: Path, device: Any) -> tuple[Any, Any]:
     """A model by name or directory; a checkpoint dir's model/, LoRA adapters on their base."""
     import json
 
-    from grpo.models import load_policy
+    from grpo.models.loading import load_policy
 
     path = Path(name).expanduser()
     if (path / "model").is_dir():

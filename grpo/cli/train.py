@@ -1,6 +1,6 @@
 """`grpo train spec.yaml`: train in this terminal, on one process or on the ranks the spec
-asks for (torch's elastic launcher, grpo/launch.py), with a progress bar on rank 0 and
-Ctrl-C asking for a stop between steps. `args` come from grpo/cli.py's parser, with
+asks for (torch's elastic launcher, grpo/parallel/launch.py), with a progress bar on rank 0 and
+Ctrl-C asking for a stop between steps. `args` come from grpo/cli/main.py's parser, with
 `cache_dir` already resolved. Knows nothing of the server, the store or the GRPO math.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 
 def train(args: argparse.Namespace) -> int:
-    from grpo.checkpoint import latest_checkpoint
+    from grpo.checkpoints.files import latest_checkpoint
 
     spec = load_spec(args.spec)
     workdir = args.workdir or Path("runs") / (spec.name or args.spec.stem)
@@ -35,7 +35,7 @@ def train(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from grpo.launch import (
+    from grpo.parallel.launch import (
         ChildFailedError,
         SignalException,
         failure_message,
@@ -88,7 +88,7 @@ def nodes_problem(ranks: int, *, nodes: int, endpoint: str | None, has_workdir: 
 
 def train_rank(args: argparse.Namespace, spec: Any, workdir: Path) -> int:
     """One rank of a `num_processes > 1` run, started by the launcher."""
-    from grpo.launch import worded_rank
+    from grpo.parallel.launch import worded_rank
 
     with worded_rank(spec.device):
         # the launcher passes the Ctrl-C it gets on to the ranks, after the terminal's own:
@@ -110,7 +110,7 @@ def train_here(
     """Train in this process (one rank of several when launched); rank 0 shows progress."""
     from tqdm import tqdm
 
-    from grpo.distributed import current_ranks
+    from grpo.parallel.ranks import current_ranks
     from grpo.trainer import Trainer
 
     is_main = current_ranks().is_main

@@ -1,13 +1,13 @@
 """`builtin:code`: small function-writing problems with assert tests, for the `code` reward.
 
 Each record's `tests` field holds Python statements run after the completion's program in
-the sandbox (see sandbox.py); the reward is the fraction that pass. The `answer` is one
+the sandbox (see grpo/rewards/sandbox.py); the reward is the fraction that pass. The `answer` is one
 correct solution, kept for reading, never shown to the policy. Knows nothing of models.
 """
 
 from __future__ import annotations
 
-from grpo.data import Example
+from grpo.data.example import Example
 
 _PROBLEMS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     # (id, prompt, reference solution, tests)

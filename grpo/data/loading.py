@@ -1,5 +1,5 @@
-"""Prompts and reference answers: the built-in arithmetic task, JSONL files, uploaded
-datasets and `datasets` hub sources; prompt formatting; the per-step prompt order.
+"""Prompts and reference answers: the built-in tasks (arith_task.py, code_task.py), JSONL
+files, uploaded datasets and `datasets` hub sources; the per-step prompt order.
 
 The order is a pure function of (examples, seed, step), so a run resumed at step k sees
 exactly the prompts the uninterrupted run saw, without saved sampler state. Knows nothing
@@ -8,80 +8,18 @@ of models, HTTP or SQL.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo.data_spec import DataSpec
-from grpo.records import ChatMessage, Prompt, RecordError, parse_record
-from grpo.sources import LocalRoots, parse_data_source, resolve_local
-
-ARITH_SEED = 20240101
-ARITH_MAX_OPERAND = 49
-"""Operands are 0..49, written with two digits (`07+35=`); operators are + and - with
-a >= b, so answers are plain non-negative integers. Aligned digit positions are what let
-the 300k-parameter built-in model learn carries in seconds (unpadded operands, or 0..99,
-left it on a 10% plateau for 1,000 steps in some seeds)."""
-ARITH_OPERATORS = ("+", "-")
-ARITH_TEST_SIZE = 400
-
-R1_TEMPLATE = (
-    "A conversation between User and Assistant. The user asks a question, and the "
-    "Assistant solves it. The Assistant first thinks about the reasoning process in the "
-    "mind and then provides the User with the answer. The reasoning process and answer "
-    "are enclosed within <think> </think> and <answer> </answer> tags, respectively, i.e., "
-    "<think> reasoning process here </think> <answer> answer here </answer>. "
-    "User: {prompt}. Assistant:"
-)
-"""DeepSeek-R1-Zero's training template (DeepSeek-AI 2025, Table 1); `{prompt}` is replaced."""
-
-
-@dataclass(frozen=True)
-class Example:
-    """One prompt with its reference answer; `id` is stable within its source."""
-
-    id: str
-    prompt: Prompt
-    """Text, or chat messages rendered with the model's chat template (records.py)."""
-    answer: str
-    data: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False, compare=False)
-    """Every other field of the record, handed to reward functions (tests, metadata)."""
-
-
-def arith_problems() -> list[tuple[int, str, int]]:
-    """Every (a, op, b) problem of the task, in one seeded order (train and test cut it)."""
-    problems = [
-        (a, op, b)
-        for op in ARITH_OPERATORS
-        for a in range(ARITH_MAX_OPERAND + 1)
-        for b in range(ARITH_MAX_OPERAND + 1)
-        if op == "+" or a >= b
-    ]
-    random.Random(ARITH_SEED).shuffle(problems)
-    return problems
-
-
-def arith_examples(split: str) -> list[Example]:
-    """The built-in task: `23+45=` → `68`, `07-03=` → `4`. Test is the first
-    ARITH_TEST_SIZE problems of the seeded order, train the rest."""
-    problems = arith_problems()
-    match split:
-        case "test":
-            chosen = problems[:ARITH_TEST_SIZE]
-        case "train":
-            chosen = problems[ARITH_TEST_SIZE:]
-        case _:
-            raise ValueError(f"builtin:arith has splits 'train' and 'test', not {split!r}")
-    examples = []
-    for a, op, b in chosen:
-        answer = a + b if op == "+" else a - b
-        problem = f"{a:02d}{op}{b:02d}"
-        examples.append(Example(id=problem, prompt=f"{problem}=", answer=str(answer)))
-    return examples
+from grpo.data.arith_task import arith_examples
+from grpo.data.code_task import code_examples
+from grpo.data.example import Example
+from grpo.spec.data import DataSpec
+from grpo.spec.records import RecordError, parse_record
+from grpo.spec.sources import LocalRoots, parse_data_source, resolve_local
 
 
 def _record_example(record: Any, data: DataSpec, *, where: str, index: int) -> Example:
@@ -163,8 +101,6 @@ def load_examples(
         case "builtin" if source.value == "builtin:arith":
             return arith_examples(split)
         case "builtin" if source.value == "builtin:code":
-            from grpo.code_task import code_examples  # code_task builds on Example, defined here
-
             return code_examples(split)
         case "builtin":
             raise ValueError(f"unknown built-in task {source.value!r}")
@@ -175,57 +111,6 @@ def load_examples(
     roots = roots or LocalRoots(base=Path.cwd(), allowed=None)
     return jsonl_examples(resolve_local(source.value, roots, what="data.source"), data)
 
-
-def has_chat_template(data: DataSpec, tokenizer: Any) -> bool:
-    """Whether prompts are rendered with the tokenizer's chat template."""
-    return data.use_chat_template and bool(getattr(tokenizer, "chat_template", None))
-
-
-def prompt_messages(example: Example, data: DataSpec) -> list[ChatMessage]:
-    """The prompt as chat turns: a string is one user turn; the prompt template fills the
-    last user turn (the question), so a system turn stays as the record wrote it."""
-    if isinstance(example.prompt, str):
-        return [{"role": "user", "content": fill_template(data, example.prompt)}]
-    messages = [dict(m) for m in example.prompt]
-    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    if users:
-        messages[users[-1]]["content"] = fill_template(data, messages[users[-1]]["content"])
-    return messages
-
-
-def fill_template(data: DataSpec, text: str) -> str:
-    # replace, not str.format: user prompts may hold braces
-    return data.prompt_template.replace("{prompt}", text)
-
-
-def format_prompt(example: Example, data: DataSpec, tokenizer: Any) -> str:
-    """The policy's text: the template filled in, then the chat template if asked and present
-    (with the generation prompt that opens the assistant's turn). Chat-message prompts need
-    the chat template."""
-    if not has_chat_template(data, tokenizer):
-        if not isinstance(example.prompt, str):
-            raise ValueError(_unrenderable(example, data))
-        return fill_template(data, example.prompt)
-    rendered = tokenizer.apply_chat_template(
-        prompt_messages(example, data), tokenize=False, add_generation_prompt=True
-    )
-    return str(rendered)
-
-
-def check_prompts_render(examples: list[Example], data: DataSpec, tokenizer: Any) -> None:
-    """Fail before the first step when chat-message prompts meet no chat template."""
-    if has_chat_template(data, tokenizer):
-        return
-    for example in examples:
-        if not isinstance(example.prompt, str):
-            raise ValueError(_unrenderable(example, data))
-
-
-def _unrenderable(example: Example, data: DataSpec) -> str:
-    why = "the model's tokenizer has no chat template"
-    if not data.use_chat_template:
-        why = "data.use_chat_template is false"
-    return f"prompt {example.id!r} is a list of chat messages, but {why}"
 
 
 def epoch_order(num_examples: int, *, seed: int, epoch: int) -> list[int]:

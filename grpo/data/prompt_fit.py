@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from grpo.data import Example, format_prompt
-from grpo.data_spec import DataSpec
+from grpo.data.example import Example
+from grpo.data.prompts import format_prompt
+from grpo.spec.data import DataSpec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,12 +11,13 @@ from typing import Any
 
 import torch
 
-from grpo.data import Example, format_prompt
-from grpo.data_spec import DataSpec
+from grpo.data.example import Example
+from grpo.data.prompts import format_prompt
 from grpo.policy import eos_token_ids
-from grpo.rewards import accuracy_reward
+from grpo.rewards.rules import accuracy_reward
 from grpo.rollout import decode_completions, generate, tokenize_prompts
 from grpo.spec import AccuracyReward
+from grpo.spec.data import DataSpec
 
 
 @torch.no_grad()

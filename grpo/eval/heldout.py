@@ -1,7 +1,7 @@
 """Held-out evaluation during training: the spec's eval examples sampled by the policy on
 the run's device, batched like training, scored by eval.rewards (default: the run's).
 
-`eval/accuracy` is the share of samples that pass (grpo/outcome.py's rule: the accuracy-like
+`eval/accuracy` is the share of samples that pass (grpo/report/outcome.py's rule: the accuracy-like
 reward gives full marks, or the total reaches logging.pass_threshold); `eval/pass@k` (k =
 num_samples > 1) the share of examples with at least one passing sample, the unbiased
 estimator of Chen et al. 2021 (arXiv:2107.03374) at n = k; `eval/<label>/mean` each reward's
@@ -15,17 +15,18 @@ from pathlib import Path
 
 import torch
 
-from grpo.data import Example, load_examples
-from grpo.outcome import completion_passes, pass_label
-from grpo.policy_view import PolicyView
-from grpo.precision import autocast
-from grpo.prompt_fit import fit_prompt
+from grpo.data.example import Example
+from grpo.data.loading import load_examples
+from grpo.data.prompt_fit import fit_prompt
+from grpo.models.precision import autocast
+from grpo.policy import PolicyView
 from grpo.report import EvalReport
-from grpo.rewards import total_rewards
+from grpo.report.outcome import completion_passes, pass_label
+from grpo.rewards.batch import RewardBatch, Scores
+from grpo.rewards.rules import total_rewards
 from grpo.rollout import decode_completions, generate, tokenize_prompts
-from grpo.scoring import RewardBatch, Scores
-from grpo.sources import LocalRoots
 from grpo.spec import JobSpec
+from grpo.spec.sources import LocalRoots
 
 EVAL_ROUND = 1_000
 """Sampling-stream round of eval samples: never one a training step samples from."""

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from grpo.data import R1_TEMPLATE, arith_problems
+from grpo.data.arith_task import arith_problems
+from grpo.data.prompts import R1_TEMPLATE
 
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)

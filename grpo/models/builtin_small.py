@@ -4,7 +4,7 @@ It does not learn arithmetic; it exists so that every code path a hub model take
 offline and in tests: grouped-query attention, RoPE, SwiGLU, RMSNorm, tied embeddings,
 numbers that are several tokens, a chat template, special tokens, and two end-of-sequence
 ids. Written with `save_pretrained` and loaded back through the Auto classes like any
-hub model (models.py materialises it into the cache; random_init.py writes it). Knows
+hub model (loading.py materialises it into the cache; random_init.py writes it). Knows
 nothing of GRPO.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from transformers import Qwen2Config
 
-from grpo.bpe_tokenizer import ENDOFTEXT, IM_END, build_bpe_tokenizer
-from grpo.random_init import save_random_model
+from grpo.models.bpe_tokenizer import ENDOFTEXT, IM_END, build_bpe_tokenizer
+from grpo.models.random_init import save_random_model
 
 SMALL_VERSION = "v1"
 """Bump when the architecture, the tokenizer's corpus or the initialisation changes."""

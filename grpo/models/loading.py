@@ -26,10 +26,11 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from grpo.builtin_small import SMALL_VERSION, build_small
-from grpo.random_init import save_random_model
-from grpo.sources import LocalRoots, parse_model_name, resolve_local
-from grpo.tokenizer import build_char_tokenizer
+from grpo.models.builtin_small import SMALL_VERSION, build_small
+from grpo.models.char_tokenizer import build_char_tokenizer
+from grpo.models.random_init import save_random_model
+from grpo.models.warmup import RECIPE_VERSION, build_tiny_arith
+from grpo.spec.sources import LocalRoots, parse_model_name, resolve_local
 
 TINY_VERSION = "v2"
 """Bump when the built-in architecture or its initialisation changes (new cache dir)."""
@@ -112,8 +113,6 @@ def builtin_dir(name: str, cache_dir: Path, *, progress: bool) -> Path:
     if name == "builtin:tiny":
         return tiny
     if name == "builtin:tiny-arith":
-        from grpo.warmup import RECIPE_VERSION, build_tiny_arith
-
         target = cache_dir / f"builtin-tiny-arith-{RECIPE_VERSION}"
         return materialise(target, lambda tmp: build_tiny_arith(tiny, tmp, progress=progress))
     raise ValueError(f"unknown built-in model {name!r}")

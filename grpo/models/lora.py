@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo.optimization_spec import LoraSpec
+from grpo.spec.optimization import LoraSpec
 
 
 def apply_lora(model: Any, lora: LoraSpec) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from grpo.models import supports_bf16
+from grpo.models.loading import supports_bf16
 
 
 def compute_dtype(precision: str, device: torch.device) -> torch.dtype | None:

@@ -1,5 +1,5 @@
 """Writing a randomly initialised model to disk, the way the built-in models are made
-(models.py's builtin:tiny, builtin_small.py's builtin:small): seeded in a forked RNG scope,
+(loading.py's builtin:tiny, builtin_small.py's builtin:small): seeded in a forked RNG scope,
 so building one never disturbs the caller's RNG. Knows nothing of GRPO."""
 
 from __future__ import annotations

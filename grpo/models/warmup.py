@@ -7,7 +7,7 @@ and zero advantage. The tiny model learns carries in a sudden jump whose timing 
 with the seed (and with the float rounding of each CPU), so the warm-up does not stop at
 a fixed step: it stops when greedy accuracy on a held-out slice of the train split first
 reaches TARGET_ACCURACY, which lands the same behaviour on every machine. Runs on the CPU
-with one thread, once per machine (grpo/models.py caches the result). Knows nothing of
+with one thread, once per machine (grpo/models/loading.py caches the result). Knows nothing of
 GRPO.
 """
 
@@ -24,7 +24,8 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers import PreTrainedTokenizerBase as Tokenizer
 
-from grpo.data import Example, arith_examples
+from grpo.data.arith_task import arith_examples
+from grpo.data.example import Example
 
 RECIPE_VERSION = "v2"
 """Bump whenever anything below, the arith task or the tiny model changes: it names the

@@ -29,8 +29,8 @@ from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, Sign
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from grpo.distributed import Ranks, current_ranks
 from grpo.failures import user_message
+from grpo.parallel.ranks import Ranks, current_ranks
 
 __all__ = [
     "ChildFailedError",

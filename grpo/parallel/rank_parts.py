@@ -13,12 +13,12 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from grpo.distributed import Ranks
 from grpo.dynamic_sampling import Batch
-from grpo.metrics import group_scalars, length_scalars, reward_scalars
+from grpo.parallel.ranks import Ranks
 from grpo.report import GroupReport
-from grpo.scoring import Scores
-from grpo.timing import StepClock
+from grpo.report.metrics import group_scalars, length_scalars, reward_scalars
+from grpo.report.timing import StepClock
+from grpo.rewards.batch import Scores
 
 
 @dataclass(frozen=True)

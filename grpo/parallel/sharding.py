@@ -37,9 +37,9 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
-from grpo.distributed import Ranks
-from grpo.lm_head import decoder_and_head
 from grpo.logprobs import completion_logps
+from grpo.models.lm_head import decoder_and_head
+from grpo.parallel.ranks import Ranks
 from grpo.rollout import Rollout
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)

@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from grpo.outcome import GroupOutcome as GroupOutcome  # the store and API import it here
-from grpo.outcome import group_outcome
+from grpo.report.outcome import GroupOutcome as GroupOutcome  # the store and API import it here
+from grpo.report.outcome import group_outcome
 
 FinishReason = Literal["eos", "stop", "length"]
 
@@ -80,11 +80,11 @@ class GroupReport:
         return sum(self.rewards) / len(self.rewards)
 
     passes: list[bool] = field(kw_only=True)
-    """Whether each completion passes, in sampling order (G); the rule is grpo/outcome.py's."""
+    """Whether each completion passes, in sampling order (G); the rule is report/outcome.py's."""
 
     @property
     def outcome(self) -> GroupOutcome:
-        """all_pass, all_fail or mixed by the passes (grpo/outcome.py), as groups/* counts it."""
+        """all_pass, all_fail or mixed by the passes (report/outcome.py), as groups/* counts it."""
         return group_outcome(self.passes)
 
     @property
@@ -137,7 +137,7 @@ def histogram(values: list[float], edges: tuple[float, ...]) -> list[int]:
 
 @dataclass(frozen=True)
 class EvalReport:
-    """One held-out evaluation (grpo/heldout.py): its scalars (`eval/...`) and, per example,
+    """One held-out evaluation (grpo/eval/heldout.py): its scalars (`eval/...`) and, per example,
     its samples with their rewards, for the dashboard's table and an example's history."""
 
     step: int

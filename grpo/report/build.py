@@ -13,8 +13,8 @@ from typing import Any
 
 from torch import Tensor
 
-from grpo.data import Example
-from grpo.detokenizer import token_pieces
+from grpo.data.example import Example
+from grpo.models.detokenizer import token_pieces
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
     GROUP_REWARD_STD_BIN_EDGES,
@@ -48,7 +48,7 @@ def build_groups(
     is_dropped: bool = False,
 ) -> list[GroupReport]:
     """One GroupReport per prompt; completions only for the first `keep` groups. `passes`
-    is one bool per completion (group-major), by grpo/outcome.py's rule."""
+    is one bool per completion (group-major), by grpo/report/outcome.py's rule."""
     g = rollout.num_generations
     reward_rows, advantage_rows = rewards.tolist(), advantages.tolist()
     rows = _Rows.of(rollout, token_kls, num_rows=min(keep, len(examples)) * g)

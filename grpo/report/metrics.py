@@ -1,7 +1,7 @@
 """Step metrics from one generation batch: rewards, group outcomes, lengths, token means.
 
 Pure functions of tensors returning plain floats keyed by the metric names the store and
-the dashboard use. Which completion *passes* is grpo/outcome.py's rule. Knows nothing of
+the dashboard use. Which completion *passes* is grpo/report/outcome.py's rule. Knows nothing of
 models.
 """
 

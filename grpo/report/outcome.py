@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # report.py imports this module and stays plain dataclasses
-    from grpo.reward_spec import RewardEntry
+    from grpo.spec.rewards import RewardEntry
 
 ACCURACY_LIKE = ("accuracy", "exact_match", "code")
 """Reward kinds whose full score means "the answer is right"."""

@@ -15,14 +15,12 @@ import os
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from grpo.failures import RewardFunctionError
-from grpo.reward_spec import CodeReward
-from grpo.sandbox import SandboxResult, run_sandboxed
-
-if TYPE_CHECKING:
-    from grpo.scoring import RewardBatch
+from grpo.rewards.batch import RewardBatch
+from grpo.rewards.sandbox import SandboxResult, run_sandboxed
+from grpo.spec.rewards import CodeReward
 
 MAX_PARALLEL_SANDBOXES = 4
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)

@@ -15,16 +15,14 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from grpo.failures import RewardFunctionError
-from grpo.reward_plugins import checked_scores
-from grpo.reward_spec import HttpReward, endpoint_host, is_allowed_host
-
-if TYPE_CHECKING:
-    from grpo.scoring import RewardBatch
+from grpo.rewards.batch import RewardBatch
+from grpo.rewards.python import checked_scores
+from grpo.spec.rewards import HttpReward, endpoint_host, is_allowed_host
 
 BACKOFF_S = 0.5
 """First retry waits this long; each later one twice the one before."""

@@ -9,18 +9,16 @@ Texts go through the classifier's chat template when it has one, in batches of
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from grpo.models import resolve_model_path
-from grpo.records import Prompt
-from grpo.reward_spec import ModelReward
-from grpo.sources import LocalRoots
-
-if TYPE_CHECKING:
-    from grpo.scoring import RewardBatch
+from grpo.models.loading import resolve_model_path
+from grpo.rewards.batch import RewardBatch
+from grpo.spec.records import Prompt
+from grpo.spec.rewards import ModelReward
+from grpo.spec.sources import LocalRoots
 
 
 class RewardModel:

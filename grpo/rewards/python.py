@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from grpo.reward_spec import ENTRY_POINT_GROUP
+from grpo.spec.rewards import ENTRY_POINT_GROUP
 
 RewardFunction = Callable[..., Sequence[float | None]]
 

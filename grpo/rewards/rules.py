@@ -15,8 +15,8 @@ from functools import lru_cache
 
 import regex
 
-from grpo.answers import extract_answer, is_equal
 from grpo.failures import RewardFunctionError
+from grpo.rewards.answers import extract_answer, is_equal
 from grpo.spec import (
     AccuracyReward,
     ExactMatchReward,

@@ -1,6 +1,6 @@
 """Score one step's completions with every reward entry of a spec, each kind its own way.
 
-Built-in rules are plain functions (rewards.py); plugins, endpoints, reward models and code
+Built-in rules are plain functions (rules.py); plugins, endpoints, reward models and code
 sandboxes have their own modules and are prepared once per run by `Rewarder` (a loaded
 function, a loaded classifier, the allowed endpoint hosts). Scores stay apart, unweighted,
 keyed by label, None where a function does not apply; a completion no function applies to
@@ -13,57 +13,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from grpo.data import Example
 from grpo.failures import NoApplicableReward, RewardFunctionError
-from grpo.reward_plugins import RewardFunction, call_reward_function, load_reward_function
-from grpo.reward_spec import CodeReward, HttpReward, ModelReward, PythonReward, RewardSpec
-from grpo.rewards import RuleReward, score_completions
-from grpo.sources import LocalRoots
-
-Scores = dict[str, list[float | None]]
-"""Unweighted score of every completion (group-major, B x G), keyed by reward label."""
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RewardBatch:
-    """What reward functions may look at for one step: B groups of G completions."""
-
-    run_id: str
-    step: int
-    examples: Sequence[Example]  # (B,)
-    prompts: Sequence[str]  # (B,) as the policy saw them
-    completions: Sequence[str]  # (B * G,) group-major
-    num_tokens: Sequence[int]  # (B * G,)
-
-    @property
-    def num_generations(self) -> int:
-        return len(self.completions) // max(1, len(self.examples))
-
-    def per_completion(self, values: Sequence[T]) -> list[T]:
-        """One value per group repeated for each of its G completions."""
-        return [v for v in values for _ in range(self.num_generations)]
-
-    def trl_prompts_and_completions(self) -> tuple[list[Any], list[Any]]:
-        """Per completion, as TRL hands them to reward functions: the record's prompt, and
-        the completion text; for chat-message prompts the messages, and the completion as
-        one assistant message `[{"role": "assistant", "content": text}]`."""
-        prompts = self.per_completion([e.prompt for e in self.examples])
-        if not any(isinstance(e.prompt, list) for e in self.examples):
-            return prompts, list(self.completions)
-        return prompts, [[{"role": "assistant", "content": c}] for c in self.completions]
-
-    def columns(self) -> dict[str, list[Any]]:
-        """`answer` and every extra record field, one entry per completion (TRL's kwargs)."""
-        keys = sorted({k for e in self.examples for k in e.data} - {"answer"})
-        columns: dict[str, list[Any]] = {
-            "answer": self.per_completion([e.answer for e in self.examples])
-        }
-        for key in keys:
-            columns[key] = self.per_completion([e.data.get(key) for e in self.examples])
-        return columns
+from grpo.rewards.batch import RewardBatch, Scores
+from grpo.rewards.code import score_code
+from grpo.rewards.http import check_host, score_with_endpoint
+from grpo.rewards.model import RewardModel
+from grpo.rewards.python import RewardFunction, call_reward_function, load_reward_function
+from grpo.rewards.rules import RuleReward, score_completions
+from grpo.rewards.sandbox import check_sandbox
+from grpo.spec.rewards import CodeReward, HttpReward, ModelReward, PythonReward, RewardSpec
+from grpo.spec.sources import LocalRoots
 
 
 @dataclass
@@ -89,7 +50,7 @@ class Rewarder:
         model_roots: LocalRoots | None = None,
     ) -> None:
         """`reward_hosts`: allowed endpoint hosts; `model_roots`: where local reward models
-        may lie (None trusts the caller, as grpo.models does)."""
+        may lie (None trusts the caller, as grpo.models.loading does)."""
         self.rewards = tuple(rewards)
         self.reward_hosts = tuple(reward_hosts)
         self._functions: dict[str, RewardFunction] = {}
@@ -104,18 +65,12 @@ class Rewarder:
             case PythonReward():
                 self._functions[entry.label] = load_reward_function(entry.function)
             case HttpReward():
-                from grpo.reward_endpoint import check_host
-
                 check_host(entry, self.reward_hosts)
             case ModelReward():
-                from grpo.reward_model import RewardModel  # torch and transformers
-
                 self._models[entry.label] = RewardModel(
                     entry, device=device, cache_dir=self._cache_dir, roots=self._model_roots
                 )
             case CodeReward():
-                from grpo.sandbox import check_sandbox
-
                 check_sandbox()
 
     @property
@@ -154,14 +109,10 @@ class Rewarder:
                     columns=batch.columns(),
                 )
             case HttpReward():
-                from grpo.reward_endpoint import score_with_endpoint
-
                 return score_with_endpoint(entry, batch, allowed_hosts=self.reward_hosts)
             case ModelReward():
                 return self._models[entry.label].score(batch)  # type: ignore[no-any-return]
             case CodeReward():
-                from grpo.code_reward import score_code
-
                 return score_code(entry, batch, notes)
         return _score_rule(entry, batch)
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from grpo.algorithm_spec import AlgorithmKnobs
-from grpo.data_spec import DataSpec
-from grpo.eval_spec import EvalSpec
-from grpo.generation_spec import GenerationKnobs
-from grpo.logging_spec import LoggingSpec
-from grpo.optimization_spec import OptimizationKnobs
-from grpo.resources_spec import ResourcesSpec
-from grpo.reward_spec import (
+from grpo.spec.algorithm import AlgorithmKnobs
+from grpo.spec.data import DataSpec
+from grpo.spec.eval import EvalSpec
+from grpo.spec.generation import GenerationKnobs
+from grpo.spec.legacy import map_legacy_fields
+from grpo.spec.logging import LoggingSpec
+from grpo.spec.optimization import OptimizationKnobs
+from grpo.spec.resources import ResourcesSpec
+from grpo.spec.rewards import (
     DEFAULT_FORMAT_PATTERN,
     ENTRY_POINT_GROUP,
     AccuracyReward,
@@ -35,10 +36,9 @@ from grpo.reward_spec import (
     endpoint_host,
     is_allowed_host,
 )
-from grpo.spec_legacy import map_legacy_fields
-from grpo.task_spec import TaskKnobs
+from grpo.spec.task import TaskKnobs
 
-# the reward entries live in reward_spec.py; they are also this module's names
+# the reward entries live in grpo/spec/rewards.py; they are also this module's names
 __all__ = [
     "DEFAULT_FORMAT_PATTERN",
     "ENTRY_POINT_GROUP",
@@ -95,7 +95,7 @@ class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
     """Checkpoint every k steps (and at the end, see save_final); 0: only at the end."""
     save_final: bool = True
     """Checkpoint the model a completed run ends with, on the save_steps grid or not, and
-    keep it out of the rotation (the latest grpo/checkpoint.py KEEP_CHECKPOINTS are kept):
+    keep it out of the rotation (the latest grpo/checkpoints/files.py KEEP_CHECKPOINTS are kept):
     a run resumed later with a larger max_steps (`grpo train --resume`) rotates its new
     checkpoints past it, and the model the run first ended with stays downloadable.
     False: only save_steps' checkpoints, in the rotation; with save_steps 0, none at all

@@ -1,6 +1,6 @@
 """The GRPO algorithm's knobs of a JobSpec: KL toward the reference, clipping, how the loss
 is formed and averaged, advantages and DAPO's dynamic sampling. Pydantic only, imports
-without torch; grpo/spec.py composes these fields into JobSpec, grpo/loss.py and
+without torch; grpo/spec/ composes these fields into JobSpec, grpo/loss.py and
 grpo/advantages.py do the math they name."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from grpo.spec_config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG
 
 
 class DynamicSamplingSpec(BaseModel):

@@ -1,12 +1,12 @@
 """The `data` section of a JobSpec: where prompts and reference answers come from.
-Pydantic only, imports without torch; grpo/data.py loads what it describes."""
+Pydantic only, imports without torch; grpo/data/loading.py loads what it describes."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
-from grpo.sources import parse_data_source
-from grpo.spec_config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.sources import parse_data_source
 
 BUILTIN_TASKS = ("builtin:arith", "builtin:code")
 
@@ -17,7 +17,7 @@ class DataSpec(BaseModel):
     model_config = SECTION_CONFIG
     source: str = Field("builtin:arith", min_length=1, max_length=500)
     """`builtin:arith`, `builtin:code`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a
-    JSONL path (`file:<path>` or any other text); see grpo/sources.py."""
+    JSONL path (`file:<path>` or any other text); see grpo/spec/sources.py."""
     split: str = Field("train", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
     """Split to train on."""
     prompt_field: str = Field("prompt", min_length=1, max_length=100)

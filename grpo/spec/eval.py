@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from grpo.reward_spec import RewardSpec, check_reward_entries
-from grpo.sources import parse_data_source
+from grpo.spec.rewards import RewardSpec, check_reward_entries
+from grpo.spec.sources import parse_data_source
 
 
 class EvalSpec(BaseModel):
-    """Held-out evaluation at step 0, every `every_steps` and at the end (grpo/heldout.py).
+    """Held-out evaluation at step 0, every `every_steps` and at the end (grpo/eval/heldout.py).
 
     Reward gains that do not transfer to held-out prompts are the signature of reward
     hacking; this measures the transfer on the run's device, batched like training."""

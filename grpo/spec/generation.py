@@ -1,5 +1,5 @@
 """How a JobSpec's completions are generated: prompt and completion lengths and the
-sampling knobs (TRL's names). Pydantic only, imports without torch; grpo/spec.py composes
+sampling knobs (TRL's names). Pydantic only, imports without torch; grpo/spec/ composes
 these fields into JobSpec, grpo/sampling.py and grpo/rollout.py apply them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from grpo.spec_config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG
 
 
 class GenerationKnobs(BaseModel):

@@ -1,5 +1,5 @@
 """The `logging` section of a JobSpec: what is kept of each step beyond its scalars, and
-which trackers also get them. Pydantic only, imports without torch; grpo/trackers.py
+which trackers also get them. Pydantic only, imports without torch; grpo/report/trackers.py
 writes to the trackers."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from grpo.spec_config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}
 """The package each `logging.report_to` tracker needs (the `trackers` extra); the API checks
@@ -31,4 +31,4 @@ class LoggingSpec(BaseModel):
     (`GRPO_MLFLOW_URI`; default a SQLite store in the run's directory), histograms not;
     `wandb` logs all three to Weights & Biases as the worker's W&B is configured (online, or
     `WANDB_MODE=offline`), files under the run's directory (`wandb/`).
-    TRL's `report_to` names. Needs the `trackers` extra. See grpo/trackers.py."""
+    TRL's `report_to` names. Needs the `trackers` extra. See grpo/report/trackers.py."""

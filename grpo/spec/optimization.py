@@ -1,6 +1,6 @@
 """How a JobSpec's update is computed: optimizer and schedule, micro-batching, memory savers
-and LoRA. Pydantic only, imports without torch; grpo/spec.py composes these fields into
-JobSpec, grpo/optim.py, grpo/update.py and grpo/lora.py apply them."""
+and LoRA. Pydantic only, imports without torch; grpo/spec/ composes these fields into
+JobSpec, grpo/optim.py, grpo/update.py and grpo/models/lora.py apply them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from grpo.spec_config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG
 
 
 class LoraSpec(BaseModel):

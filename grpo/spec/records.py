@@ -4,8 +4,9 @@ A prompt is a string or a list of chat messages (`[{"role": "system"|"user"|"ass
 "content": str}, ...]`, rendered later with the model's chat template). The answer is a
 string, any other JSON value (kept as its JSON text) or null (no reference). Every other
 field is kept, as it came, for reward functions. One definition serves the upload check
-(app/api/datasets.py) and the loader (grpo/data.py), so a record the API accepts is one the
-trainer can train on. Imports neither torch nor pydantic; knows nothing of HTTP or files.
+(app/api/routes/datasets.py) and the loader (grpo/data/loading.py), so a record the API
+accepts is one the trainer can train on. Imports neither torch nor pydantic; knows nothing
+of HTTP or files.
 """
 
 from __future__ import annotations

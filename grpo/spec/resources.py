@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from grpo.spec_config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG
 
 
 class ResourcesSpec(BaseModel):
@@ -26,4 +26,4 @@ class ResourcesSpec(BaseModel):
     sharding: Literal["ddp", "fsdp"] = "ddp"
     """ddp: every rank holds the whole model, gradients are all-reduced. fsdp (FSDP2
     `fully_shard`, full fine-tuning only): each rank holds 1/num_processes of the weights,
-    gradients and optimizer state (grpo/sharding.py, docs/scaling.md)."""
+    gradients and optimizer state (grpo/parallel/sharding.py, docs/scaling.md)."""

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, model_validator
 
-from grpo.spec_config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG
 
 DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
 LABEL_PATTERN = r"^[A-Za-z0-9_.\-]*$"

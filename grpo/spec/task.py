@@ -1,14 +1,14 @@
 """What a JobSpec trains: the model, its prompts and rewards, and how many of them a step
-takes. Pydantic only, imports without torch; grpo/spec.py composes these fields into JobSpec."""
+takes. Pydantic only, imports without torch; grpo/spec/ composes these fields into JobSpec."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
-from grpo.data_spec import DataSpec
-from grpo.reward_spec import AccuracyReward, RewardSpec, check_reward_entries
-from grpo.sources import parse_model_name
-from grpo.spec_config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.data import DataSpec
+from grpo.spec.rewards import AccuracyReward, RewardSpec, check_reward_entries
+from grpo.spec.sources import parse_model_name
 
 BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith", "builtin:small")
 

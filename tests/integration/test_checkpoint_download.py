@@ -129,10 +129,10 @@ def test_merge_true_turns_a_lora_adapter_into_full_weights_that_compute_the_same
     import torch
     from transformers import AutoModelForCausalLM
 
-    from grpo.checkpoint import save_checkpoint
-    from grpo.lora import apply_lora
-    from grpo.models import load_policy
-    from grpo.resume_spec import spec_json
+    from grpo.checkpoints.files import save_checkpoint
+    from grpo.models.loading import load_policy
+    from grpo.models.lora import apply_lora
+    from grpo.spec.resume import spec_json
 
     spec = JobSpec(model="builtin:tiny", max_steps=1, lora={"r": 4})
     run, _ = db.call(runs.create_run, spec, package_version="t")
@@ -172,7 +172,7 @@ def test_merge_true_turns_a_lora_adapter_into_full_weights_that_compute_the_same
 def base_logits(spec: JobSpec, ids: object) -> object:
     import torch
 
-    from grpo.models import load_policy
+    from grpo.models.loading import load_policy
 
     base, _ = load_policy(spec.model, cache_dir=get_settings().resolved_cache_dir)
     with torch.no_grad():

@@ -21,9 +21,9 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grpo.data import load_examples
-from grpo.evaluate import greedy_accuracy
-from grpo.precision import autocast, compute_dtype
+from grpo.data.loading import load_examples
+from grpo.eval.greedy import greedy_accuracy
+from grpo.models.precision import autocast, compute_dtype
 from grpo.spec import JobSpec
 from tests.integration.test_export import grpo
 from tests.integration.test_run_lifecycle import wait_for_final

@@ -3,7 +3,7 @@ signal, the dropped ones are stored apart under the `dropped` filter and counted
 
 from __future__ import annotations
 
-from app.api.presets import DEMO_SPEC
+from app.api.routes.presets import DEMO_SPEC
 from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import Stack
 

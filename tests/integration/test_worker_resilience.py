@@ -216,7 +216,7 @@ def _write_dataset(stack: Stack, name: str, records: list[dict[str, object]]) ->
 
 def _write_model_without_eos(stack: Stack) -> str:
     """A real local model whose tokenizer has no end-of-sequence token."""
-    from grpo.models import load_policy
+    from grpo.models.loading import load_policy
 
     model, tokenizer = load_policy(
         "builtin:tiny", cache_dir=Path(stack.data_dir / "cache"), progress=False

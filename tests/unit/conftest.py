@@ -2,7 +2,7 @@
 
 import pytest
 
-from grpo.tokenizer import build_char_tokenizer
+from grpo.models.char_tokenizer import build_char_tokenizer
 from tests.unit.tiny_lm import tiny_llama
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from grpo.advantages import decoupled_advantages
-from grpo.logging_spec import LoggingSpec
 from grpo.spec import FormatReward, RegexReward
+from grpo.spec.logging import LoggingSpec
 from grpo.trainer import Trainer
 from grpo.update import policy_update
 from tests.unit.test_trainer import comparable, run, tiny_spec

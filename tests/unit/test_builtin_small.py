@@ -1,4 +1,5 @@
-"""grpo/builtin_small.py, grpo/bpe_tokenizer.py: a Qwen2 with a real BPE loads like a hub model."""
+"""grpo/models/builtin_small.py, grpo/models/bpe_tokenizer.py: a Qwen2 with a real BPE loads
+like a hub model."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grpo.bpe_tokenizer import VOCAB_SIZE, train_backend
-from grpo.builtin_small import SMALL_VERSION
-from grpo.models import load_policy
+from grpo.models.bpe_tokenizer import VOCAB_SIZE, train_backend
+from grpo.models.builtin_small import SMALL_VERSION
+from grpo.models.loading import load_policy
 from grpo.policy import count_parameters, eos_token_ids
 
 

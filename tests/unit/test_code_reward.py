@@ -1,5 +1,5 @@
 """Code rewards in the bubblewrap sandbox: tests pass, and escapes score 0 with a note
-(grpo/code_reward.py, grpo/sandbox.py)."""
+(grpo/rewards/code.py, grpo/rewards/sandbox.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo.code_reward import extract_program, run_tests
-from grpo.sandbox import bubblewrap
+from grpo.rewards.code import extract_program, run_tests
+from grpo.rewards.sandbox import bubblewrap
 from grpo.spec import CodeReward
 
 pytestmark = pytest.mark.skipif(bubblewrap() is None, reason="bubblewrap is not installed")
@@ -110,8 +110,9 @@ def test_escape_attempts_score_zero_with_a_note_and_leave_the_host_alone(tmp_pat
 
 
 def test_a_step_scores_each_completion_and_notes_which_one_hit_a_limit():
-    from grpo.code_task import code_examples
-    from grpo.scoring import RewardBatch, Rewarder
+    from grpo.data.code_task import code_examples
+    from grpo.rewards.batch import RewardBatch
+    from grpo.rewards.scoring import Rewarder
 
     add = next(e for e in code_examples("train") if e.id == "add")
     completions = [f"```python\n{add.answer}\n```", "while True:\n    pass"]

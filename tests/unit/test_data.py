@@ -1,4 +1,4 @@
-"""grpo/data.py: sources, their errors, prompt formatting and the resumable prompt order."""
+"""grpo/data/loading.py: sources, their errors, prompt formatting and the resumable prompt order."""
 
 from __future__ import annotations
 
@@ -9,16 +9,11 @@ from typing import Any
 
 import pytest
 
-from grpo.data import (
-    R1_TEMPLATE,
-    Example,
-    PromptSampler,
-    check_prompts_render,
-    format_prompt,
-    load_examples,
-)
-from grpo.data_spec import DataSpec
-from grpo.tokenizer import build_char_tokenizer
+from grpo.data.example import Example
+from grpo.data.loading import PromptSampler, load_examples
+from grpo.data.prompts import R1_TEMPLATE, check_prompts_render, format_prompt
+from grpo.models.char_tokenizer import build_char_tokenizer
+from grpo.spec.data import DataSpec
 
 
 def test_arith_splits_are_disjoint_deterministic_and_correct() -> None:

@@ -1,4 +1,4 @@
-"""Each completion token's piece of text (grpo/detokenizer.py): the pieces join back to the
+"""Each completion token's piece of text (grpo/models/detokenizer.py): the pieces join back to the
 decoded text for the built-in character tokenizer, a byte-level BPE with characters split
 across tokens, and a SentencePiece-style tokenizer whose lone tokens lose their space."""
 
@@ -9,9 +9,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from grpo.detokenizer import token_pieces
+from grpo.models.char_tokenizer import build_char_tokenizer
+from grpo.models.detokenizer import token_pieces
 from grpo.rollout import Rollout, decode_completions
-from grpo.tokenizer import build_char_tokenizer
 
 
 def char_rollout(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> Rollout:

@@ -1,4 +1,4 @@
-"""A run on 2 ranks started by the elastic launcher (grpo/launch.py) reports the run one
+"""A run on 2 ranks started by the elastic launcher (grpo/parallel/launch.py) reports the run one
 process trains: the same sampled completions and rewards at step 1 (each group's stream
 is seeded by its position in the step, not on its rank), every group of every rank in
 rank 0's report, one checkpoint written by rank 0, and weights that match to fp32 noise.
@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 from safetensors.torch import load_file
 
-from grpo import cli
-from grpo.launch import (
+from grpo.cli import main as cli
+from grpo.parallel.launch import (
     ChildFailedError,
     RankError,
     failure_message,

@@ -1,4 +1,4 @@
-"""One update on 2 ranks equals one process on the union (grpo/distributed.py, update.py).
+"""One update on 2 ranks equals one process on the union (grpo/parallel/ranks.py, update.py).
 
 A fixed rollout of 3 prompts x G 4 from builtin:tiny is trained once in this process and
 once by 2 gloo ranks spawned here: rank 0 owns groups 0-1, rank 1 group 2 (the uneven
@@ -24,14 +24,14 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from grpo.distributed import SINGLE, Ranks
 from grpo.logprobs import completion_logps
-from grpo.loss_terms import loss_mask_of
+from grpo.parallel.ranks import SINGLE, Ranks
+from grpo.parallel.sharding import shard_model, shard_models
 from grpo.policy import prepare_policy, update_mode
 from grpo.reference import ReferencePolicy
 from grpo.rollout import Rollout, group_rows
-from grpo.sharding import shard_model, shard_models
 from grpo.spec import JobSpec
+from grpo.step_loss import loss_mask_of
 from grpo.update import policy_update
 from tests.stack import free_port
 from tests.unit.test_update import ADVANTAGES, rollout_and_reference

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from grpo.data import Example
+from grpo.data.example import Example
 from grpo.dynamic_sampling import Batch, fill_with_signal
 from grpo.rollout import Rollout, concat_rollouts
 from tests.unit.test_trainer import run, tiny_spec

@@ -1,4 +1,4 @@
-"""The `grpo` command (grpo/cli.py, grpo/train_command.py): train and eval in the
+"""The `grpo` command (grpo/cli/main.py, grpo/cli/train.py): train and eval in the
 terminal; service commands are handed to app.cli / worker.cli in a new process image,
 never imported."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from grpo import cli
+from grpo.cli import main as cli
 from tests.processes import rank_processes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,5 +1,5 @@
-"""Held-out evaluation during training (grpo/heldout.py): when it runs, that its accuracy
-is the greedy accuracy grpo.evaluate computes on the same examples, and pass@k."""
+"""Held-out evaluation during training (grpo/eval/heldout.py): when it runs, that its accuracy
+is the greedy accuracy grpo.eval.greedy computes on the same examples, and pass@k."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo.data import load_examples
-from grpo.evaluate import greedy_accuracy
-from grpo.heldout import is_eval_step
+from grpo.data.loading import load_examples
+from grpo.eval.greedy import greedy_accuracy
+from grpo.eval.heldout import is_eval_step
 from grpo.report import EvalReport, StepReport
 from grpo.spec import JobSpec
 from grpo.trainer import Trainer

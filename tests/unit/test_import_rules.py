@@ -9,6 +9,11 @@
 
 The torch-free grpo modules are TORCH_FREE_GRPO below; app/ imports no other grpo module,
 even inside a function, and each of them imports without torch or transformers.
+
+No import loops between modules either, counting imports inside functions and under
+TYPE_CHECKING; within grpo/, GRPO_SUBPACKAGES says which subpackage may import which, and
+an import of our own code inside a function is allowed only where LAZY_IMPORTS_OF_OUR_CODE
+says why. The lint-time tools (tools/) are never imported by served code.
 """
 
 from __future__ import annotations
@@ -37,10 +42,10 @@ def test_api_app_imports_without_torch_or_training_code() -> None:
 
 TORCH_FREE_GRPO = (
     "grpo.spec",  # JobSpec: request bodies, stored specs
-    "grpo.reward_spec",  # reward entries, checked at submit
-    "grpo.logging_spec",  # the trackers a spec may name
-    "grpo.sources",  # what `model` and `data.source` point at
-    "grpo.records",  # a JSONL record, checked at upload
+    "grpo.spec.rewards",  # reward entries, checked at submit
+    "grpo.spec.logging",  # the trackers a spec may name
+    "grpo.spec.sources",  # what `model` and `data.source` point at
+    "grpo.spec.records",  # a JSONL record, checked at upload
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
@@ -98,14 +103,16 @@ def test_only_the_store_issues_sql() -> None:
 
 
 def _package_cycle(edges: dict[str, set[str]]) -> list[str] | None:
-    """A cycle of the package graph as a path [a, b, ..., a], or None."""
+    """A cycle of the graph as a path [a, b, ..., a], or None (depth-first, each node once)."""
+    done: set[str] = set()
 
     def walk(node: str, path: list[str]) -> list[str] | None:
         for nxt in sorted(edges.get(node, ())):
             if nxt in path:
                 return [*path[path.index(nxt) :], nxt]
-            if found := walk(nxt, [*path, nxt]):
+            if nxt not in done and (found := walk(nxt, [*path, nxt])):
                 return found
+        done.add(node)
         return None
 
     return next((c for start in sorted(edges) if (c := walk(start, [start]))), None)
@@ -175,3 +182,128 @@ def test_only_the_request_dependency_the_worker_and_the_cli_open_sessions() -> N
         if not p.startswith(MAY_OPEN_SESSIONS)
     }
     assert not bad, f"sessions opened outside app/api/deps.py, worker/ and the CLI: {sorted(bad)}"
+
+
+GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
+    "spec": (),  # JobSpec and its sections, sources, records: pydantic only
+    "data": ("spec",),
+    "models": ("spec", "data"),
+    "rewards": ("spec", "data", "models"),
+    "report": ("spec", "data", "models"),
+    "parallel": ("spec", "models", "rewards", "report"),
+    "checkpoints": ("spec", "models", "parallel", "report"),
+    "eval": ("spec", "data", "models", "rewards", "report"),
+    "cli": ("spec", "data", "models", "parallel", "checkpoints", "eval"),
+}
+"""Which grpo subpackage may import which, bottom-up: each names only those above it.
+grpo's top-level modules (the algorithm core: advantages, loss, rollout, trainer, ...) may
+import any subpackage; a subpackage in FOUNDATION never imports a top-level module."""
+FOUNDATION = ("spec", "data", "models")
+
+LAZY_IMPORTS_OF_OUR_CODE = {
+    "grpo/cli/": "`grpo up`, `grpo --help` and the service commands never load the trainer",
+    "app/cli.py": "the client commands never load the store or alembic",
+    "worker/lifecycle.py": "the device label needs torch; the worker's other paths do not",
+}
+"""Where an import of our own code inside a function is allowed, and why: keeping a heavy
+dependency out of a path that does not need it. Anywhere else, a shared type goes into a
+third module instead."""
+
+
+def _module_imports(root: Path, packages: tuple[str, ...]) -> dict[str, dict[str, bool]]:
+    """{module: {module of ours it imports: whether inside a function}} for every .py of
+    `packages` under `root`, counting imports in function bodies and TYPE_CHECKING too."""
+    paths = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, dict[str, bool]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text())
+        in_function = {
+            id(node)
+            for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            for node in ast.walk(fn)
+        }
+        targets: dict[str, bool] = {}
+        for node in ast.walk(tree):
+            found: list[str] = []
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            for target in (t for t in found if t in paths and t != name):
+                targets[target] = targets.get(target, False) or id(node) in in_function
+        graph[name] = targets
+    return graph
+
+
+OUR_CODE = (*PACKAGES, "tools")
+
+
+def test_no_import_cycle_between_modules() -> None:
+    graph = _module_imports(ROOT, OUR_CODE)
+    cycle = _package_cycle({m: set(targets) for m, targets in graph.items()})
+    assert cycle is None, f"import cycle: {' -> '.join(cycle or [])}"
+
+
+def test_the_module_graph_sees_a_loop_through_an_import_inside_a_function(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("from pkg.b import f\n")
+    (tmp_path / "pkg" / "b.py").write_text("def f():\n    from pkg.a import g\n")
+    graph = _module_imports(tmp_path, ("pkg",))
+    assert graph["pkg.b"] == {"pkg.a": True} and graph["pkg.a"] == {"pkg.b": False}
+    assert _package_cycle({m: set(t) for m, t in graph.items()}) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
+def _grpo_unit(module: str) -> str:
+    """A grpo module's subpackage, or "core" for a top-level module."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (ROOT / "grpo" / parts[1]).is_dir() else "core"
+
+
+def test_grpo_subpackages_import_only_what_the_table_allows() -> None:
+    assert {p.name for p in (ROOT / "grpo").iterdir() if p.is_dir() and p.name[0] != "_"} == set(
+        GRPO_SUBPACKAGES
+    ), "every grpo subpackage has its row in GRPO_SUBPACKAGES"
+    bad = set()
+    for module, targets in _module_imports(ROOT, OUR_CODE).items():
+        if not module.startswith("grpo.") or (unit := _grpo_unit(module)) == "core":
+            continue
+        for target in (t for t in targets if t.startswith("grpo.")):
+            other = _grpo_unit(target)
+            if other == "core" and unit in FOUNDATION:
+                bad.add((module, target))
+            elif other not in ("core", unit) and other not in GRPO_SUBPACKAGES[unit]:
+                bad.add((module, target))
+    assert not bad, f"imports the GRPO_SUBPACKAGES table does not allow: {sorted(bad)}"
+
+
+def test_the_subpackage_table_names_only_rows_above_each_row() -> None:
+    seen: set[str] = set()
+    for unit, allowed in GRPO_SUBPACKAGES.items():
+        assert set(allowed) <= seen, f"{unit} may import a subpackage listed below it"
+        seen.add(unit)
+
+
+def test_our_code_is_imported_inside_functions_only_where_listed() -> None:
+    allowed = tuple(
+        p.removesuffix(".py").replace("/", ".").rstrip(".") + "." for p in LAZY_IMPORTS_OF_OUR_CODE
+    )
+    bad = {
+        (module, target)
+        for module, targets in _module_imports(ROOT, OUR_CODE).items()
+        for target, is_lazy in targets.items()
+        if is_lazy and not (module + ".").startswith(allowed)
+    }
+    assert not bad, f"imports inside functions; put the shared type in a third module: {bad}"
+
+
+def test_the_served_code_never_imports_the_lint_tools() -> None:
+    bad = {(p, m) for f in PACKAGES for p, m in _imported_modules(f) if m.split(".")[0] == "tools"}
+    assert not bad

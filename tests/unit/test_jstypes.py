@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.api.jstypes import current, declarations, ts_type
+from tools.jstypes import current, declarations, ts_type
 
 
 def test_the_api_enums_and_bodies_are_declared() -> None:

@@ -1,6 +1,6 @@
 """GRPO visibly learns: greedy test-split accuracy of the warm-started built-in model rises.
 
-builtin:tiny-arith (1.1 M parameters, warmed up by grpo/warmup.py to ~37% greedy accuracy)
+builtin:tiny-arith (1.1 M parameters, warmed up by grpo/models/warmup.py to ~37% greedy accuracy)
 is trained with the accuracy reward alone on the builtin:arith train split; its greedy
 accuracy on the 400 test problems, never trained on, is measured before and after with the
 same decoding.
@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from grpo.data import load_examples
-from grpo.evaluate import greedy_accuracy
+from grpo.data.loading import load_examples
+from grpo.eval.greedy import greedy_accuracy
 from grpo.spec import AccuracyReward, JobSpec
 from grpo.trainer import Trainer
 

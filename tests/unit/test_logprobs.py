@@ -1,13 +1,13 @@
 """Log-probs of sampled tokens: shared prompts, micro-batches of rows, and the LM head in
-chunks with no full-vocabulary tensor kept (grpo/logprobs.py, grpo/lm_head.py)."""
+chunks with no full-vocabulary tensor kept (grpo/logprobs.py, grpo/models/lm_head.py)."""
 
 import pytest
 import torch
 import transformers
 
-from grpo import lm_head
-from grpo.lm_head import token_logps
 from grpo.logprobs import completion_logps
+from grpo.models import lm_head
+from grpo.models.lm_head import token_logps
 from grpo.reference import ReferencePolicy
 from grpo.rollout import Rollout, row_slices, tokenize_prompts
 from tests.unit.tiny_lm import CPU, completion_logits, sample, tiny_causal_lm

@@ -1,14 +1,14 @@
-"""grpo/loss_terms.py: the whole-step numbers every micro-batch's loss divides by."""
+"""grpo/step_loss.py: the whole-step numbers every micro-batch's loss divides by."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from grpo.distributed import SINGLE
-from grpo.loss_terms import loss_mask_of, mask_share, start_counts, step_loss_terms
+from grpo.parallel.ranks import SINGLE
 from grpo.rollout import Rollout
 from grpo.spec import JobSpec, RegexReward
+from grpo.step_loss import loss_mask_of, mask_share, start_counts, step_loss_terms
 
 
 def rollout() -> Rollout:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grpo.metrics import masked_mean
+from grpo.report.metrics import masked_mean
 
 
 def test_masked_mean_counts_only_unmasked_tokens_and_broadcasts_per_sequence_values() -> None:

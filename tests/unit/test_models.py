@@ -1,4 +1,5 @@
-"""grpo/models.py and grpo/tokenizer.py: the built-in model loads like any hub model."""
+"""grpo/models/loading.py and grpo/models/char_tokenizer.py: the built-in model loads like any
+hub model."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from grpo.models import TINY_VERSION, load_policy, materialise, pick_device, supports_bf16
-from grpo.tokenizer import build_char_tokenizer
+from grpo.models.char_tokenizer import build_char_tokenizer
+from grpo.models.loading import TINY_VERSION, load_policy, materialise, pick_device, supports_bf16
 
 
 def test_char_tokenizer_round_trips_text_through_save_and_reload(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grpo import cli
+from grpo.cli import main as cli
 
 SPEC = (
     "model: builtin:tiny\nmax_steps: 1\nprompts_per_step: 2\nnum_generations: 2\n"

@@ -1,14 +1,14 @@
-"""grpo/outcome.py: a pass is the accuracy-like reward's full marks, else the threshold."""
+"""grpo/report/outcome.py: a pass is the accuracy-like reward's full marks, else the threshold."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from grpo.metrics import group_scalars
-from grpo.outcome import completion_passes, group_outcome, pass_label
 from grpo.report import GroupReport
-from grpo.reward_spec import AccuracyReward, CodeReward, FormatReward, LengthReward
+from grpo.report.metrics import group_scalars
+from grpo.report.outcome import completion_passes, group_outcome, pass_label
+from grpo.spec.rewards import AccuracyReward, CodeReward, FormatReward, LengthReward
 
 
 def test_a_format_bonus_on_a_wrong_answer_is_a_fail_not_a_pass() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from app.api.presets import DEMO_SPEC
+from app.api.routes.presets import DEMO_SPEC
 from grpo.spec import JobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ def test_dashboard_demo_equals_the_example_file() -> None:
 
 
 def test_every_preset_is_a_valid_spec_and_the_recipes_set_their_papers_knobs() -> None:
-    from app.api.presets import PRESETS
+    from app.api.routes.presets import PRESETS
 
     specs = {p.name: JobSpec.model_validate(p.spec) for p in PRESETS}
     assert list(specs)[0] == "arith-demo"

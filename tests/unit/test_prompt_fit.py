@@ -1,4 +1,4 @@
-"""grpo/prompt_fit.py: a long prompt loses the start of its content, never its template."""
+"""grpo/data/prompt_fit.py: a long prompt loses the start of its content, never its template."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from grpo.data import Example
-from grpo.data_spec import DataSpec
-from grpo.prompt_fit import fit_prompt
-from grpo.tokenizer import build_char_tokenizer
+from grpo.data.example import Example
+from grpo.data.prompt_fit import fit_prompt
+from grpo.models.char_tokenizer import build_char_tokenizer
+from grpo.spec.data import DataSpec
 
 SYSTEM = {"role": "system", "content": "You are a careful calculator."}
 

@@ -1,12 +1,12 @@
-"""grpo/rank_parts.py: the step's scalars from the parts every rank contributes."""
+"""grpo/parallel/rank_parts.py: the step's scalars from the parts every rank contributes."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from grpo.distributed import SINGLE
-from grpo.rank_parts import RankPart, step_scalars, whole_step
+from grpo.parallel.rank_parts import RankPart, step_scalars, whole_step
+from grpo.parallel.ranks import SINGLE
 
 
 def part(**overrides) -> RankPart:

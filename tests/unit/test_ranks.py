@@ -1,4 +1,4 @@
-"""Ranks' background sums (grpo/distributed.py sum_later, sum_by_key) on 2 gloo ranks: a
+"""Ranks' background sums (grpo/parallel/ranks.py sum_later, sum_by_key) on 2 gloo ranks: a
 rank that starts one before the other does not wait there, only where it reads the sum,
 and the sum is right, keys that only one rank has included."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from grpo.distributed import Ranks
+from grpo.parallel.ranks import Ranks
 from tests.stack import free_port
 
 LATE = 1.0

@@ -1,4 +1,4 @@
-"""grpo/records.py: what a dataset record is, the same at upload and at load."""
+"""grpo/spec/records.py: what a dataset record is, the same at upload and at load."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from grpo.records import Record, RecordError, parse_record, parse_record_line
+from grpo.spec.records import Record, RecordError, parse_record, parse_record_line
 
 SYSTEM_USER = [
     {"role": "system", "content": "Answer with a number."},

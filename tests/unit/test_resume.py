@@ -1,13 +1,13 @@
-"""Exact resume (grpo/trainer.py, grpo/checkpoint.py): run 4 steps straight, or run 2,
+"""Exact resume (grpo/trainer.py, grpo/checkpoints/files.py): run 4 steps straight, or run 2,
 checkpoint, build a new Trainer and resume; steps 3 and 4 must match. The spec exercises
 every piece of saved state: AdamW moments, a warmup + linear schedule, adaptive beta and a
 reference synced at step 2; dynamic sampling's extra rounds must resume the same too."""
 
 import pytest
 
-from grpo.checkpoint import KEEP_CHECKPOINTS, latest_checkpoint
-from grpo.optimization_spec import LoraSpec
+from grpo.checkpoints.files import KEEP_CHECKPOINTS, latest_checkpoint
 from grpo.spec import RegexReward
+from grpo.spec.optimization import LoraSpec
 from grpo.trainer import FitResult, Trainer
 from tests.unit.test_trainer import comparable, tiny_spec
 
@@ -150,7 +150,7 @@ def test_a_resume_that_changes_model_shapes_or_data_order_is_refused_naming_the_
 
 
 def test_the_cli_refuses_an_edited_spec_on_resume(tmp_path, grpo_cache_dir, capsys):
-    from grpo import cli
+    from grpo.cli import main as cli
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(
@@ -166,8 +166,8 @@ def test_the_cli_refuses_an_edited_spec_on_resume(tmp_path, grpo_cache_dir, caps
 
 def test_a_checkpoint_whose_fence_refuses_never_replaces_the_one_in_place(tmp_path, grpo_cache_dir):
     """A worker that lost its run must not rename over the new owner's checkpoint."""
-    from grpo.checkpoint import save_checkpoint
-    from grpo.models import load_policy
+    from grpo.checkpoints.files import save_checkpoint
+    from grpo.models.loading import load_policy
 
     model, tokenizer = load_policy("builtin:tiny", cache_dir=grpo_cache_dir, progress=False)
     owners = save_checkpoint(tmp_path, 2, model=model, tokenizer=tokenizer, state={"owner": 2})

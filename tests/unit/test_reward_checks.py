@@ -1,11 +1,11 @@
-"""Submit-time checks of reward entries against this server (app/api/reward_checks.py)."""
+"""Submit-time checks of reward entries against this server (app/api/checks/rewards.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from app.api.checks.rewards import check_rewards
 from app.api.errors import ApiError
-from app.api.reward_checks import check_rewards
 from app.settings import Settings
 from grpo.spec import JobSpec
 

@@ -1,4 +1,4 @@
-"""`http` rewards against a server in this process on 127.0.0.1 (grpo/reward_endpoint.py):
+"""`http` rewards against a server in this process on 127.0.0.1 (grpo/rewards/http.py):
 retries, bearer token from the worker's environment, concurrency, and the worker's own
 host check."""
 
@@ -11,10 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from grpo.data import Example
+from grpo.data.example import Example
 from grpo.failures import RewardFunctionError
-from grpo.reward_endpoint import score_with_endpoint
-from grpo.scoring import RewardBatch, Rewarder
+from grpo.rewards.batch import RewardBatch
+from grpo.rewards.http import score_with_endpoint
+from grpo.rewards.scoring import Rewarder
 from grpo.spec import HttpReward
 
 

@@ -1,15 +1,16 @@
-"""`model` rewards with a small sequence classifier built here (grpo/reward_model.py)."""
+"""`model` rewards with a small sequence classifier built here (grpo/rewards/model.py)."""
 
 from __future__ import annotations
 
 import torch
 from transformers import AutoModelForSequenceClassification, LlamaConfig
 
-from grpo.data import Example
-from grpo.reward_model import RewardModel
-from grpo.scoring import RewardBatch, Rewarder
+from grpo.data.example import Example
+from grpo.models.char_tokenizer import build_char_tokenizer
+from grpo.rewards.batch import RewardBatch
+from grpo.rewards.model import RewardModel
+from grpo.rewards.scoring import Rewarder
 from grpo.spec import ModelReward
-from grpo.tokenizer import build_char_tokenizer
 
 
 def build_classifier(path):

@@ -1,12 +1,13 @@
-"""Reward functions as tables, weighted totals, bounded time on hostile input (grpo/rewards.py)."""
+"""Reward functions as tables, weighted totals, bounded time on hostile input
+(grpo/rewards/rules.py)."""
 
 import time
 
 import pytest
 
-from grpo.answers import extract_answer
 from grpo.failures import RewardFunctionError
-from grpo.rewards import length_penalty, score, score_completions, total_rewards
+from grpo.rewards.answers import extract_answer
+from grpo.rewards.rules import length_penalty, score, score_completions, total_rewards
 from grpo.spec import AccuracyReward, ExactMatchReward, FormatReward, LengthReward, RegexReward
 
 ACCURACY_CASES = [

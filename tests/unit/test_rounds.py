@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from grpo.timing import StepClock
+from grpo.report.timing import StepClock
 from grpo.trainer import Trainer
 from tests.unit.test_trainer import tiny_spec
 

@@ -1,15 +1,16 @@
-"""One step's scoring with every kind of entry: labels, nulls, plugins (grpo/scoring.py)."""
+"""One step's scoring with every kind of entry: labels, nulls, plugins (grpo/rewards/scoring.py)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from grpo.data import Example
+from grpo.data.example import Example
 from grpo.failures import NoApplicableReward, RewardFunctionError
-from grpo.metrics import reward_scalars
-from grpo.reward_plugins import checked_scores
-from grpo.scoring import RewardBatch, Rewarder
+from grpo.report.metrics import reward_scalars
+from grpo.rewards.batch import RewardBatch
+from grpo.rewards.python import checked_scores
+from grpo.rewards.scoring import Rewarder
 from grpo.spec import AccuracyReward, JobSpec, PythonReward, RegexReward
 
 EXAMPLES = [
@@ -157,7 +158,7 @@ def test_text_prompts_reach_plugins_as_the_records_prompt():
 
 
 def test_notes_summary_names_prompt_and_place_in_group_of_the_first_three():
-    from grpo.scoring import notes_summary
+    from grpo.rewards.scoring import notes_summary
 
     notes = {1: "code: killed", 2: "code: raised", 3: "code: raised", 0: "x: y"}
     line = notes_summary(notes, _batch(["a", "b", "c", "d"]))

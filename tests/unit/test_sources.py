@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from grpo.data import load_examples
-from grpo.data_spec import DataSpec
-from grpo.models import resolve_model_path
-from grpo.sources import LocalRoots, Source, parse_data_source, parse_model_name, resolve_local
+from grpo.data.loading import load_examples
+from grpo.models.loading import resolve_model_path
 from grpo.spec import JobSpec
+from grpo.spec.data import DataSpec
+from grpo.spec.sources import LocalRoots, Source, parse_data_source, parse_model_name, resolve_local
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The step report (grpo/report.py, grpo/step_report.py): the group reward spread histogram
+"""The step report (grpo/report/, grpo/report/build.py): the group reward spread histogram
 against numbers worked by hand, and kept completions carrying their tokens' pieces."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from grpo.report import GROUP_REWARD_STD_BIN_EDGES, GroupReport
+from grpo.report.build import build_step_report, finish_fields
 from grpo.spec import JobSpec
-from grpo.step_report import build_step_report, finish_fields
 from grpo.trainer import Trainer
 
 

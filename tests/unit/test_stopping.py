@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo.models import load_policy
+from grpo.models.char_tokenizer import build_char_tokenizer
+from grpo.models.loading import load_policy
 from grpo.rollout import decode_completions
 from grpo.stopping import StopStrings, first_stop
-from grpo.tokenizer import build_char_tokenizer
 from tests.unit.tiny_lm import sample
 
 

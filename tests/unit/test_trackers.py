@@ -13,11 +13,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from app.api.checks.trackers import check_trackers
 from app.api.errors import ApiError
-from app.api.tracker_checks import check_trackers
 from grpo.report import EvalReport, StepReport
+from grpo.report.trackers import Trackers
 from grpo.spec import JobSpec
-from grpo.trackers import Trackers
 from tests.tracker_logs import (
     mlflow_history,
     mlflow_runs,

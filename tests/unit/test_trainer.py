@@ -11,11 +11,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from grpo.checkpoint import latest_checkpoint
+from grpo.checkpoints.files import latest_checkpoint
 from grpo.failures import Diverged, OutOfMemory, RewardFunctionError
 from grpo.logprobs import completion_logps
-from grpo.optimization_spec import LoraSpec
 from grpo.spec import JobSpec, RegexReward
+from grpo.spec.optimization import LoraSpec
 from grpo.trainer import FitResult, Trainer
 from grpo.update import groups_with_signal, policy_update
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from grpo.logprobs import completion_logps
-from grpo.loss_terms import loss_mask_of
 from grpo.spec import JobSpec, RegexReward
+from grpo.step_loss import loss_mask_of
 from grpo.trainer import Trainer
 from grpo.update import policy_update
 

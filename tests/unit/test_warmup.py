@@ -1,4 +1,4 @@
-"""grpo/warmup.py: what the warm-up trains on, and the cached builtin:tiny-arith it made."""
+"""grpo/models/warmup.py: what the warm-up trains on, and the cached builtin:tiny-arith it made."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from grpo.data import Example, arith_examples
-from grpo.models import load_policy
-from grpo.tokenizer import build_char_tokenizer
-from grpo.warmup import RECIPE_VERSION, encode_examples, greedy_accuracy
+from grpo.data.arith_task import arith_examples
+from grpo.data.example import Example
+from grpo.models.char_tokenizer import build_char_tokenizer
+from grpo.models.loading import load_policy
+from grpo.models.warmup import RECIPE_VERSION, encode_examples, greedy_accuracy
 
 
 def test_only_the_answer_and_eos_are_trained_on() -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.api.errors import ApiError
-from grpo.records import RecordError, parse_record
+from grpo.spec.records import RecordError, parse_record
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def _bad(message: str) -> ApiError:
 def check_jsonl_file(
     path: Path, *, prompt_field: str, answer_field: str, max_lines: int
 ) -> JsonlSummary:
-    """Every non-blank line a record as the trainer reads it (grpo/records.py), of text the
+    """Every non-blank line a record as the trainer reads it (grpo/spec/records.py), of text the
     store and the tokenizer can take (no NUL, no lone surrogate); the fields records have."""
     fields: set[str] = {prompt_field, answer_field}
     count = 0

@@ -9,10 +9,11 @@ from __future__ import annotations
 import shutil
 from importlib.metadata import entry_points
 
+from app.api.checks.spec import check_model_path
 from app.api.errors import ApiError
-from app.api.spec_checks import check_model_path
 from app.settings import Settings
-from grpo.reward_spec import (
+from grpo.spec import JobSpec
+from grpo.spec.rewards import (
     ENTRY_POINT_GROUP,
     CodeReward,
     HttpReward,
@@ -22,7 +23,6 @@ from grpo.reward_spec import (
     endpoint_host,
     is_allowed_host,
 )
-from grpo.spec import JobSpec
 
 
 def check_rewards(spec: JobSpec, settings: Settings) -> None:

@@ -1,7 +1,7 @@
 """Checks on a JobSpec that need the server's settings: where local paths may point.
 
 A model or dataset path in a request never reaches outside the allowed roots; what counts
-as a path is grpo/sources.py's one definition, which the worker applies again before it
+as a path is grpo/spec/sources.py's one definition, which the worker applies again before it
 opens anything. Refusals never say whether something outside the roots exists.
 """
 
@@ -11,8 +11,8 @@ from app.api.errors import ApiError
 from app.settings import Settings
 from app.store import datasets
 from app.store.db import Session
-from grpo.sources import LocalRoots, parse_data_source, parse_model_name, resolve_local
 from grpo.spec import JobSpec
+from grpo.spec.sources import LocalRoots, parse_data_source, parse_model_name, resolve_local
 
 
 def check_spec(spec: JobSpec, settings: Settings, session: Session) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib.util
 
 from app.api.errors import ApiError
-from grpo.logging_spec import TRACKER_PACKAGES
 from grpo.spec import JobSpec
+from grpo.spec.logging import TRACKER_PACKAGES
 
 
 def check_trackers(spec: JobSpec) -> None:

@@ -10,10 +10,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from app.api.checks.jsonl import check_jsonl_file
 from app.api.deps import ReadAccess, SessionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
 from app.api.guards import JSONL_TYPES
-from app.api.jsonl_check import check_jsonl_file
 from app.api.params import NameQuery
 from app.api.responses import WRITES, errors
 from app.api.schemas import DatasetList, DatasetOut

@@ -8,14 +8,14 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict
 
+from app.api.checks.rewards import check_rewards
+from app.api.checks.spec import check_spec
+from app.api.checks.trackers import check_trackers
 from app.api.deps import RunDep, SessionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
 from app.api.responses import WRITES, errors
-from app.api.reward_checks import check_rewards
-from app.api.runs import PACKAGE_VERSION, run_out
+from app.api.routes.runs import PACKAGE_VERSION, run_out
 from app.api.schemas import RunOut
-from app.api.spec_checks import check_spec
-from app.api.tracker_checks import check_trackers
 from app.queue import dispatch_run
 from app.store import runs
 from grpo.spec import JobSpec

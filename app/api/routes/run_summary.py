@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.api.checkpoints import checkpoint_out
 from app.api.deps import ReadAccess, RunDep, SessionDep
 from app.api.responses import errors
+from app.api.routes.checkpoints import checkpoint_out
 from app.api.schemas import EvalPoint, RunSummary
 from app.store import checkpoints, db, evals, steps
 

@@ -15,6 +15,9 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response
 
 from app.api.body_cache import bodies
+from app.api.checks.rewards import check_rewards
+from app.api.checks.spec import check_spec
+from app.api.checks.trackers import check_trackers
 from app.api.deps import (
     ReadAccess,
     RunDep,
@@ -26,7 +29,6 @@ from app.api.deps import (
 from app.api.errors import ApiError
 from app.api.params import AfterStepQuery, MetricKeysQuery, RunIdPath, SearchQuery, StepQuery
 from app.api.responses import WRITES, errors
-from app.api.reward_checks import check_rewards
 from app.api.schemas import (
     HistogramList,
     LogList,
@@ -36,8 +38,6 @@ from app.api.schemas import (
     RunList,
     RunOut,
 )
-from app.api.spec_checks import check_spec
-from app.api.tracker_checks import check_trackers
 from app.queue import dispatch_run
 from app.store import db, events, histograms, runs, steps
 from app.store.db import Connection

@@ -1,5 +1,5 @@
 // Histograms over the API's bin edges (GET /runs/{id}/histograms gives them, from
-// grpo/report.py), group outcomes' labels and colours, and per-step outcome shares.
+// grpo/report/), group outcomes' labels and colours, and per-step outcome shares.
 
 /** @typedef {import('./openapi').GroupOutcome} GroupOutcome */
 
@@ -22,7 +22,7 @@ export function binLabels(edges) {
   return edges.slice(0, -1).map((lo, i) => `${lo}…${edges[i + 1]}`);
 }
 
-// outcomes come from the API: grpo/outcome.py decides a pass, the store keeps the result
+// outcomes come from the API: grpo/report/outcome.py decides a pass, the store keeps the result
 // every outcome the API can send has a label and a colour, or tsc says which is missing
 /** @type {Record<GroupOutcome, string>} */
 export const OUTCOME_LABEL = { all_fail: 'all fail', all_pass: 'all pass', mixed: 'mixed' };

@@ -1,0 +1,57 @@
+"""What every reward kind scores: one step's batch of completions, and the scores it gives.
+
+The shared types of grpo/rewards/: each kind's module reads a RewardBatch and returns one
+score per completion; scoring.py keeps them apart, keyed by label. Knows nothing of how a
+kind scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from grpo.data.example import Example
+
+Scores = dict[str, list[float | None]]
+"""Unweighted score of every completion (group-major, B x G), keyed by reward label."""
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RewardBatch:
+    """What reward functions may look at for one step: B groups of G completions."""
+
+    run_id: str
+    step: int
+    examples: Sequence[Example]  # (B,)
+    prompts: Sequence[str]  # (B,) as the policy saw them
+    completions: Sequence[str]  # (B * G,) group-major
+    num_tokens: Sequence[int]  # (B * G,)
+
+    @property
+    def num_generations(self) -> int:
+        return len(self.completions) // max(1, len(self.examples))
+
+    def per_completion(self, values: Sequence[T]) -> list[T]:
+        """One value per group repeated for each of its G completions."""
+        return [v for v in values for _ in range(self.num_generations)]
+
+    def trl_prompts_and_completions(self) -> tuple[list[Any], list[Any]]:
+        """Per completion, as TRL hands them to reward functions: the record's prompt, and
+        the completion text; for chat-message prompts the messages, and the completion as
+        one assistant message `[{"role": "assistant", "content": text}]`."""
+        prompts = self.per_completion([e.prompt for e in self.examples])
+        if not any(isinstance(e.prompt, list) for e in self.examples):
+            return prompts, list(self.completions)
+        return prompts, [[{"role": "assistant", "content": c}] for c in self.completions]
+
+    def columns(self) -> dict[str, list[Any]]:
+        """`answer` and every extra record field, one entry per completion (TRL's kwargs)."""
+        keys = sorted({k for e in self.examples for k in e.data} - {"answer"})
+        columns: dict[str, list[Any]] = {
+            "answer": self.per_completion([e.answer for e in self.examples])
+        }
+        for key in keys:
+            columns[key] = self.per_completion([e.data.get(key) for e in self.examples])
+        return columns
