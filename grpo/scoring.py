@@ -85,13 +85,16 @@ class Rewarder:
         *,
         device: Any = "cpu",
         reward_hosts: Sequence[str] = (),
+        token_envs: Sequence[str] = (),
         cache_dir: Path | None = None,
         model_roots: LocalRoots | None = None,
     ) -> None:
-        """`reward_hosts`: allowed endpoint hosts; `model_roots`: where local reward models
-        may lie (None trusts the caller, as grpo.models does)."""
+        """`reward_hosts`: allowed endpoint hosts; `token_envs`: token variables the
+        operator listed (grpo/token_env.py); `model_roots`: where local reward models may lie
+        (None trusts the caller, as grpo.models does)."""
         self.rewards = tuple(rewards)
         self.reward_hosts = tuple(reward_hosts)
+        self.token_envs = tuple(token_envs)
         self._functions: dict[str, RewardFunction] = {}
         self._models: dict[str, Any] = {}
         self._cache_dir = cache_dir or Path.home() / ".cache" / "grpo"
@@ -104,9 +107,10 @@ class Rewarder:
             case PythonReward():
                 self._functions[entry.label] = load_reward_function(entry.function)
             case HttpReward():
-                from grpo.reward_endpoint import check_host
+                from grpo.reward_endpoint import check_host, endpoint_headers
 
                 check_host(entry, self.reward_hosts)
+                endpoint_headers(entry, self.token_envs)  # fail at start, not at step 1
             case ModelReward():
                 from grpo.reward_model import RewardModel  # torch and transformers
 
@@ -156,22 +160,25 @@ class Rewarder:
             case HttpReward():
                 from grpo.reward_endpoint import score_with_endpoint
 
-                return score_with_endpoint(entry, batch, allowed_hosts=self.reward_hosts)
+                return score_with_endpoint(
+                    entry, batch, allowed_hosts=self.reward_hosts, token_envs=self.token_envs
+                )
             case ModelReward():
                 return self._models[entry.label].score(batch)  # type: ignore[no-any-return]
             case CodeReward():
                 from grpo.code_reward import score_code
 
                 return score_code(entry, batch, notes)
-        return _score_rule(entry, batch)
+        return _score_rule(entry, batch, notes)
 
 
-def _score_rule(entry: RuleReward, batch: RewardBatch) -> list[float | None]:
+def _score_rule(entry: RuleReward, batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
     scores = score_completions(
         batch.completions,
         answers=batch.per_completion([e.answer for e in batch.examples]),
         num_tokens=batch.num_tokens,
         rewards=(entry,),
+        notes=notes,
     )
     return list(scores[entry.label])
 

@@ -42,6 +42,7 @@ TORCH_FREE_GRPO = (
     "grpo.sources",  # what `model` and `data.source` point at
     "grpo.records",  # a JSONL record, checked at upload
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
+    "grpo.token_env",  # which worker variables a spec may name as a token, checked at submit
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
 
