@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     reward_hosts: str = ""
     """Comma-separated `host[:port]`s that `http` rewards may call (checked at submit and on
     the worker); a bare host allows all its ports. Empty: no reward endpoint is allowed."""
+    reward_token_envs: str = ""
+    """Comma-separated worker environment variables that a spec's `token_env` may name,
+    besides those starting GRPO_REWARD_TOKEN_ (always allowed); never any other GRPO_*
+    variable, listed or not (grpo/spec/token_env.py)."""
     mlflow_uri: str | None = None
     """MLflow tracking URI that runs with `logging.report_to: [mlflow]` log to (a server, or
     `sqlite:////abs/mlflow.db` offline); default a SQLite store in each run's directory."""
@@ -129,6 +133,10 @@ class Settings(BaseSettings):
     @property
     def reward_host_list(self) -> list[str]:
         return [h.strip().lower() for h in self.reward_hosts.split(",") if h.strip()]
+
+    @property
+    def reward_token_env_list(self) -> list[str]:
+        return [n.strip() for n in self.reward_token_envs.split(",") if n.strip()]
 
     @property
     def model_root_list(self) -> list[Path]:

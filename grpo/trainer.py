@@ -70,8 +70,10 @@ class Trainer:
         progress: bool = False,
         run_id: str = "",
         reward_hosts: Sequence[str] = (),
+        token_envs: Sequence[str] = (),
     ) -> None:
-        """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default)."""
+        """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default);
+        `token_envs`: variables besides GRPO_REWARD_TOKEN_* their `token_env` may name."""
         self.ranks = current_ranks()
         if self.ranks.world_size != spec.resources.num_processes:
             raise ValueError(
@@ -101,6 +103,7 @@ class Trainer:
             Rewarder,
             device=self.device,
             reward_hosts=reward_hosts,
+            token_envs=token_envs,
             cache_dir=Path(cache_dir),
             model_roots=model_roots,
         )

@@ -97,6 +97,7 @@ def build_trainer(
         data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
         run_id=run_id,
         reward_hosts=settings.reward_host_list,
+        token_envs=settings.reward_token_env_list,
         log=log,
     )
 

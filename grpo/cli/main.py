@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="comma-separated host[:port]s that http rewards may call (default: none)",
     )
+    train_parser.add_argument(
+        "--reward-token-envs",
+        default="",
+        help="comma-separated environment variables an http reward's token_env may name, "
+        "besides GRPO_REWARD_TOKEN_* (default: none); never other GRPO_* variables",
+    )
     eval_parser = sub.add_parser("eval", help="greedy accuracy on a task's test split")
     eval_parser.add_argument(
         "--model",

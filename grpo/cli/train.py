@@ -121,6 +121,7 @@ def train_here(
         progress=is_main,
         log=lambda level, message: tqdm.write(f"[{level}] {message}") if is_main else None,
         reward_hosts=[h for h in args.reward_hosts.split(",") if h.strip()],
+        token_envs=[n.strip() for n in args.reward_token_envs.split(",") if n.strip()],
     )
     bar = tqdm(
         total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True, disable=not is_main

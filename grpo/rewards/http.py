@@ -3,7 +3,8 @@
 Request `{run_id, step, groups: [{index, prompt, answer, data, completions}]}`, answer
 `{rewards: [[float | null, ...], ...]}` of the same shape. The host is checked against the
 allowlist the worker was given (GRPO_REWARD_HOSTS) before any request, redirects are not
-followed, the bearer token comes from the worker's environment variable the spec names.
+followed, the bearer token comes from the worker's environment variable the spec names,
+if grpo.spec.token_env allows it.
 Requests for different groups run concurrently (bounded); connection errors, timeouts and
 5xx answers are retried with exponential backoff. Knows nothing of our server, SQL or Celery.
 """
@@ -11,7 +12,6 @@ Requests for different groups run concurrently (bounded); connection errors, tim
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +23,7 @@ from grpo.failures import RewardFunctionError
 from grpo.rewards.batch import RewardBatch
 from grpo.rewards.python import checked_scores
 from grpo.spec.rewards import HttpReward, endpoint_host, is_allowed_host
+from grpo.spec.token_env import read_token
 
 BACKOFF_S = 0.5
 """First retry waits this long; each later one twice the one before."""
@@ -43,32 +44,37 @@ def check_host(entry: HttpReward, allowed_hosts: Sequence[str]) -> None:
 
 
 def score_with_endpoint(
-    entry: HttpReward, batch: RewardBatch, *, allowed_hosts: Sequence[str]
+    entry: HttpReward,
+    batch: RewardBatch,
+    *,
+    allowed_hosts: Sequence[str],
+    token_envs: Sequence[str] = (),
 ) -> list[float | None]:
-    """Every completion's score from the endpoint, in batch order (group-major)."""
+    """Every completion's score from the endpoint, in batch order (group-major).
+    `token_envs`: the operator's GRPO_REWARD_TOKEN_ENVS (see grpo/spec/token_env.py)."""
     check_host(entry, allowed_hosts)
     n = len(batch.examples)
     chunks = [
         range(i, min(i + entry.groups_per_request, n))
         for i in range(0, n, entry.groups_per_request)
     ]
+    headers = endpoint_headers(entry, token_envs)
     with (
-        httpx.Client(timeout=entry.timeout_s, headers=_headers(entry)) as client,
+        httpx.Client(timeout=entry.timeout_s, headers=headers) as client,
         ThreadPoolExecutor(max_workers=min(entry.max_concurrency, len(chunks))) as pool,
     ):
         answers = list(pool.map(lambda groups: _score_groups(client, entry, batch, groups), chunks))
     return [score for answer in answers for score in answer]
 
 
-def _headers(entry: HttpReward) -> dict[str, str]:
+def endpoint_headers(entry: HttpReward, token_envs: Sequence[str]) -> dict[str, str]:
+    """The bearer header, when the spec names a token variable this worker offers."""
     if entry.token_env is None:
         return {}
-    # the spec names the variable, the worker's environment holds the secret
-    token = os.environ.get(entry.token_env)
-    if not token:
-        raise ValueError(
-            f"reward {entry.label!r}: token_env {entry.token_env!r} is not set on this worker"
-        )
+    try:
+        token = read_token(entry.token_env, token_envs)
+    except ValueError as exc:
+        raise ValueError(f"reward {entry.label!r}: {exc}") from None
     return {"Authorization": f"Bearer {token}"}
 
 

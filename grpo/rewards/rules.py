@@ -3,17 +3,15 @@
 Each rule maps (completion text, reference answer, completion token count) to a float;
 `score_completions` keeps every function's scores apart (keyed by label) for metrics and
 inspection, and `total_rewards` is the weighted sum of the scores that apply (None, from a
-programmable function, applies nothing; see scoring.py). User patterns run under the
-`regex` module's timeout and answer checks are bounded (see answers.py): a hostile
-completion scores 0 in bounded time. No user-supplied code runs. Knows nothing of models or tensors.
+programmable function, applies nothing; see scoring.py). User patterns are compiled under a
+size budget and matched under a timeout (patterns.py), answer checks are bounded (see
+answers.py): a hostile completion or pattern scores 0, with a note, in bounded time and
+memory. No user-supplied code runs. Knows nothing of models or tensors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
-
-import regex
 
 from grpo.failures import RewardFunctionError
 from grpo.rewards.answers import extract_answer, is_equal
@@ -24,12 +22,10 @@ from grpo.spec import (
     LengthReward,
     RegexReward,
 )
+from grpo.spec.patterns import MATCH_TIMEOUT_S, PatternTooLarge, search_pattern
 
 RuleReward = AccuracyReward | FormatReward | LengthReward | ExactMatchReward | RegexReward
 """The built-in rules: plain functions of one completion, no state, no I/O."""
-
-REGEX_TIMEOUT_S = 0.05
-"""Wall-clock budget of one pattern match against one completion."""
 
 
 def score_completions(
@@ -38,8 +34,10 @@ def score_completions(
     answers: Sequence[str],
     num_tokens: Sequence[int],
     rewards: Sequence[RuleReward],
+    notes: dict[int, str] | None = None,
 ) -> dict[str, list[float]]:
-    """Unweighted scores of every completion, keyed by reward label.
+    """Unweighted scores of every completion, keyed by reward label; `notes` gets what a
+    function said about a completion (a pattern that timed out), by completion index.
 
     A function that raises becomes a RewardFunctionError naming it and the completion.
     """
@@ -50,9 +48,12 @@ def score_completions(
         scores[spec.label] = []
         for i, (text, answer, n) in enumerate(zip(completions, answers, num_tokens, strict=True)):
             try:
-                scores[spec.label].append(score(spec, text, answer, n))
+                value, note = scored(spec, text, answer, n)
             except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
                 raise RewardFunctionError(spec.label, i, exc) from exc
+            scores[spec.label].append(value)
+            if note is not None and notes is not None:
+                notes[i] = note
     return scores
 
 
@@ -72,19 +73,32 @@ def total_rewards(
 
 def score(spec: RuleReward, completion: str, answer: str, num_tokens: int) -> float:
     """One function's score of one completion."""
+    return scored(spec, completion, answer, num_tokens)[0]
+
+
+def scored(
+    spec: RuleReward, completion: str, answer: str, num_tokens: int
+) -> tuple[float, str | None]:
+    """One function's score of one completion, and a note when it was not what it seemed."""
+    match spec:
+        case FormatReward():
+            return pattern_reward(spec.pattern, completion, full=True)
+        case RegexReward():
+            return pattern_reward(spec.pattern, completion, full=False)
+    return rule_score(spec, completion, answer, num_tokens), None
+
+
+def rule_score(spec: RuleReward, completion: str, answer: str, num_tokens: int) -> float:
+    """The score of a rule with nothing to say beyond its number."""
     match spec:
         case AccuracyReward():
             return accuracy_reward(completion, answer, spec)
-        case FormatReward():
-            return float(_matches(spec.pattern, completion, full=True))
         case LengthReward():
             return length_penalty(
                 num_tokens, max_length=spec.max_length, cache_length=spec.cache_length
             )
         case ExactMatchReward():
             return exact_match_reward(completion, answer, strip=spec.strip)
-        case RegexReward():
-            return float(_matches(spec.pattern, completion, full=False))
     raise ValueError(f"unknown reward function {spec!r}")
 
 
@@ -114,23 +128,14 @@ def exact_match_reward(completion: str, answer: str, *, strip: bool) -> float:
     return float(completion == answer)
 
 
-def _matches(pattern: str, text: str, *, full: bool) -> bool:
-    """Pattern match with dot matching newlines; a timeout counts as no match."""
-    compiled = _compile(pattern)
+def pattern_reward(pattern: str, completion: str, *, full: bool) -> tuple[float, str | None]:
+    """1 when the pattern matches (the whole completion when `full`), else 0; 0 with a note
+    when the match ran out of time or the pattern is over the compile budget (a spec stored
+    before the API checked it)."""
     try:
-        found = (
-            compiled.fullmatch(text, timeout=REGEX_TIMEOUT_S)
-            if full
-            else compiled.search(text, timeout=REGEX_TIMEOUT_S)
-        )
-    except TimeoutError:
-        return False
-    return found is not None
-
-
-@lru_cache(maxsize=64)
-def _compile(pattern: str) -> regex.Pattern[str]:
-    try:
-        return regex.compile(pattern, flags=regex.DOTALL)
-    except regex.error as exc:
-        raise ValueError(f"reward pattern {pattern!r} is not a valid regex: {exc}") from exc
+        found = search_pattern(pattern, completion, full=full)
+    except PatternTooLarge as exc:
+        return 0.0, f"pattern refused, scored 0: {exc}"
+    if found is None:
+        return 0.0, f"pattern match ran past {MATCH_TIMEOUT_S:g} s, scored 0"
+    return float(found), None

@@ -18,9 +18,13 @@ from typing import Any
 from grpo.failures import NoApplicableReward, RewardFunctionError
 from grpo.rewards.batch import RewardBatch, Scores
 from grpo.rewards.code import score_code
-from grpo.rewards.http import check_host, score_with_endpoint
+from grpo.rewards.http import check_host, endpoint_headers, score_with_endpoint
 from grpo.rewards.model import RewardModel
-from grpo.rewards.python import RewardFunction, call_reward_function, load_reward_function
+from grpo.rewards.python import (
+    RewardFunction,
+    call_reward_function,
+    load_reward_function,
+)
 from grpo.rewards.rules import RuleReward, score_completions
 from grpo.rewards.sandbox import check_sandbox
 from grpo.spec.rewards import CodeReward, HttpReward, ModelReward, PythonReward, RewardSpec
@@ -46,13 +50,16 @@ class Rewarder:
         *,
         device: Any = "cpu",
         reward_hosts: Sequence[str] = (),
+        token_envs: Sequence[str] = (),
         cache_dir: Path | None = None,
         model_roots: LocalRoots | None = None,
     ) -> None:
-        """`reward_hosts`: allowed endpoint hosts; `model_roots`: where local reward models
-        may lie (None trusts the caller, as grpo.models.loading does)."""
+        """`reward_hosts`: allowed endpoint hosts; `token_envs`: token variables the
+        operator listed (grpo/spec/token_env.py); `model_roots`: where local reward models may
+        lie (None trusts the caller, as grpo.models.loading does)."""
         self.rewards = tuple(rewards)
         self.reward_hosts = tuple(reward_hosts)
+        self.token_envs = tuple(token_envs)
         self._functions: dict[str, RewardFunction] = {}
         self._models: dict[str, Any] = {}
         self._cache_dir = cache_dir or Path.home() / ".cache" / "grpo"
@@ -66,6 +73,7 @@ class Rewarder:
                 self._functions[entry.label] = load_reward_function(entry.function)
             case HttpReward():
                 check_host(entry, self.reward_hosts)
+                endpoint_headers(entry, self.token_envs)  # fail at start, not at step 1
             case ModelReward():
                 self._models[entry.label] = RewardModel(
                     entry, device=device, cache_dir=self._cache_dir, roots=self._model_roots
@@ -109,20 +117,23 @@ class Rewarder:
                     columns=batch.columns(),
                 )
             case HttpReward():
-                return score_with_endpoint(entry, batch, allowed_hosts=self.reward_hosts)
+                return score_with_endpoint(
+                    entry, batch, allowed_hosts=self.reward_hosts, token_envs=self.token_envs
+                )
             case ModelReward():
                 return self._models[entry.label].score(batch)  # type: ignore[no-any-return]
             case CodeReward():
                 return score_code(entry, batch, notes)
-        return _score_rule(entry, batch)
+        return _score_rule(entry, batch, notes)
 
 
-def _score_rule(entry: RuleReward, batch: RewardBatch) -> list[float | None]:
+def _score_rule(entry: RuleReward, batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
     scores = score_completions(
         batch.completions,
         answers=batch.per_completion([e.answer for e in batch.examples]),
         num_tokens=batch.num_tokens,
         rewards=(entry,),
+        notes=notes,
     )
     return list(scores[entry.label])
 

@@ -9,14 +9,15 @@ imports without torch. Knows nothing of HTTP servers, SQL or Celery.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.patterns import check_pattern
+from grpo.spec.token_env import is_reserved_name, token_env_rule
 
 DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
 LABEL_PATTERN = r"^[A-Za-z0-9_.\-]*$"
@@ -59,8 +60,14 @@ class FormatReward(RewardEntry):
     """1 when the whole completion matches `pattern`, else 0."""
 
     name: Literal["format"] = "format"
-    pattern: str = DEFAULT_FORMAT_PATTERN
-    """Regular expression the completion must match (dot matches newlines)."""
+    pattern: str = Field(DEFAULT_FORMAT_PATTERN, min_length=1, max_length=1000)
+    """Regular expression (Python's `regex` module, dot matches newlines) the completion
+    must match; refused when it would compile too large (grpo/spec/patterns.py)."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        return checked_pattern(pattern)
 
 
 class LengthReward(RewardEntry):
@@ -86,7 +93,13 @@ class RegexReward(RewardEntry):
 
     name: Literal["regex"] = "regex"
     pattern: str = Field(min_length=1, max_length=500)
-    """Regular expression searched in the completion."""
+    """Regular expression (Python's `regex` module, dot matches newlines) searched in the
+    completion; refused when it would compile too large (grpo/spec/patterns.py)."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        return checked_pattern(pattern)
 
 
 class PythonReward(RewardEntry):
@@ -112,11 +125,20 @@ class HttpReward(RewardEntry):
     max_retries: int = Field(2, ge=0, le=10)
     """Retries (with exponential backoff) after a connection error or a 5xx answer."""
     token_env: str | None = Field(None, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    """Name of a worker environment variable whose value is sent as a bearer token."""
+    """Name of a worker environment variable whose value is sent as a bearer token: one
+    starting GRPO_REWARD_TOKEN_, or one the operator lists in GRPO_REWARD_TOKEN_ENVS; never
+    another GRPO_* variable (grpo/spec/token_env.py)."""
     groups_per_request: int = Field(8, ge=1, le=4096)
     """Groups sent in one request; a step's requests run concurrently."""
     max_concurrency: int = Field(4, ge=1, le=64)
     """Requests in flight at once for this endpoint."""
+
+    @field_validator("token_env")
+    @classmethod
+    def _not_a_setting(cls, name: str | None) -> str | None:
+        if name is not None and is_reserved_name(name):
+            raise ValueError(f"{name!r} may not be used: {token_env_rule(None)}")
+        return name
 
 
 class ModelReward(RewardEntry):
@@ -162,8 +184,15 @@ RewardSpec = Annotated[
 """One reward entry; `name` picks the kind."""
 
 
+def checked_pattern(pattern: str) -> str:
+    """The pattern, once the worker's compiler accepts it (the same function compiles it
+    there)."""
+    check_pattern(pattern)
+    return pattern
+
+
 def check_reward_entries(rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, ...]:
-    """At least one entry, unique labels, patterns that compile."""
+    """At least one entry, unique labels."""
     if not rewards:
         raise ValueError("at least one reward function is required")
     labels = [r.label for r in rewards]
@@ -171,12 +200,6 @@ def check_reward_entries(rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, .
         raise ValueError(
             f"reward labels must be unique, got {labels}: give each entry its own `label`"
         )
-    for r in rewards:
-        if isinstance(r, FormatReward | RegexReward):
-            try:
-                re.compile(r.pattern)
-            except re.error as exc:
-                raise ValueError(f"{r.name}.pattern is not a valid regex: {exc}") from exc
     return rewards
 
 

@@ -47,6 +47,7 @@ TORCH_FREE_GRPO = (
     "grpo.spec.sources",  # what `model` and `data.source` point at
     "grpo.spec.records",  # a JSONL record, checked at upload
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
+    "grpo.spec.token_env",  # which worker variables a spec may name as a token, checked at submit
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
 

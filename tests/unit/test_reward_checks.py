@@ -53,3 +53,18 @@ def test_a_local_reward_model_must_lie_inside_the_model_roots(tmp_path):
     )
     field = _refusal([{"name": "model", "model": "/etc/rm"}], settings)
     assert field["loc"] == "rewards.0.model"
+
+
+def test_token_variables_follow_the_operator_list_and_never_name_a_setting(tmp_path):
+    settings = Settings(
+        data_dir=tmp_path, reward_hosts="judge.internal", reward_token_envs="JUDGE_TOKEN"
+    )
+
+    def endpoint(token_env: str) -> list[dict[str, object]]:
+        return [{"name": "http", "url": "http://judge.internal/s", "token_env": token_env}]
+
+    check_rewards(JobSpec(rewards=endpoint("JUDGE_TOKEN")), settings)
+    check_rewards(JobSpec(rewards=endpoint("GRPO_REWARD_TOKEN_JUDGE")), settings)
+    field = _refusal(endpoint("HOME"), settings)
+    assert field["loc"] == "rewards.0.token_env"
+    assert "GRPO_REWARD_TOKEN_" in field["message"] and "JUDGE_TOKEN" in field["message"]

@@ -86,16 +86,28 @@ def test_5xx_is_retried_with_backoff_then_scores(server):
 
 def test_the_token_comes_from_the_worker_environment_variable(server, monkeypatch):
     monkeypatch.setenv("JUDGE_TOKEN", "s3cret")
+    monkeypatch.setenv("GRPO_REWARD_TOKEN_JUDGE", "t0ken")
     entry = HttpReward(url=f"http://{server}/score", token_env="JUDGE_TOKEN")
-    score_with_endpoint(entry, _batch(), allowed_hosts=[server])
-    assert {call["auth"] for call in Judge.calls} == {"Bearer s3cret"}
+    score_with_endpoint(entry, _batch(), allowed_hosts=[server], token_envs=["JUDGE_TOKEN"])
+    prefixed = HttpReward(url=f"http://{server}/score", token_env="GRPO_REWARD_TOKEN_JUDGE")
+    score_with_endpoint(prefixed, _batch(), allowed_hosts=[server])
+    assert [call["auth"] for call in Judge.calls] == ["Bearer s3cret", "Bearer t0ken"]
 
 
-def test_an_unset_token_variable_is_an_error_naming_it(server, monkeypatch):
+@pytest.mark.parametrize(
+    ("name", "listed"),
+    [("JUDGE_TOKEN", []), ("JUDGE_TOKEN", ["JUDGE_TOKEN"]), ("GRPO_REWARD_TOKEN_NONE", [])],
+)
+def test_an_unset_or_unlisted_token_variable_is_one_error_and_nothing_is_sent(
+    server, monkeypatch, name, listed
+):
     monkeypatch.delenv("JUDGE_TOKEN", raising=False)
-    entry = HttpReward(url=f"http://{server}/score", token_env="JUDGE_TOKEN")
-    with pytest.raises(ValueError, match="token_env 'JUDGE_TOKEN' is not set"):
-        score_with_endpoint(entry, _batch(), allowed_hosts=[server])
+    if not listed:
+        monkeypatch.setenv("JUDGE_TOKEN", "s3cret")  # set, but the operator did not list it
+    entry = HttpReward(url=f"http://{server}/score", token_env=name)
+    with pytest.raises(ValueError, match=f"token_env '{name}' is not a token this worker offers"):
+        score_with_endpoint(entry, _batch(), allowed_hosts=[server], token_envs=listed)
+    assert Judge.calls == []
 
 
 def test_groups_are_posted_concurrently_up_to_max_concurrency(server):

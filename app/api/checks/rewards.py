@@ -1,7 +1,9 @@
 """Checks on a spec's reward entries that need this server's settings and environment:
-endpoint hosts against GRPO_REWARD_HOSTS, plugin names against the installed entry
-points, code rewards against an installed bubblewrap, reward-model paths against the
-model roots. Each refusal is a 422 naming the entry's field. Runs nothing it checks.
+endpoint hosts against GRPO_REWARD_HOSTS, token variables against the token rule
+(grpo/spec/token_env.py: GRPO_REWARD_TOKEN_* or GRPO_REWARD_TOKEN_ENVS), plugin names against
+the installed entry points, code rewards against an installed bubblewrap, reward-model
+paths against the model roots. Each refusal is a 422 naming the entry's field. Runs nothing
+it checks.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from grpo.spec.rewards import (
     endpoint_host,
     is_allowed_host,
 )
+from grpo.spec.token_env import is_allowed_token_env, token_env_rule
 
 
 def check_rewards(spec: JobSpec, settings: Settings) -> None:
@@ -42,6 +45,14 @@ def check_entries(entries: tuple[RewardSpec, ...], settings: Settings, *, prefix
                     f"{prefix}.{i}.url",
                     f"host {endpoint_host(entry.url)!r} is not an allowed reward host; "
                     f"allowed: {allowed}",
+                )
+            case HttpReward() if entry.token_env is not None and not is_allowed_token_env(
+                entry.token_env, settings.reward_token_env_list
+            ):
+                _reject(
+                    f"{prefix}.{i}.token_env",
+                    f"{entry.token_env!r} may not be used: "
+                    f"{token_env_rule(settings.reward_token_env_list)}",
                 )
             case PythonReward() if entry.function not in _installed_functions():
                 installed = ", ".join(sorted(_installed_functions())) or "none"
