@@ -8,9 +8,8 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from grpo import patterns
 from grpo.rewards.rules import score_completions
-from grpo.spec import FormatReward, JobSpec, RegexReward
+from grpo.spec import FormatReward, JobSpec, RegexReward, patterns
 from grpo.spec.patterns import (
     MAX_PATTERN_NODES,
     PatternRefused,
