@@ -3,21 +3,25 @@
 Per token t of completion i, with rho = exp(logp - old_logp) (DeepSeekMath eq. 3):
     l_it = -min(rho * A_i, clip(rho, 1 - epsilon, 1 + epsilon_high) * A_i) + beta * KL_it
     KL_it = exp(ref - logp) - (ref - logp) - 1   (Schulman's k3: unbiased and >= 0)
-Variants, each a function below: a sequence-level rho (GSPO), rho capped at delta
-(two-sided clipping), the CISPO weight, the high-entropy token mask and the entropy bonus.
-Pure tensor math on per-token log-probabilities; knows nothing of models or tokenizers.
+A `loss_type` is an objective and an aggregation (grpo/spec/algorithm.py's LOSS_TYPES, as
+verl splits them); OBJECTIVES and AGGREGATIONS below hold one entry per name. Other
+variants, each a function below: a sequence-level rho (GSPO), rho capped at delta
+(two-sided clipping), the high-entropy token mask and the entropy bonus. Pure tensor math
+on per-token log-probabilities; knows nothing of models or tokenizers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from torch import Tensor
 
 from grpo.report.metrics import masked_mean
+from grpo.spec.algorithm import LOSS_TYPES, LossRecipe
 
-LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo", "cispo"]
 ImportanceLevel = Literal["token", "sequence"]
 
 
@@ -37,7 +41,7 @@ def grpo_loss(
     epsilon: float = 0.2,
     epsilon_high: float | None = None,
     beta: float = 0.04,
-    loss_type: LossType | str = "grpo",
+    loss_type: str = "grpo",
     max_completion_length: int | None = None,
     importance_sampling_level: ImportanceLevel | str = "token",
     delta: float | None = None,
@@ -62,11 +66,10 @@ def grpo_loss(
         raise ValueError("ref_logps is required when beta != 0")
     mask = mask.to(logps.dtype)
     adv = advantages.detach().to(logps.dtype).unsqueeze(1)  # (N, 1)
+    objective = OBJECTIVES[recipe_of(loss_type).objective]
     ratio = importance_ratio(logps, old_logps, mask, level=importance_sampling_level)
-    if loss_type == "cispo":
-        per_token = cispo_objective(ratio, adv, logps, cap=eps_high)  # (N, T)
-    else:
-        per_token = clipped_objective(ratio, adv, low=epsilon, high=eps_high, delta=delta)
+    clip = Clip(low=epsilon, high=eps_high, delta=delta)
+    per_token = objective.per_token(ratio, adv, logps, clip)  # (N, T)
     if entropy_mask is not None:
         per_token = per_token * entropy_mask.to(per_token.dtype)
     kl = k3_kl(logps, ref_logps.detach()) if ref_logps is not None and beta != 0 else None
@@ -83,8 +86,8 @@ def grpo_loss(
         kept = mask if entropy_mask is None else mask * entropy_mask.to(mask.dtype)
         loss = loss - entropy_coef * entropy_bonus(entropies, kept, entropy_tokens)
     ratio = ratio.detach()
-    metrics = _metrics(ratio, adv, mask, kl, epsilon=epsilon, epsilon_high=eps_high)
-    return loss, {**metrics, **_variant_metrics(ratio, adv, mask, loss_type, delta, eps_high)}
+    metrics = _metrics(ratio, adv, mask, kl, clip)
+    return loss, {**metrics, **objective.metrics(ratio, adv, mask, clip)}
 
 
 def importance_ratio(
@@ -107,9 +110,16 @@ def importance_ratio(
             raise ValueError(f"importance_sampling_level must be token or sequence, got {level!r}")
 
 
-def clipped_objective(
-    ratio: Tensor, adv: Tensor, *, low: float, high: float, delta: float | None = None
-) -> Tensor:
+@dataclass(frozen=True)
+class Clip:
+    """The clip knobs every objective is given: epsilon, epsilon_high (or epsilon), delta."""
+
+    low: float
+    high: float
+    delta: float | None = None
+
+
+def clipped_objective(ratio: Tensor, adv: Tensor, logps: Tensor, clip: Clip) -> Tensor:
     """-min(min(rho, delta) * A, clip(rho, 1 - low, 1 + high) * A) (PPO's clipped surrogate).
 
     delta (two-sided clipping, INTELLECT-2, arXiv:2505.07291) caps the unclipped term: for
@@ -117,21 +127,46 @@ def clipped_objective(
     unbounded step; with delta > 1 + high the loss is flat (no gradient) above rho = delta.
     For A > 0 the clip already binds first, so delta changes nothing there.
     """
-    clipped = torch.clamp(ratio, 1 - low, 1 + high)
-    capped = ratio if delta is None else torch.clamp(ratio, max=delta)
+    clipped = torch.clamp(ratio, 1 - clip.low, 1 + clip.high)
+    capped = ratio if clip.delta is None else torch.clamp(ratio, max=clip.delta)
     return -torch.minimum(capped * adv, clipped * adv)
 
 
-def cispo_objective(ratio: Tensor, adv: Tensor, logps: Tensor, *, cap: float) -> Tensor:
-    """-sg(min(rho, cap)) * A * logp (CISPO, MiniMax-M1, arXiv:2506.13585).
+def cispo_objective(ratio: Tensor, adv: Tensor, logps: Tensor, clip: Clip) -> Tensor:
+    """-sg(min(rho, cap)) * A * logp (CISPO, MiniMax-M1, arXiv:2506.13585), cap = clip.high.
 
     The importance weight is clipped and detached instead of the update: every token keeps
     a gradient A * w * grad(logp), only its weight is bounded. `cap` is epsilon_high itself
     (1 + eps_high^IS in the paper's notation, ScaleRL's eps_max; TRL's semantics); no lower
     bound, as MiniMax-M1 sets none.
     """
-    weight = torch.clamp(ratio, max=cap).detach()
+    weight = torch.clamp(ratio, max=clip.high).detach()
     return -weight * adv * logps
+
+
+def cispo_metrics(ratio: Tensor, adv: Tensor, mask: Tensor, clip: Clip) -> dict[str, float]:
+    """clip_ratio/cispo: share of tokens whose CISPO weight is capped."""
+    return {"clip_ratio/cispo": masked_mean((ratio > clip.high).to(mask.dtype), mask)}
+
+
+def no_metrics(ratio: Tensor, adv: Tensor, mask: Tensor, clip: Clip) -> dict[str, float]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A per-token policy objective (N, T) from the ratio, and the shares of tokens it
+    reports beyond every objective's clip_ratio/low|high|region, kl and clip_ratio/delta."""
+
+    per_token: Callable[[Tensor, Tensor, Tensor, Clip], Tensor]
+    metrics: Callable[[Tensor, Tensor, Tensor, Clip], dict[str, float]]
+
+
+OBJECTIVES: dict[str, Objective] = {
+    "clipped": Objective(clipped_objective, no_metrics),
+    "cispo": Objective(cispo_objective, cispo_metrics),
+}
+"""The objective of each name LOSS_TYPES uses."""
 
 
 def high_entropy_mask(
@@ -159,9 +194,7 @@ def entropy_bonus(entropies: Tensor, mask: Tensor, num_tokens: float | None = No
     return (entropies * mask).sum() / count
 
 
-def loss_normalizer(
-    mask: Tensor, *, loss_type: LossType | str, max_completion_length: int | None
-) -> float:
+def loss_normalizer(mask: Tensor, *, loss_type: str, max_completion_length: int | None) -> float:
     """The denominator of `loss_type`'s average over a whole step's (N, T) loss mask.
 
     grpo: N sequences (each already a mean over its own tokens, DeepSeekMath).
@@ -174,43 +207,53 @@ def loss_normalizer(
     )
 
 
-def normalizer_from_counts(
-    rows: float, tokens: float, *, loss_type: LossType | str, length: int
-) -> float:
+def normalizer_from_counts(rows: float, tokens: float, *, loss_type: str, length: int) -> float:
     """loss_normalizer from the step's row and unmasked-token counts (summed over ranks
     when the step is split across processes); `length` is dr_grpo's constant."""
-    match loss_type:
-        case "grpo":
-            return rows
-        case "bnpo" | "dapo" | "cispo":
-            return max(tokens, 1.0)
-        case "dr_grpo":
-            return rows * length
-        case _:
-            raise ValueError(
-                f"loss_type must be grpo, bnpo, dr_grpo, dapo or cispo, got {loss_type!r}"
-            )
+    return AGGREGATIONS[recipe_of(loss_type).aggregation].normalizer(rows, tokens, length)
 
 
-def aggregate(
-    per_token: Tensor, mask: Tensor, *, loss_type: LossType | str, normalizer: float
-) -> Tensor:
+def aggregate(per_token: Tensor, mask: Tensor, *, loss_type: str, normalizer: float) -> Tensor:
     """Sum (n, T) per-token losses the way `loss_type` does, over the step's `normalizer`.
 
     grpo sums per-sequence means; the others sum tokens. Summation splits over rows, so
     micro-batches given the whole step's normalizer add up to the step's loss.
     """
-    masked = per_token * mask
-    match loss_type:
-        case "grpo":
-            # clamp: a fully masked sequence (truncated and excluded) contributes 0, not NaN
-            return (masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum() / normalizer
-        case "bnpo" | "dapo" | "cispo" | "dr_grpo":
-            return masked.sum() / normalizer
-        case _:
-            raise ValueError(
-                f"loss_type must be grpo, bnpo, dr_grpo, dapo or cispo, got {loss_type!r}"
-            )
+    total = AGGREGATIONS[recipe_of(loss_type).aggregation].total
+    return total(per_token * mask, mask) / normalizer
+
+
+def sum_of_sequence_means(masked: Tensor, mask: Tensor) -> Tensor:
+    # clamp: a fully masked sequence (truncated and excluded) contributes 0, not NaN
+    return (masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum()
+
+
+def sum_of_tokens(masked: Tensor, mask: Tensor) -> Tensor:
+    return masked.sum()
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """How a step's per-token losses become one number: the sum `total` of the masked
+    (n, T) losses, over `normalizer(rows, tokens, length)` of the whole step's counts."""
+
+    total: Callable[[Tensor, Tensor], Tensor]
+    normalizer: Callable[[float, float, int], float]
+
+
+AGGREGATIONS: dict[str, Aggregation] = {
+    "sequence_mean": Aggregation(sum_of_sequence_means, lambda rows, tokens, length: rows),
+    "token_mean": Aggregation(sum_of_tokens, lambda rows, tokens, length: max(tokens, 1.0)),
+    "constant_length": Aggregation(sum_of_tokens, lambda rows, tokens, length: rows * length),
+}
+"""The aggregation of each name LOSS_TYPES uses."""
+
+
+def recipe_of(loss_type: str) -> LossRecipe:
+    """LOSS_TYPES' entry; ValueError naming the known ones for any other name."""
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {loss_type!r}")
+    return LOSS_TYPES[loss_type]
 
 
 METRIC_KEYS = (
@@ -225,17 +268,12 @@ METRIC_KEYS = (
 
 
 def _metrics(
-    ratio: Tensor,
-    adv: Tensor,
-    mask: Tensor,
-    kl: Tensor | None,
-    *,
-    epsilon: float,
-    epsilon_high: float,
+    ratio: Tensor, adv: Tensor, mask: Tensor, kl: Tensor | None, clip: Clip
 ) -> dict[str, float]:
-    """Fractions of unmasked tokens where the clip is active, and the token-mean KL."""
-    is_low = (ratio < 1 - epsilon) & (adv < 0)  # (N, T)
-    is_high = (ratio > 1 + epsilon_high) & (adv > 0)  # (N, T)
+    """Fractions of unmasked tokens where the clip is active (and where delta caps rho,
+    A < 0), and the token-mean KL."""
+    is_low = (ratio < 1 - clip.low) & (adv < 0)  # (N, T)
+    is_high = (ratio > 1 + clip.high) & (adv > 0)  # (N, T)
     metrics = {
         "clip_ratio/low": masked_mean(is_low.to(mask.dtype), mask),
         "clip_ratio/high": masked_mean(is_high.to(mask.dtype), mask),
@@ -243,17 +281,7 @@ def _metrics(
     }
     if kl is not None:
         metrics["kl"] = masked_mean(kl.detach(), mask)
-    return metrics
-
-
-def _variant_metrics(
-    ratio: Tensor, adv: Tensor, mask: Tensor, loss_type: str, delta: float | None, cap: float
-) -> dict[str, float]:
-    """Share of tokens where delta caps rho (A < 0), or where the CISPO weight is capped."""
-    metrics = {}
-    if delta is not None:
-        is_capped = (ratio > delta) & (adv < 0)
+    if clip.delta is not None:
+        is_capped = (ratio > clip.delta) & (adv < 0)
         metrics["clip_ratio/delta"] = masked_mean(is_capped.to(mask.dtype), mask)
-    if loss_type == "cispo":
-        metrics["clip_ratio/cispo"] = masked_mean((ratio > cap).to(mask.dtype), mask)
     return metrics

@@ -3,8 +3,8 @@
 The API validates request bodies with it, the store keeps it as JSON on the run, the
 worker rebuilds the trainer from it and the CLI reads YAML into it. Pydantic only: this
 module must import without torch. Knob names follow TRL's GRPOConfig where the concept is
-the same. Its fields are grouped by concept in the *_spec.py modules it composes (task,
-algorithm, generation, optimization; the data, resources, logging, eval and reward
+the same. Its fields are grouped by concept in the modules beside it that it composes
+(task, algorithm, generation, optimization; the data, resources, logging, eval and reward
 sections); this module adds where the job runs and the rules that cross groups. Knows
 nothing of HTTP, SQL or Celery.
 """

@@ -5,11 +5,45 @@ grpo/advantages.py do the math they name."""
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from grpo.spec.config import SECTION_CONFIG
+
+
+@dataclass(frozen=True)
+class LossRecipe:
+    """What one `loss_type` is made of, as verl splits it: a per-token objective and an
+    aggregation of the step's per-token losses (verl's loss_agg_mode), each named here and
+    computed by the function of that name in grpo/loss.py (OBJECTIVES, AGGREGATIONS)."""
+
+    objective: str
+    """`clipped` (PPO's clipped surrogate, DeepSeekMath eq. 3) or `cispo` (the capped,
+    detached importance weight times log-prob, MiniMax-M1, arXiv:2506.13585)."""
+    aggregation: str
+    """`sequence_mean`: each sequence's token mean, summed, over the step's N sequences
+    (DeepSeekMath; verl's seq-mean-token-mean); `token_mean`: every token's loss over the
+    step's token count (DAPO; verl's token-mean); `constant_length`: over N times
+    max_completion_length, a constant, so no length bias (Dr. GRPO; verl's
+    seq-mean-token-sum-norm)."""
+
+
+LOSS_TYPES: dict[str, LossRecipe] = {
+    "grpo": LossRecipe("clipped", "sequence_mean"),
+    "bnpo": LossRecipe("clipped", "token_mean"),
+    "dr_grpo": LossRecipe("clipped", "constant_length"),
+    "dapo": LossRecipe("clipped", "token_mean"),
+    "cispo": LossRecipe("cispo", "token_mean"),
+}
+"""Every `loss_type`, by TRL's name: the one list of them (the spec's Literal below is read
+from its keys). A new one that reuses an objective and an aggregation is one entry here."""
+
+if TYPE_CHECKING:
+    LossTypeName = str
+else:
+    LossTypeName = Literal[tuple(LOSS_TYPES)]
 
 
 class DynamicSamplingSpec(BaseModel):
@@ -49,7 +83,7 @@ class AlgorithmKnobs(BaseModel):
     delta: float | None = Field(None, gt=1, le=100)
     """Two-sided clipping (INTELLECT-2, arXiv:2505.07291): the unclipped ratio is capped at
     delta, bounding negative-advantage updates too; must exceed 1 + epsilon_high."""
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo", "cispo"] = "grpo"
+    loss_type: LossTypeName = "grpo"
     """How per-token losses are formed and averaged; see grpo/loss.py. `cispo` (MiniMax-M1)
     weights log-probs by the importance ratio capped at epsilon_high (not 1 + epsilon_high)."""
     importance_sampling_level: Literal["token", "sequence"] = "token"
@@ -103,7 +137,7 @@ class AlgorithmKnobs(BaseModel):
     @classmethod
     def _cispo_cap_set(cls, value: str, info: ValidationInfo) -> str:
         eps_high = info.data.get("epsilon_high")
-        if value == "cispo" and (eps_high is None or eps_high < 1):
+        if LOSS_TYPES[value].objective == "cispo" and (eps_high is None or eps_high < 1):
             raise ValueError(
                 "cispo caps the importance weight at epsilon_high itself: set epsilon_high "
                 ">= 1 (MiniMax-M1 / ScaleRL use about 5)"

@@ -5,11 +5,21 @@ Log-ratios are set by old_logps = 0, so logps are the log-ratios themselves.
 """
 
 import math
+from typing import get_args
 
 import pytest
 import torch
 
-from grpo.loss import entropy_bonus, grpo_loss, high_entropy_mask, importance_ratio
+from grpo.loss import (
+    AGGREGATIONS,
+    OBJECTIVES,
+    entropy_bonus,
+    grpo_loss,
+    high_entropy_mask,
+    importance_ratio,
+)
+from grpo.spec import JobSpec
+from grpo.spec.algorithm import LOSS_TYPES
 
 
 def leaf(rows):
@@ -205,3 +215,12 @@ def test_bad_variant_arguments_raise():
         grpo_loss(*args, beta=0.0, importance_sampling_level="group")
     with pytest.raises(ValueError, match="entropies"):
         grpo_loss(*args, beta=0.0, entropy_coef=0.1)
+
+
+def test_every_loss_type_is_an_objective_and_an_aggregation_the_loss_computes():
+    """One LOSS_TYPES entry per loss_type; the spec accepts exactly those names, and each
+    names an objective and an aggregation grpo/loss.py has."""
+    assert get_args(JobSpec.model_fields["loss_type"].annotation) == tuple(LOSS_TYPES)
+    for name, recipe in LOSS_TYPES.items():
+        assert recipe.objective in OBJECTIVES, f"{name}: no objective {recipe.objective!r}"
+        assert recipe.aggregation in AGGREGATIONS, f"{name}: no aggregation {recipe.aggregation!r}"
