@@ -12,7 +12,7 @@ Knows nothing of rewards or the loss.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
 
@@ -21,6 +21,7 @@ from torch import Tensor
 
 from grpo.models.kv_cache import cache_argument, cache_of, preallocate
 from grpo.sampling import GroupUniforms, sample_next_tokens
+from grpo.spec.generation import Sampling
 from grpo.stopping import StopStrings
 
 
@@ -122,11 +123,7 @@ def generate(
     max_new_tokens: int,
     eos_token_ids: Sequence[int],
     pad_token_id: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    min_p: float | None = None,
-    repetition_penalty: float = 1.0,
+    sampling: Sampling,
     seeds: Sequence[int] | None = None,
     generation_batch_size: int | None = None,
     stop: StopStrings | None = None,
@@ -145,15 +142,8 @@ def generate(
         max_new_tokens=max_new_tokens,
         eos=torch.tensor(list(eos_token_ids), device=device),
         pad_token_id=pad_token_id,
-        is_penalized=repetition_penalty != 1,
-        draw=partial(
-            sample_next_tokens,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
-            min_p=min_p,
-            repetition_penalty=repetition_penalty,
-        ),
+        is_penalized=sampling.repetition_penalty != 1,
+        draw=partial(sample_next_tokens, **asdict(sampling)),
         stop=stop,
     )
     groups_at_once = None if generation_batch_size is None else generation_batch_size // g

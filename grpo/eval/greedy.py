@@ -18,6 +18,7 @@ from grpo.rewards.rules import accuracy_reward
 from grpo.rollout import decode_completions, generate, tokenize_prompts
 from grpo.spec import AccuracyReward
 from grpo.spec.data import DataSpec
+from grpo.spec.generation import GREEDY
 
 
 @torch.no_grad()
@@ -52,7 +53,7 @@ def greedy_accuracy(
             max_new_tokens=max_new_tokens,
             eos_token_ids=eos_token_ids(tokenizer, model),
             pad_token_id=tokenizer.pad_token_id,
-            top_k=1,
+            sampling=GREEDY,
         )
         texts = decode_completions(tokenizer, rollout)
         correct += sum(

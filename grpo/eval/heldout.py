@@ -26,6 +26,7 @@ from grpo.rewards.batch import RewardBatch, Scores
 from grpo.rewards.rules import total_rewards
 from grpo.rollout import decode_completions, generate, tokenize_prompts
 from grpo.spec import JobSpec
+from grpo.spec.generation import GREEDY, Sampling
 from grpo.spec.sources import LocalRoots
 
 EVAL_ROUND = 1_000
@@ -101,7 +102,8 @@ def _sample(
         policy.tokenizer, prompts, max_length=spec.max_prompt_length,
         add_special_tokens=add_special, device=policy.device,
     )  # fmt: skip
-    is_greedy = ev.temperature == 0
+    # temperature 0 is greedy; otherwise eval's temperature with the run's top_k only
+    sampling = GREEDY if ev.temperature == 0 else Sampling(ev.temperature, top_k=spec.top_k)
     seeds = [spec.seed * 1_000_003 + EVAL_ROUND * 7919 + first + i for i in range(len(batch))]
     with autocast(policy.device, policy.dtype):
         rollout = generate(
@@ -110,8 +112,7 @@ def _sample(
             max_new_tokens=spec.max_completion_length,
             eos_token_ids=policy.eos_token_ids,
             pad_token_id=policy.tokenizer.pad_token_id,
-            temperature=1.0 if is_greedy else ev.temperature,
-            top_k=1 if is_greedy else spec.top_k,
+            sampling=sampling,
             seeds=seeds,
             generation_batch_size=spec.generation_batch_size,
             stop=policy.stop_strings,

@@ -4,11 +4,29 @@ these fields into JobSpec, grpo/sampling.py and grpo/rollout.py apply them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from grpo.spec.config import SECTION_CONFIG
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How each next token is drawn (grpo/sampling.py applies them in transformers' order):
+    the knobs generation takes as one object, from `JobSpec.sampling` or built for a greedy
+    or held-out pass. Defaults draw from the model's distribution unchanged."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
+
+
+GREEDY = Sampling(top_k=1)
+"""Top-1 sampling: greedy decoding through the same loop as training."""
 
 
 class GenerationKnobs(BaseModel):
@@ -35,3 +53,14 @@ class GenerationKnobs(BaseModel):
     when negative; CTRL, arXiv:1909.05858); 1 disables."""
     stop: tuple[Annotated[str, Field(min_length=1, max_length=200)], ...] = Field((), max_length=16)
     """Strings that end a completion; the stop string is kept in the completion."""
+
+    @property
+    def sampling(self) -> Sampling:
+        """This spec's sampling knobs, as generation takes them."""
+        return Sampling(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            repetition_penalty=self.repetition_penalty,
+        )

@@ -1,11 +1,15 @@
 """A tiny random Llama and a sampler for the rollout and log-prob tests (not a test module)."""
 
+from dataclasses import fields
+
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from grpo.rollout import Rollout, generate, prompt_positions, tokenize_prompts
+from grpo.spec.generation import Sampling
 
 CPU = torch.device("cpu")
+SAMPLING_KNOBS = [f.name for f in fields(Sampling)]
 
 
 def tiny_causal_lm(tokenizer, config_class=LlamaConfig, **knobs):
@@ -30,7 +34,8 @@ def tiny_llama(tokenizer) -> LlamaForCausalLM:
 
 
 def sample(model, tokenizer, prompts, *, g=3, max_new=6, seed=0, **kwargs) -> Rollout:
-    """G completions of each prompt; group b draws from seed + b."""
+    """G completions of each prompt; group b draws from seed + b; `kwargs` may hold
+    Sampling's knobs (temperature, top_p, ...) and generate's other keywords."""
     ids, mask = tokenize_prompts(
         tokenizer, prompts, max_length=32, add_special_tokens=True, device=CPU
     )
@@ -43,6 +48,7 @@ def sample(model, tokenizer, prompts, *, g=3, max_new=6, seed=0, **kwargs) -> Ro
         eos_token_ids=kwargs.pop("eos", [tokenizer.eos_token_id]),
         pad_token_id=tokenizer.pad_token_id,
         seeds=kwargs.pop("seeds", [seed + b for b in range(len(prompts))]),
+        sampling=Sampling(**{k: kwargs.pop(k) for k in SAMPLING_KNOBS if k in kwargs}),
         **kwargs,
     )
 
