@@ -15,11 +15,13 @@ import os
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from grpo.failures import RewardFunctionError
 from grpo.rewards.batch import RewardBatch
-from grpo.rewards.sandbox import SandboxResult, run_sandboxed
+from grpo.rewards.kind import Refusal, RewardKind, RunFacts, Scorer, ServerFacts
+from grpo.rewards.sandbox import SandboxResult, bubblewrap, check_sandbox, run_sandboxed
 from grpo.spec.rewards import CodeReward
 
 MAX_PARALLEL_SANDBOXES = 4
@@ -108,3 +110,23 @@ def score_code(entry: CodeReward, batch: RewardBatch, notes: dict[int, str]) -> 
         results = list(pool.map(lambda job: run_tests(job[0], job[1], entry), jobs))
     notes.update({i: note for i, (_, note) in enumerate(results) if note})
     return [score for score, _ in results]
+
+
+def check_bubblewrap(entry: CodeReward, server: ServerFacts) -> Refusal | None:
+    """The programs run in a bubblewrap sandbox, which this server must have too."""
+    if bubblewrap() is not None:
+        return None
+    return Refusal(
+        "",
+        "code rewards run in a bubblewrap sandbox and bubblewrap is not installed "
+        "on this server (apt-get install bubblewrap)",
+    )
+
+
+def prepare_sandbox(entry: CodeReward, run: RunFacts) -> Scorer:
+    """Start the sandbox once before step 1, so a worker that cannot run it says so."""
+    check_sandbox()
+    return partial(score_code, entry)
+
+
+CODE = RewardKind("code", check_bubblewrap, prepare_sandbox)

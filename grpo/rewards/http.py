@@ -21,9 +21,10 @@ import httpx
 
 from grpo.failures import RewardFunctionError
 from grpo.rewards.batch import RewardBatch
+from grpo.rewards.kind import Refusal, RewardKind, RunFacts, Scorer, ServerFacts
 from grpo.rewards.python import checked_scores
 from grpo.spec.rewards import HttpReward, endpoint_host, is_allowed_host
-from grpo.spec.token_env import read_token
+from grpo.spec.token_env import is_allowed_token_env, read_token, token_env_rule
 
 BACKOFF_S = 0.5
 """First retry waits this long; each later one twice the one before."""
@@ -151,3 +152,35 @@ def _rewards(body: Any, *, groups: int, per_group: int) -> list[float | None]:
         except ValueError as exc:
             raise ValueError(f"HTTP 200 but rewards[{b}] {exc}") from exc
     return scores
+
+
+def check_endpoint(entry: HttpReward, server: ServerFacts) -> Refusal | None:
+    """The host must be one this server allows, the token variable one the rule allows."""
+    if not is_allowed_host(entry.url, server.reward_hosts):
+        allowed = ", ".join(server.reward_hosts) or "none (GRPO_REWARD_HOSTS)"
+        return Refusal(
+            "url",
+            f"host {endpoint_host(entry.url)!r} is not an allowed reward host; allowed: {allowed}",
+        )
+    if entry.token_env is not None and not is_allowed_token_env(
+        entry.token_env, server.token_envs
+    ):
+        rule = token_env_rule(server.token_envs)
+        return Refusal("token_env", f"{entry.token_env!r} may not be used: {rule}")
+    return None
+
+
+def prepare_endpoint(entry: HttpReward, run: RunFacts) -> Scorer:
+    """Check host and token on this worker before step 1; each step POSTs the batch."""
+    check_host(entry, run.reward_hosts)
+    endpoint_headers(entry, run.token_envs)
+
+    def scorer(batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
+        return score_with_endpoint(
+            entry, batch, allowed_hosts=run.reward_hosts, token_envs=run.token_envs
+        )
+
+    return scorer
+
+
+HTTP = RewardKind("http", check_endpoint, prepare_endpoint)

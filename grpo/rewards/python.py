@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from grpo.spec.rewards import ENTRY_POINT_GROUP
+from grpo.rewards.batch import RewardBatch
+from grpo.rewards.kind import Refusal, RewardKind, RunFacts, Scorer, ServerFacts
+from grpo.spec.rewards import ENTRY_POINT_GROUP, PythonReward
 
 RewardFunction = Callable[..., Sequence[float | None]]
 
@@ -68,3 +70,31 @@ def _number_or_none(value: Any, *, where: str) -> float | None:
     if not math.isfinite(float(value)):
         raise ValueError(f"{where} is {value!r}, not a finite number")
     return float(value)
+
+
+def check_installed(entry: PythonReward, server: ServerFacts) -> Refusal | None:
+    """The function must be installed here too: the API and the workers share packages."""
+    installed = installed_reward_functions()
+    if entry.function in installed:
+        return None
+    return Refusal(
+        "function",
+        f"no reward function {entry.function!r} is installed in entry-point group "
+        f"{ENTRY_POINT_GROUP!r} (installed: {', '.join(installed) or 'none'})",
+    )
+
+
+def prepare_function(entry: PythonReward, run: RunFacts) -> Scorer:
+    """Load the function once; each step calls it as TRL calls reward functions."""
+    function = load_reward_function(entry.function)
+
+    def scorer(batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
+        prompts, completions = batch.trl_prompts_and_completions()
+        return call_reward_function(
+            function, prompts=prompts, completions=completions, columns=batch.columns()
+        )
+
+    return scorer
+
+
+PYTHON = RewardKind("python", check_installed, prepare_function)

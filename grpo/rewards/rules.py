@@ -12,9 +12,12 @@ memory. No user-supplied code runs. Knows nothing of models or tensors.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any, get_args
 
 from grpo.failures import RewardFunctionError
 from grpo.rewards.answers import extract_answer, is_equal
+from grpo.rewards.batch import RewardBatch
+from grpo.rewards.kind import RewardKind, RunFacts, Scorer, no_server_check
 from grpo.spec import (
     AccuracyReward,
     ExactMatchReward,
@@ -139,3 +142,26 @@ def pattern_reward(pattern: str, completion: str, *, full: bool) -> tuple[float,
     if found is None:
         return 0.0, f"pattern match ran past {MATCH_TIMEOUT_S:g} s, scored 0"
     return float(found), None
+
+
+def prepare_rule(entry: RuleReward, run: RunFacts) -> Scorer:
+    """A rule needs nothing prepared: its scorer scores each completion on its own."""
+
+    def scorer(batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
+        scores = score_completions(
+            batch.completions,
+            answers=batch.per_completion([e.answer for e in batch.examples]),
+            num_tokens=batch.num_tokens,
+            rewards=(entry,),
+            notes=notes,
+        )
+        return list(scores[entry.label])
+
+    return scorer
+
+
+RULE_KINDS: tuple[RewardKind[Any], ...] = tuple(
+    RewardKind(rule.model_fields["name"].default, no_server_check, prepare_rule)
+    for rule in get_args(RuleReward)
+)
+"""The built-in rules as reward kinds: pydantic's checks are all a server applies."""

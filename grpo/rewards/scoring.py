@@ -1,10 +1,10 @@
 """Score one step's completions with every reward entry of a spec, each kind its own way.
 
-Built-in rules are plain functions (rules.py); plugins, endpoints, reward models and code
-sandboxes have their own modules and are prepared once per run by `Rewarder` (a loaded
-function, a loaded classifier, the allowed endpoint hosts). Scores stay apart, unweighted,
-keyed by label, None where a function does not apply; a completion no function applies to
-is an error. Knows nothing of HTTP servers, SQL or Celery.
+Each entry's kind (grpo/rewards/registry.py; what a kind is: kind.py) prepares it once per
+run in `Rewarder` (a loaded function, a loaded classifier, the checked endpoint host) and
+scores it every step. Scores stay apart, unweighted, keyed by label, None where a function
+does not apply; a completion no function applies to is an error. Knows nothing of HTTP
+servers, SQL or Celery.
 """
 
 from __future__ import annotations
@@ -17,17 +17,9 @@ from typing import Any
 
 from grpo.failures import NoApplicableReward, RewardFunctionError
 from grpo.rewards.batch import RewardBatch, Scores
-from grpo.rewards.code import score_code
-from grpo.rewards.http import check_host, endpoint_headers, score_with_endpoint
-from grpo.rewards.model import RewardModel
-from grpo.rewards.python import (
-    RewardFunction,
-    call_reward_function,
-    load_reward_function,
-)
-from grpo.rewards.rules import RuleReward, score_completions
-from grpo.rewards.sandbox import check_sandbox
-from grpo.spec.rewards import CodeReward, HttpReward, ModelReward, PythonReward, RewardSpec
+from grpo.rewards.kind import RunFacts
+from grpo.rewards.registry import kind_of
+from grpo.spec.rewards import RewardSpec
 from grpo.spec.sources import LocalRoots
 
 
@@ -58,28 +50,14 @@ class Rewarder:
         operator listed (grpo/spec/token_env.py); `model_roots`: where local reward models may
         lie (None trusts the caller, as grpo.models.loading does)."""
         self.rewards = tuple(rewards)
-        self.reward_hosts = tuple(reward_hosts)
-        self.token_envs = tuple(token_envs)
-        self._functions: dict[str, RewardFunction] = {}
-        self._models: dict[str, Any] = {}
-        self._cache_dir = cache_dir or Path.home() / ".cache" / "grpo"
-        self._model_roots = model_roots
-        for entry in self.rewards:
-            self._prepare(entry, device=device)
-
-    def _prepare(self, entry: RewardSpec, *, device: Any) -> None:
-        match entry:
-            case PythonReward():
-                self._functions[entry.label] = load_reward_function(entry.function)
-            case HttpReward():
-                check_host(entry, self.reward_hosts)
-                endpoint_headers(entry, self.token_envs)  # fail at start, not at step 1
-            case ModelReward():
-                self._models[entry.label] = RewardModel(
-                    entry, device=device, cache_dir=self._cache_dir, roots=self._model_roots
-                )
-            case CodeReward():
-                check_sandbox()
+        run = RunFacts(
+            cache_dir=cache_dir or Path.home() / ".cache" / "grpo",
+            device=device,
+            reward_hosts=tuple(reward_hosts),
+            token_envs=tuple(token_envs),
+            model_roots=model_roots,
+        )
+        self._scorers = {entry.label: kind_of(entry).prepare(entry, run) for entry in self.rewards}
 
     @property
     def weights(self) -> dict[str, float]:
@@ -92,7 +70,7 @@ class Rewarder:
             started = time.perf_counter()
             try:
                 notes: dict[int, str] = {}
-                outcome.scores[entry.label] = self._score(entry, batch, notes)
+                outcome.scores[entry.label] = self._scorers[entry.label](batch, notes)
             except RewardFunctionError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
@@ -103,39 +81,6 @@ class Rewarder:
                 outcome.notes[i] = f"{outcome.notes[i]}; {said}" if i in outcome.notes else said
         require_applicable(outcome.scores)
         return outcome
-
-    def _score(
-        self, entry: RewardSpec, batch: RewardBatch, notes: dict[int, str]
-    ) -> list[float | None]:
-        match entry:
-            case PythonReward():
-                prompts, completions = batch.trl_prompts_and_completions()
-                return call_reward_function(
-                    self._functions[entry.label],
-                    prompts=prompts,
-                    completions=completions,
-                    columns=batch.columns(),
-                )
-            case HttpReward():
-                return score_with_endpoint(
-                    entry, batch, allowed_hosts=self.reward_hosts, token_envs=self.token_envs
-                )
-            case ModelReward():
-                return self._models[entry.label].score(batch)  # type: ignore[no-any-return]
-            case CodeReward():
-                return score_code(entry, batch, notes)
-        return _score_rule(entry, batch, notes)
-
-
-def _score_rule(entry: RuleReward, batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
-    scores = score_completions(
-        batch.completions,
-        answers=batch.per_completion([e.answer for e in batch.examples]),
-        num_tokens=batch.num_tokens,
-        rewards=(entry,),
-        notes=notes,
-    )
-    return list(scores[entry.label])
 
 
 def notes_summary(notes: dict[int, str], batch: RewardBatch) -> str:

@@ -204,7 +204,7 @@ def test_the_worker_checks_endpoint_hosts_again(
 def test_stored_reward_model_scores_are_the_classifiers(
     reward_stack: Stack, models_dir: Path
 ) -> None:
-    from grpo.rewards.model import RewardModel
+    from grpo.rewards.classifier import RewardModel
     from grpo.spec import ModelReward
 
     entry = {"name": "model", "model": str(models_dir / "rm"), "label": "rm", "batch_size": 3}

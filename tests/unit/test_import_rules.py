@@ -47,6 +47,8 @@ TORCH_FREE_GRPO = (
     "grpo.spec.sources",  # what `model` and `data.source` point at
     "grpo.spec.records",  # a JSONL record, checked at upload
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
+    "grpo.rewards.kind",  # what a reward kind is told at submit
+    "grpo.rewards.registry",  # every reward kind, whose checks run at submit
     "grpo.spec.token_env",  # which worker variables a spec may name as a token, checked at submit
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
@@ -205,6 +207,7 @@ LAZY_IMPORTS_OF_OUR_CODE = {
     "grpo/cli/": "`grpo up`, `grpo --help` and the service commands never load the trainer",
     "app/cli.py": "the client commands never load the store or alembic",
     "worker/lifecycle.py": "the device label needs torch; the worker's other paths do not",
+    "grpo/rewards/model.py": "the API checks model entries; only the worker loads the classifier",
 }
 """Where an import of our own code inside a function is allowed, and why: keeping a heavy
 dependency out of a path that does not need it. Anywhere else, a shared type goes into a

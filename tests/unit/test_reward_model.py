@@ -8,7 +8,7 @@ from transformers import AutoModelForSequenceClassification, LlamaConfig
 from grpo.data.example import Example
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.rewards.batch import RewardBatch
-from grpo.rewards.model import RewardModel
+from grpo.rewards.classifier import RewardModel
 from grpo.rewards.scoring import Rewarder
 from grpo.spec import ModelReward
 

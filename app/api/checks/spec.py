@@ -26,15 +26,20 @@ def check_spec(spec: JobSpec, settings: Settings, session: Session) -> None:
 
 def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> None:
     source = parse_model_name(model)
-    if source.kind != "local":
-        return
+    if source.kind == "local" and (problem := local_model_problem(source.value, settings)):
+        _reject(loc, problem)
+
+
+def local_model_problem(path: str, settings: Settings) -> str | None:
+    """Why a local model path may not be used here (None: it may)."""
     roots = LocalRoots(settings.local_path_base, tuple(settings.model_root_list))
     try:
-        resolve_local(source.value, roots, what="local model path")
+        resolve_local(path, roots, what="local model path")
     except ValueError as exc:
         if not settings.model_root_list:
-            _reject(loc, f"{exc}; set GRPO_MODEL_ROOTS to allow local models")
-        _reject(loc, str(exc))
+            return f"{exc}; set GRPO_MODEL_ROOTS to allow local models"
+        return str(exc)
+    return None
 
 
 def check_data_source(
