@@ -1,6 +1,7 @@
 # GRPO Service: the two commands of the README's Quick start, and what they build on.
 #   make up    install into .venv and start API + dashboard + one worker (embedded default)
-#   make test  install test extras and run the whole suite
+#   make test  install test extras and run the whole suite (tests/unit/test_docs.py builds the docs)
+#   make docs  serve the docs site (MkDocs, docs/) on 127.0.0.1:8001
 # TORCH_SPEC picks the torch build (default: the CPU wheel torch==2.13.0); on a GPU machine e.g.
 #   make up TORCH_SPEC="torch==2.13.0" TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 
@@ -13,7 +14,7 @@ BIN := $(VENV)/bin
 NODE_BIN := node_modules/.bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: up test install install-test lint bench clean
+.PHONY: up test install install-test lint docs bench clean
 
 up: install
 	$(BIN)/grpo up
@@ -53,6 +54,15 @@ lint: install-test
 	$(NODE_BIN)/biome check .
 	$(BIN)/python -m tools.jstypes
 	$(NODE_BIN)/tsc -p tsconfig.json
+
+# The docs site; its reference pages are written from the code at build time
+# (docs/hooks/reference.py). 8001: `make up`'s API has 8000.
+docs: $(VENV)/.installed-docs
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+
+$(VENV)/.installed-docs: pyproject.toml $(VENV)/.torch
+	$(PIP) install -q -e ".[docs]"
+	touch $@
 
 bench: install-test
 	$(PIP) install -q -e ".[bench]"

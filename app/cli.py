@@ -60,7 +60,8 @@ def up(*, host: str, port: int) -> int:
     return Supervisor([api, worker], env=env, cwd=ROOT, stop_within=stop_within).run()
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The service commands' parser (the CLI reference of the docs is written from it)."""
     parser = argparse.ArgumentParser(prog="grpo")
     sub = parser.add_subparsers(dest="command", required=True)
     up_parser = sub.add_parser("up", help="start API, dashboard and one worker (embedded default)")
@@ -89,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         client_parser.add_argument(
             "--token", default=None, help="bearer token (default GRPO_TOKEN)"
         )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     settings = get_settings()
     if args.command == "up":
         return up(host=args.host or settings.host, port=args.port or settings.port)

@@ -16,16 +16,24 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GRPO_", extra="ignore")
+    """The service's configuration: one field per GRPO_* environment variable."""
+
+    # attribute docstrings: the docs' settings reference is written from them
+    model_config = SettingsConfigDict(
+        env_prefix="GRPO_", extra="ignore", use_attribute_docstrings=True
+    )
 
     data_dir: Path = Path("data")
     """Runs' files, checkpoints, uploaded datasets, and the embedded database and broker."""
     database_url: str | None = None
-    """SQLAlchemy URL; default sqlite:///<data_dir>/grpo.db."""
+    """SQLAlchemy URL, e.g. `postgresql+psycopg://user@host/db`; default
+    `sqlite:///<data_dir>/grpo.db` (WAL)."""
     broker_url: str | None = None
-    """Celery broker; default filesystem:// under <data_dir>/broker."""
+    """Celery broker, e.g. `redis://host:6379/0`; default `filesystem://` under
+    `<data_dir>/broker`."""
     cache_dir: Path | None = None
-    """Built-in models and other caches; default ~/.cache/grpo."""
+    """Built-in models (the warm-started one is made here once) and other caches; default
+    `~/.cache/grpo`."""
     api_processes: int | None = Field(None, ge=1)
     """API server processes `grpo up` starts; default one per 2 CPUs, 1 to 4 (streams and
     reloads are cheap; the CPUs are the worker's training)."""
@@ -38,6 +46,7 @@ class Settings(BaseSettings):
     """Comma-separated origins (`https://lab.example.org`) whose pages may call the API;
     same-origin requests are always allowed, any other Origin is refused."""
     port: int = 8000
+    """Port the server listens on (`grpo up`)."""
     api_tokens: str = ""
     """Comma-separated bearer tokens; when set, every write needs one."""
     read_requires_token: bool = False

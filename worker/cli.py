@@ -13,8 +13,13 @@ from worker.celery_app import celery_app
 from worker.device import hold_devices, machine_devices
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="grpo worker")
+def build_parser() -> argparse.ArgumentParser:
+    """`grpo worker`'s parser (the CLI reference of the docs is written from it)."""
+    parser = argparse.ArgumentParser(
+        prog="grpo worker",
+        description="start a Celery worker that trains runs: solo pool, one job at a time, "
+        "prefetch 1, late acknowledgement",
+    )
     parser.add_argument("--queue", "-Q", default=None, help="queue(s) to consume, comma-separated")
     parser.add_argument("--loglevel", "-l", default="INFO")
     parser.add_argument("--hostname", "-n", default=None)
@@ -24,6 +29,11 @@ def main(argv: list[str] | None = None) -> int:
         help="GPU indices this worker holds, comma-separated (default: all it sees); without "
         "CUDA, a number of CPU slots (default: one per CPU). A run takes one device per rank.",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     settings = get_settings()
     try:
