@@ -1,4 +1,4 @@
-"""Issue 16's end-to-end check, through the service: the README's demo spec
+"""Issue 16's end-to-end check, through the service: the demo spec
 (examples/arith-demo.yaml, 300 steps) with `eval: {every_steps: 50, max_examples: 100}`
 trains on the real API and a real celery worker; eval/accuracy is a metrics point at steps
 0, 50, ..., 300 (step 0 before any training) and ends above step 0's: the demo learns on

@@ -1,8 +1,9 @@
 """The fault suite: real worker processes stalled (SIGSTOP/SIGCONT), killed (SIGKILL) and
 stopped (SIGTERM/SIGINT), and a Redis of the test's own stopped and started again.
 
-What each test proves is listed in the README's "Guarantees". Timings are shortened
-(heartbeat 1 s, stale after 6 s) so each fault is noticed in seconds.
+What each test proves is listed in the docs (docs/explanation/guarantees.md, "Faults,
+tested"). Timings are shortened (heartbeat 1 s, stale after 6 s) so each fault is noticed
+in seconds.
 """
 
 from __future__ import annotations

@@ -72,8 +72,8 @@ RECIPES: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
 ]
-"""Published recipes on the demo task and model: (name, one-line title, knobs). README
-'Algorithm recipes' has a paragraph and the paper for each."""
+"""Published recipes on the demo task and model: (name, one-line title, knobs). The docs'
+how-to/recipes.md has a paragraph and the paper for each."""
 
 PRESETS = [
     Preset(
