@@ -41,7 +41,7 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.torch
 # built the project a second time (14 s of CPU, measured).
 $(VENV)/.installed-test: pyproject.toml examples/reward-plugin/pyproject.toml $(VENV)/.torch
 	$(PIP) install -q -e ".[test]" -e ./examples/reward-plugin
-	touch $@ $(VENV)/.installed
+	touch $@ $(VENV)/.installed $(VENV)/.installed-docs
 
 # The dashboard's JavaScript is served as written; these tools only check it (package.json).
 node_modules/.installed: package.json package-lock.json
@@ -58,7 +58,7 @@ lint: install-test
 # The docs site; its reference pages are written from the code at build time
 # (docs/hooks/reference.py). 8001: `make up`'s API has 8000.
 docs: $(VENV)/.installed-docs
-	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
 
 $(VENV)/.installed-docs: pyproject.toml $(VENV)/.torch
 	$(PIP) install -q -e ".[docs]"

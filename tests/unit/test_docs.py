@@ -6,6 +6,7 @@ links land on files that exist."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -28,6 +29,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # Material's banner about MkDocs 2
         capture_output=True,
         text=True,
         timeout=300,

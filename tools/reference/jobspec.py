@@ -3,9 +3,9 @@ type, default, constraint and docstring, read from `JobSpec.model_json_schema()`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+import yaml
 from pydantic import BaseModel
 
 from grpo.spec import JobSpec
@@ -70,7 +70,10 @@ def page() -> str:
 
 
 def examples(schema: Schema) -> list[str]:
-    shown = [f"```json\n{json.dumps(e, indent=2)}\n```" for e in schema.get("examples", [])]
+    shown = [
+        f"```yaml\n{yaml.safe_dump(e, sort_keys=False).rstrip()}\n```"
+        for e in schema.get("examples", [])
+    ]
     return ["Examples:", *shown] if shown else []
 
 
