@@ -14,7 +14,7 @@ from tools.reference.markdown import (
     type_text,
 )
 
-HEADER = ("Variable", "Type", "Default", "Constraint", "Description")
+HEADER = ("Variable", "Field", "Type", "Default", "Constraint", "Description")
 INTRO = """\
 Every URL, path, limit and secret of the service is one `Settings` field, read from the
 environment variable `{prefix}` + its name in capitals (case does not matter), and read
@@ -35,6 +35,7 @@ def page() -> str:
         env = f"{prefix}{name}".upper()
         rows.append((
             f'<a id="{env.lower()}"></a>{code(env)}',
+            code(name),
             type_text(prop, code),
             default_text(prop, required=name in schema.get("required", [])),
             constraint_text(prop),
