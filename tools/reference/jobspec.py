@@ -156,7 +156,7 @@ def nested_objects(node: Schema, defs: dict[str, Schema]) -> list[tuple[str | No
             found += nested_objects(each, defs)
     if isinstance(node.get("items"), dict):
         found += nested_objects(node["items"], defs)
-    if len(found) > 1 and not mapping:
+    if len(found) > 1:  # an undiscriminated union: its members by name
         found = [(kind or definition, definition) for kind, definition in found]
     return found
 
