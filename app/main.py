@@ -14,6 +14,7 @@ from app.api.responses import EVERY_ROUTE, errors
 from app.api.routes import (
     checkpoints,
     datasets,
+    diagnostics,
     evals,
     exports,
     health,
@@ -51,6 +52,7 @@ def create_app() -> FastAPI:
         checkpoints,
         evals,
         run_summary,
+        diagnostics,
     ):
         app.include_router(module.router, responses=errors(*EVERY_ROUTE))
     app.include_router(dashboard.router)

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 from app.settings import get_settings
-from app.store import checkpoints, db, evals, lease, steps
+from app.store import checkpoints, db, evals, lease
 from app.store.lease import Lease, LeaseLost
 from grpo.report.trackers import Outcome, Trackers
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
 from grpo.trainer import FitResult, Trainer
+from worker.diagnosis import RunDoctor
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -36,12 +38,10 @@ def train(held: Lease, spec: JobSpec, *, should_stop: Callable[[], bool]) -> Fit
         spec, settings.runs_dir / held.run_id, run_name=held.run_id, mlflow_uri=settings.mlflow_uri
     )
     outcome: Outcome = "failed"  # the worker fails the run in the store
+    doctor = RunDoctor(held.run_id, spec)
     try:
         result = trainer.fit(
-            both(
-                lambda report: db.call(steps.save_step, held.run_id, report, lease=held),
-                trackers.log_step,
-            ),
+            both(partial(doctor.save_step, held), trackers.log_step),
             should_stop=lambda: db.call(lease.check, held) or should_stop(),
             fence=lambda: db.call(lease.check, held),
             on_checkpoint=lambda saved: db.call(checkpoints.record_checkpoint, held, saved),

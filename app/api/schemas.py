@@ -10,6 +10,14 @@ from pydantic import BaseModel
 from app.store.models import GroupOutcome, RunStatus
 
 
+class DoctorMark(BaseModel):
+    """The run doctor's open findings at warning or above (GET /api/runs/{id}/diagnostics)."""
+
+    open: int
+    severity: Literal["warning", "critical"]
+    """The worst of them."""
+
+
 class RunOut(BaseModel):
     id: str
     name: str
@@ -28,6 +36,9 @@ class RunOut(BaseModel):
     started_at: str | None
     finished_at: str | None
     heartbeat_at: str | None
+    doctor: DoctorMark | None = None
+    """Open findings at warning or above, in GET /api/runs and GET /api/runs/{id}; null
+    when none is open (and in the bodies of the run actions, which do not read them)."""
 
 
 class RunList(BaseModel):

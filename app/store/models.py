@@ -258,3 +258,48 @@ class WorkerState(Base):
     last_seen_at: Mapped[datetime] = mapped_column(
         UtcDateTime(), default=utcnow, server_default=func.now()
     )
+
+
+class Finding(Base):
+    """One finding of the run doctor (grpo/doctor/): an episode of one rule, rewritten as it
+    grows and when it is resolved (app/store/findings.py)."""
+
+    __tablename__ = "finding"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(80))
+    """`<rule>@<first step>`: the finding's id in the API and in `diagnosis` events."""
+    rule: Mapped[str] = mapped_column(String(40))
+    severity: Mapped[str] = mapped_column(String(16))
+    """info, warning or critical."""
+    status: Mapped[str] = mapped_column(String(16))
+    """open or resolved."""
+    first_step: Mapped[int] = mapped_column(Integer)
+    last_step: Mapped[int] = mapped_column(Integer)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The finding as served (grpo.doctor.Finding.as_dict)."""
+    updated_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now()
+    )
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "key", name="uq_finding_run_key"),
+        Index("ix_finding_status_run", "status", "run_id"),
+    )
+
+
+class Diagnosis(Base):
+    """How far the doctor has read a run: its findings cover steps up to `step`, by the rules
+    of `rules_version` (an older version is diagnosed again from the stored steps)."""
+
+    __tablename__ = "diagnosis"
+
+    run_id: Mapped[str] = mapped_column(
+        ForeignKey("run.id", ondelete="CASCADE"), primary_key=True
+    )
+    step: Mapped[int] = mapped_column(Integer)
+    rules_version: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now()
+    )

@@ -50,6 +50,7 @@ TORCH_FREE_GRPO = (
     "grpo.rewards.kind",  # what a reward kind is told at submit
     "grpo.rewards.registry",  # every reward kind, whose checks run at submit
     "grpo.spec.token_env",  # which worker variables a spec may name as a token, checked at submit
+    "grpo.doctor",  # the run doctor's rules, run by the worker and by the API on stored runs
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
 

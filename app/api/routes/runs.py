@@ -30,6 +30,7 @@ from app.api.errors import ApiError
 from app.api.params import AfterStepQuery, MetricKeysQuery, RunIdPath, SearchQuery, StepQuery
 from app.api.responses import WRITES, errors
 from app.api.schemas import (
+    DoctorMark,
     HistogramList,
     LogList,
     LogRow,
@@ -39,7 +40,7 @@ from app.api.schemas import (
     RunOut,
 )
 from app.queue import dispatch_run
-from app.store import db, events, histograms, runs, steps
+from app.store import db, events, findings, histograms, runs, steps
 from app.store.db import Connection
 from app.store.models import Run, RunStatus
 from grpo.spec import JobSpec
@@ -49,8 +50,10 @@ PACKAGE_VERSION = version("grpo-service")
 REPLAYED = "A retry: the run this Idempotency-Key created, unchanged"
 
 
-def run_out(run: Run) -> RunOut:
-    return RunOut.model_validate(runs.run_summary(run))
+def run_out(run: Run, mark: tuple[int, str] | None = None) -> RunOut:
+    """The run as served; `mark`: its open findings (findings.open_marks)."""
+    doctor = DoctorMark.model_validate({"open": mark[0], "severity": mark[1]}) if mark else None
+    return RunOut.model_validate({**runs.run_summary(run), "doctor": doctor})
 
 
 @router.post(
@@ -132,12 +135,13 @@ def list_runs(
         cursor=_decode_cursor(cursor) if cursor else None,
     )
     next_cursor = _encode_cursor(page[-1]) if len(page) == limit else None
-    return RunList(items=[run_out(r) for r in page], next_cursor=next_cursor)
+    marks = findings.open_marks(session, [r.id for r in page])
+    return RunList(items=[run_out(r, marks.get(r.id)) for r in page], next_cursor=next_cursor)
 
 
 @router.get("/{run_id}", dependencies=[ReadAccess])
-def get_run(run: RunDep) -> RunOut:
-    return run_out(run)
+def get_run(run: RunDep, session: SessionDep) -> RunOut:
+    return run_out(run, findings.open_marks(session, [run.id]).get(run.id))
 
 
 @router.get("/{run_id}/metrics", dependencies=[ReadAccess], response_model=MetricList)

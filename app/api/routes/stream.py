@@ -79,7 +79,7 @@ async def _follow(feed: RunFeed, subscriber: Subscriber, last: int) -> AsyncIter
     "/{run_id}/events",
     dependencies=[ReadAccess],
     response_class=StreamingResponse,
-    responses=sse_body("Server-Sent Events: step, status, log, end"),
+    responses=sse_body("Server-Sent Events: step, eval, diagnosis, status, log, end"),
 )
 async def stream_events(
     run: RunDep,
@@ -87,7 +87,8 @@ async def stream_events(
     last_event_id: EventIdHeader = 0,
     after: EventIdQuery = 0,
 ) -> StreamingResponse:
-    """Steps, status changes and log lines; resume with Last-Event-ID (no gaps, no repeats)."""
+    """Steps, evaluations, the doctor's findings, status changes and log lines; resume with
+    Last-Event-ID (no gaps, no repeats)."""
     start = last_event_id or after
     return StreamingResponse(
         event_stream(run.id, start, settings),

@@ -1,0 +1,227 @@
+"""The run doctor's findings: written as the worker diagnoses each step, or all at once for a
+run stored before (or by older rules), each with a `diagnosis` event on the run's log.
+
+A finding is one row per episode (`<rule>@<first step>`), rewritten as it grows; the
+groups and completions behind it are picked from the stored groups of the step its
+verdict names (grpo/doctor/examples.py) inside the same transaction, so a step's own
+groups, written just before, are there. Knows nothing of HTTP or torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from app.store.db import unit
+from app.store.events import lock_run_events
+from app.store.lease import Lease
+from app.store.models import Diagnosis, Event, Run, RunStatus, Sample, StepGroup, utcnow
+from app.store.models import Finding as FindingRow
+from app.store.steps import list_metrics, save_step
+from grpo.doctor import (
+    RULES_VERSION,
+    CompletionView,
+    Finding,
+    GroupView,
+    Severity,
+    diagnose,
+    pick_examples,
+)
+from grpo.report import StepReport
+from grpo.spec import JobSpec
+
+MARKED = (Severity.WARNING, Severity.CRITICAL)
+"""Severities that mark a run in the runs list (an open `info` finding does not)."""
+
+
+def record_findings(
+    session: Session,
+    run_id: str,
+    findings: Sequence[Finding],
+    *,
+    spec: JobSpec,
+    step: int,
+    is_full: bool = False,
+) -> None:
+    """Upsert `findings` and note the run diagnosed through `step`, in the caller's
+    transaction (which holds the run's event lock). `is_full`: these are all the run's
+    findings; any other stored one is withdrawn."""
+    keys = [f.id for f in findings]
+    query = select(FindingRow).where(FindingRow.run_id == run_id)
+    if not is_full:
+        query = query.where(FindingRow.key.in_(keys))
+    stored = {row.key: row for row in session.scalars(query)} if keys or is_full else {}
+    for finding in findings:
+        body = _with_examples(session, run_id, finding, spec, stored.get(finding.id))
+        row = stored.get(finding.id)
+        if row is not None and row.body == body:
+            continue
+        _write(session, run_id, finding, body, row)
+    if is_full:
+        for key in stored.keys() - set(keys):
+            session.execute(delete(FindingRow).where(FindingRow.id == stored[key].id))
+            _event(session, run_id, {"id": key, "status": "withdrawn"}, stored[key].last_step)
+    _mark_diagnosed(session, run_id, step)
+
+
+def _write(
+    session: Session, run_id: str, finding: Finding, body: dict[str, Any], row: FindingRow | None
+) -> None:
+    columns = {
+        "rule": finding.rule,
+        "severity": str(finding.severity),
+        "status": finding.status,
+        "first_step": finding.first_step,
+        "last_step": finding.last_step,
+        "body": body,
+        "updated_at": utcnow(),
+    }
+    if row is None:
+        session.add(FindingRow(run_id=run_id, key=finding.id, **columns))
+    else:
+        session.execute(update(FindingRow).where(FindingRow.id == row.id).values(**columns))
+    _event(session, run_id, body, finding.last_step)
+
+
+def _event(session: Session, run_id: str, payload: dict[str, Any], step: int) -> None:
+    session.add(Event(run_id=run_id, kind="diagnosis", step=step, payload=payload))
+
+
+def _with_examples(
+    session: Session, run_id: str, finding: Finding, spec: JobSpec, row: FindingRow | None
+) -> dict[str, Any]:
+    """The finding's body with its example groups: picked now where its verdict names a step,
+    else those it was written with before."""
+    body = finding.as_dict()
+    evidence = body["evidence"]
+    if finding.examples is not None:
+        groups = step_groups(session, run_id, finding.examples.step)
+        picked_groups, picked_completions = pick_examples(finding.examples, groups, spec)
+        evidence["groups"] = [asdict(g) for g in picked_groups]
+        evidence["completions"] = [asdict(c) for c in picked_completions]
+    elif row is not None:
+        evidence["groups"] = row.body["evidence"].get("groups", [])
+        evidence["completions"] = row.body["evidence"].get("completions", [])
+    return body
+
+
+def step_groups(session: Session, run_id: str, step: int) -> list[GroupView]:
+    """One step's stored groups, with the completions of those whose texts were kept."""
+    groups = session.scalars(
+        select(StepGroup)
+        .where(StepGroup.run_id == run_id, StepGroup.step == step)
+        .order_by(StepGroup.index)
+    ).all()
+    samples: dict[int, list[dict[str, Any]]] = dict(
+        session.execute(
+            select(Sample.group_index, Sample.completions).where(
+                Sample.run_id == run_id, Sample.step == step
+            )
+        ).tuples()
+    )
+    return [
+        GroupView(
+            index=g.index,
+            answer=g.answer,
+            rewards=g.rewards,
+            outcome=g.outcome,
+            is_dropped=g.is_dropped,
+            completions=[
+                CompletionView(c["text"], c["reward"], c["rewards"], c["is_truncated"])
+                for c in samples[g.index]
+            ]
+            if g.index in samples
+            else None,
+        )
+        for g in groups
+    ]
+
+
+def _mark_diagnosed(session: Session, run_id: str, step: int) -> None:
+    values = {"step": step, "rules_version": RULES_VERSION, "updated_at": utcnow()}
+    result = session.execute(update(Diagnosis).where(Diagnosis.run_id == run_id).values(**values))
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        session.add(Diagnosis(run_id=run_id, **values))
+
+
+@unit
+def diagnose_stored(session: Session, run_id: str) -> None:
+    """Diagnose a run from its stored steps unless a worker is doing it live or its findings
+    are current; a stored spec that no longer validates gets no diagnosis."""
+    lock_run_events(session, run_id)
+    run = session.get(Run, run_id)
+    if run is None or not is_stale(session, run):
+        return
+    try:
+        spec = JobSpec.model_validate(run.spec)
+    except ValueError:
+        return
+    rows = list_metrics(session.connection(), run_id)
+    findings = diagnose(spec, ((r["step"], r["metrics"]) for r in rows))
+    last = rows[-1]["step"] if rows else 0
+    record_findings(session, run_id, findings, spec=spec, step=last, is_full=True)
+
+
+def is_stale(session: Session, run: Run) -> bool:
+    """Whether the run's findings lag its stored steps or its rules, and no worker is
+    diagnosing it as it trains."""
+    if run.status == RunStatus.RUNNING:
+        return False
+    diagnosed = session.get(Diagnosis, run.id)
+    if diagnosed is None:
+        return True
+    return diagnosed.rules_version != RULES_VERSION or diagnosed.step < run.step
+
+
+@unit
+def list_findings(session: Session, run_id: str) -> tuple[int, list[dict[str, Any]]]:
+    """(the step the run is diagnosed through, its findings by the step they opened)."""
+    diagnosed = session.get(Diagnosis, run_id)
+    rows = session.scalars(
+        select(FindingRow.body)
+        .where(FindingRow.run_id == run_id)
+        .order_by(FindingRow.first_step, FindingRow.key)
+    ).all()
+    return (diagnosed.step if diagnosed else 0), list(rows)
+
+
+@unit
+def open_marks(session: Session, run_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """Per run, its open findings at warning or above: (how many, the worst severity)."""
+    if not run_ids:
+        return {}
+    rows = session.execute(
+        select(FindingRow.run_id, FindingRow.severity, func.count())
+        .where(
+            FindingRow.status == "open",
+            FindingRow.run_id.in_(run_ids),
+            FindingRow.severity.in_([str(s) for s in MARKED]),
+        )
+        .group_by(FindingRow.run_id, FindingRow.severity)
+    ).all()
+    marks: dict[str, tuple[int, str]] = {}
+    for run_id, severity, count in rows:
+        total, worst = marks.get(run_id, (0, Severity.INFO))
+        worse = max(Severity(worst), Severity(severity), key=lambda s: s.rank)
+        marks[run_id] = (total + count, str(worse))
+    return marks
+
+
+@unit
+def save_diagnosed_step(
+    session: Session,
+    run_id: str,
+    report: StepReport,
+    findings: Sequence[Finding],
+    *,
+    spec: JobSpec,
+    is_full: bool,
+    lease: Lease,
+) -> None:
+    """One step and what the doctor made of it, in one transaction under the worker's lease."""
+    save_step(session, run_id, report, lease=lease)
+    record_findings(session, run_id, findings, spec=spec, step=report.step, is_full=is_full)
