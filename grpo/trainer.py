@@ -18,6 +18,7 @@ from grpo.checkpoints.training_state import resume_training, save_training, star
 from grpo.data.example import Example
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
+from grpo.device_memory import memory_scalars, reset_peak_memory
 from grpo.dynamic_sampling import Batch
 from grpo.eval.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
@@ -183,6 +184,7 @@ class Trainer:
         """One GRPO step on the prompts of 1-based `step`, in algorithm order; its report, on
         rank 0 (None on the other ranks of a distributed run: rank 0 reports the whole step)."""
         spec, clock = self.spec, StepClock()
+        reset_peak_memory(self.device)
         filled, dynamic = self.rounds.sample(step, clock)
         batch = filled.kept
         rollout, rewards, scores = batch.rollout, batch.rewards, batch.scores
@@ -225,7 +227,7 @@ class Trainer:
             trained = step_scalars(
                 whole, update.metrics, beta=self.beta, learning_rate=learning_rate
             )
-            scalars = {**trained, **dynamic}
+            scalars = {**trained, **dynamic, **memory_scalars(self.device)}
             report = build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
         self._after_update(step, kl=update.metrics.get("kl", 0.0))  # summed over ranks
         return report

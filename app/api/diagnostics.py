@@ -81,8 +81,7 @@ class DiagnosisOut(BaseModel):
 def get_diagnostics(run: RunDep, session: SessionDep) -> DiagnosisOut:
     """The run doctor's findings, by the step each opened: open ones while their condition
     holds, resolved ones after. See docs/doctor.md for the rules."""
-    if findings.is_stale(session, run):
-        findings.diagnose_stored(session, run.id)
+    findings.diagnose_stored(session, run.id)
     step, items = findings.list_findings(session, run.id)
     return DiagnosisOut(
         step=step,

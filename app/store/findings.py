@@ -38,7 +38,7 @@ MARKED = (Severity.WARNING, Severity.CRITICAL)
 """Severities that mark a run in the runs list (an open `info` finding does not)."""
 
 
-def record_findings(
+def _record(
     session: Session,
     run_id: str,
     findings: Sequence[Finding],
@@ -99,7 +99,7 @@ def _with_examples(
     body = finding.as_dict()
     evidence = body["evidence"]
     if finding.examples is not None:
-        groups = step_groups(session, run_id, finding.examples.step)
+        groups = _step_groups(session, run_id, finding.examples.step)
         picked_groups, picked_completions = pick_examples(finding.examples, groups, spec)
         evidence["groups"] = [asdict(g) for g in picked_groups]
         evidence["completions"] = [asdict(c) for c in picked_completions]
@@ -109,20 +109,19 @@ def _with_examples(
     return body
 
 
-def step_groups(session: Session, run_id: str, step: int) -> list[GroupView]:
+def _step_groups(session: Session, run_id: str, step: int) -> list[GroupView]:
     """One step's stored groups, with the completions of those whose texts were kept."""
     groups = session.scalars(
         select(StepGroup)
         .where(StepGroup.run_id == run_id, StepGroup.step == step)
         .order_by(StepGroup.index)
     ).all()
-    samples: dict[int, list[dict[str, Any]]] = dict(
-        session.execute(
-            select(Sample.group_index, Sample.completions).where(
-                Sample.run_id == run_id, Sample.step == step
-            )
-        ).tuples()
+    rows = session.execute(
+        select(Sample.group_index, Sample.completions).where(
+            Sample.run_id == run_id, Sample.step == step
+        )
     )
+    samples: dict[int, list[dict[str, Any]]] = {row[0]: row[1] for row in rows}
     return [
         GroupView(
             index=g.index,
@@ -152,9 +151,12 @@ def _mark_diagnosed(session: Session, run_id: str, step: int) -> None:
 def diagnose_stored(session: Session, run_id: str) -> None:
     """Diagnose a run from its stored steps unless a worker is doing it live or its findings
     are current; a stored spec that no longer validates gets no diagnosis."""
-    lock_run_events(session, run_id)
     run = session.get(Run, run_id)
-    if run is None or not is_stale(session, run):
+    if run is None or not _is_stale(session, run):
+        return  # the common case, without a lock
+    lock_run_events(session, run_id)
+    session.refresh(run)
+    if not _is_stale(session, run):
         return
     try:
         spec = JobSpec.model_validate(run.spec)
@@ -163,15 +165,15 @@ def diagnose_stored(session: Session, run_id: str) -> None:
     rows = list_metrics(session.connection(), run_id)
     findings = diagnose(spec, ((r["step"], r["metrics"]) for r in rows))
     last = rows[-1]["step"] if rows else 0
-    record_findings(session, run_id, findings, spec=spec, step=last, is_full=True)
+    _record(session, run_id, findings, spec=spec, step=last, is_full=True)
 
 
-def is_stale(session: Session, run: Run) -> bool:
+def _is_stale(session: Session, run: Run) -> bool:
     """Whether the run's findings lag its stored steps or its rules, and no worker is
     diagnosing it as it trains."""
     if run.status == RunStatus.RUNNING:
         return False
-    diagnosed = session.get(Diagnosis, run.id)
+    diagnosed = session.get(Diagnosis, run.id, populate_existing=True)
     if diagnosed is None:
         return True
     return diagnosed.rules_version != RULES_VERSION or diagnosed.step < run.step
@@ -224,4 +226,4 @@ def save_diagnosed_step(
 ) -> None:
     """One step and what the doctor made of it, in one transaction under the worker's lease."""
     save_step(session, run_id, report, lease=lease)
-    record_findings(session, run_id, findings, spec=spec, step=report.step, is_full=is_full)
+    _record(session, run_id, findings, spec=spec, step=report.step, is_full=is_full)

@@ -1,0 +1,116 @@
+"""The run doctor through the real store and routes, in this process (PostgreSQL and
+SQLite): findings written with a step under the worker's lease, caught up on a resumed
+run, diagnosed from the stored steps on the first read, served, marked in the runs list,
+and sent as `diagnosis` events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select, update
+
+from app.main import create_app
+from app.store import db, runs, steps
+from app.store.lease import Lease
+from app.store.models import Diagnosis, Event, RunStatus
+from grpo.report import CompletionReport, GroupReport, StepReport
+from grpo.spec import JobSpec
+from tests.integration.store_fixture import store
+from worker.diagnosis import RunDoctor
+
+__all__ = ["store"]
+
+SPEC = {"name": "doctor", "model": "builtin:tiny", "max_steps": 20, "num_generations": 2,
+        "max_completion_length": 2}  # fmt: skip
+
+
+@pytest.fixture
+def api(store: str) -> Iterator[TestClient]:
+    with TestClient(create_app(), base_url="http://localhost") as client:
+        yield client
+
+
+def report(step: int, *, cut: float) -> StepReport:
+    """A step whose completions were cut at the limit in share `cut` (group 1 is cut)."""
+    completion = CompletionReport(
+        text="1", num_tokens=2, is_truncated=cut > 0, rewards={"accuracy": 0.0},
+        reward=0.0, advantage=0.0, kl=0.0,
+    )  # fmt: skip
+    groups = [
+        GroupReport(index=i, prompt_id=f"p{i}", prompt=f"0{i}+01=", answer=str(i + 1),
+                    rewards=[1.0, 0.0], advantages=[1.0, -1.0], passes=[True, False],
+                    completions=[completion, completion] if i == 1 else None)
+        for i in range(2)
+    ]  # fmt: skip
+    scalars = {"completions/clipped_ratio": cut, "reward": 0.5, "frac_reward_zero_std": 0.0}
+    return StepReport(step=step, total_steps=20, scalars=scalars, groups=groups)
+
+
+def diagnosis_events(run_id: str) -> list[dict[str, object]]:
+    with db.session() as session:
+        rows = session.scalars(
+            select(Event.payload).where(Event.run_id == run_id, Event.kind == "diagnosis")
+            .order_by(Event.id)
+        )  # fmt: skip
+        return list(rows)
+
+
+def submit(api: TestClient) -> str:
+    response = api.post("/api/runs", json=SPEC)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def test_a_stored_run_is_diagnosed_on_first_read_served_and_marked(api: TestClient) -> None:
+    run_id = submit(api)
+    for step in range(1, 8):
+        db.call(steps.save_step, run_id, report(step, cut=0.9 if step >= 3 else 0.0))
+    db.call(runs.finish_run, run_id, status=RunStatus.SUCCEEDED)
+    body = api.get(f"/api/runs/{run_id}/diagnostics").json()
+    # the 5-step mean of the cut share reaches 0.5 (critical) at step 5: (0 + 0 + 3 * 0.9) / 5
+    assert body["step"] == 7 and [f["id"] for f in body["items"]] == ["truncation@5"]
+    finding = body["items"][0]
+    assert (finding["severity"], finding["status"], finding["last_step"]) == ("critical", "open", 7)
+    assert {s["field"]: s["value"] for s in finding["suggestions"]} == {
+        "max_completion_length": 4, "mask_truncated_completions": True}  # fmt: skip
+    assert finding["evidence"]["groups"] == [
+        {"step": 7, "index": 1, "note": "2 of 2 cut at the limit"}
+    ]
+    assert [v[0] for v in finding["evidence"]["values"]] == list(range(1, 8))
+    assert [e["id"] for e in diagnosis_events(run_id)] == ["truncation@5"]
+    mark = {"open": 1, "severity": "critical"}
+    assert api.get(f"/api/runs/{run_id}").json()["doctor"] == mark
+    listed = {r["id"]: r["doctor"] for r in api.get("/api/runs").json()["items"]}
+    assert listed[run_id] == mark
+    api.get(f"/api/runs/{run_id}/diagnostics")  # current: nothing written again
+    with db.session() as session:  # as if the rules changed since: diagnosed again, same result
+        session.execute(update(Diagnosis).where(Diagnosis.run_id == run_id).values(rules_version=0))
+    assert api.get(f"/api/runs/{run_id}/diagnostics").json()["items"] == body["items"]
+    assert len(diagnosis_events(run_id)) == 1
+
+
+def test_the_worker_writes_findings_with_its_steps_and_a_resumed_run_catches_up(
+    api: TestClient,
+) -> None:
+    run_id = submit(api)
+    spec = JobSpec.model_validate(SPEC)
+    held = Lease.of(db.call(runs.claim_run, run_id, worker="w", device="cpu"))
+    doctor = RunDoctor(run_id, spec)
+    for step in range(1, 7):
+        doctor.save_step(held, report(step, cut=0.9 if step >= 3 else 0.0))
+    assert api.get(f"/api/runs/{run_id}/diagnostics").json()["items"][0]["id"] == "truncation@5"
+    # the worker loses the run at step 6; the next one resumes from a checkpoint at step 2,
+    # where nothing was cut: it replays steps 3-6 without cuts, and the finding is withdrawn
+    db.call(runs.finish_run, run_id, status=RunStatus.FAILED)
+    db.call(runs.requeue_run, run_id)
+    held = Lease.of(db.call(runs.claim_run, run_id, worker="w2", device="cpu"))
+    resumed = RunDoctor(run_id, spec)
+    for step in range(3, 7):
+        resumed.save_step(held, report(step, cut=0.0))
+    assert api.get(f"/api/runs/{run_id}/diagnostics").json() == {
+        "step": 6, "rules_version": 1, "items": []}  # fmt: skip
+    assert [(e["id"], e.get("status")) for e in diagnosis_events(run_id)] == [
+        ("truncation@5", "open"), ("truncation@5", "withdrawn")]  # fmt: skip
+    assert api.get(f"/api/runs/{run_id}").json()["doctor"] is None
