@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     runs_parser.add_argument("--status", default=None)
     for name in ("cancel", "logs"):
         sub.add_parser(name).add_argument("run_id")
+    sub.add_parser(
+        "doctor", help="what is going wrong with a run, the evidence, and what to change"
+    ).add_argument("run_id")
     export = sub.add_parser("export", help="download a run's checkpoint model into a directory")
     export.add_argument("run_id")
     export.add_argument("directory")
@@ -84,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         submit,
         runs_parser,
         export,
-        *(sub.choices[n] for n in ("cancel", "logs")),
+        *(sub.choices[n] for n in ("cancel", "logs", "doctor")),
     ):
         client_parser.add_argument("--url", default=None, help="server (default GRPO_URL)")
         client_parser.add_argument(

@@ -1,4 +1,4 @@
-"""Client commands of the `grpo` CLI: submit (and follow), runs, cancel, logs, export."""
+"""Client commands of the `grpo` CLI: submit (and follow), runs, cancel, logs, export, doctor."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from tqdm import tqdm
 
+from app.cli_doctor import doctor
 from app.client import ApiClientError, GrpoClient
 
 
@@ -25,6 +26,7 @@ def submit(client: GrpoClient, spec_path: Path, *, follow: bool) -> int:
 def follow_run(client: GrpoClient, run: dict[str, Any]) -> int:
     """A progress bar with live reward and KL until the run ends; exit 0 only on success."""
     status = run["status"]
+    told: set[tuple[str, str]] = set()
     with tqdm(total=run["total_steps"], unit="step", desc=run["id"]) as bar:
         for kind, data in client.events(run["id"]):
             if kind == "step":
@@ -38,6 +40,8 @@ def follow_run(client: GrpoClient, run: dict[str, Any]) -> int:
                 bar.set_description(f"{run['id']} {status}")
             elif kind == "log" and data["level"] in ("warning", "error"):
                 bar.write(f"{data['level']}: {data['message']}")
+            elif kind == "diagnosis" and _is_news(data, told):
+                bar.write(f"doctor ({data['severity']}): {data['title']}: {data['message']}")
             elif kind == "end":
                 status = data["status"]
     final = client.run(run["id"])
@@ -47,13 +51,25 @@ def follow_run(client: GrpoClient, run: dict[str, Any]) -> int:
     return 0 if status == "succeeded" else 1
 
 
+def _is_news(finding: dict[str, Any], told: set[tuple[str, str]]) -> bool:
+    """An open finding at warning or above not yet told at its severity (a finding is
+    rewritten as it grows: its events repeat)."""
+    key = (finding["id"], finding.get("severity", ""))
+    if finding.get("status") != "open" or key[1] == "info" or key in told:
+        return False
+    told.add(key)
+    return True
+
+
 def list_runs(client: GrpoClient, *, status: str | None) -> int:
     for run in client.runs(status=status):
         metrics = run["last_metrics"] or {}
         reward = f"{metrics['reward']:.3f}" if "reward" in metrics else "-"
+        mark = run.get("doctor")
+        doctor = f"  [doctor: {mark['open']} {mark['severity']}]" if mark else ""
         print(
             f"{run['id']}  {run['status']:<9}  {run['step']:>5}/{run['total_steps']:<5}  "
-            f"reward {reward:>6}  {run['name']}"
+            f"reward {reward:>6}  {run['name']}{doctor}"
         )
     return 0
 
@@ -101,6 +117,8 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
                 return list_runs(client, status=args.status)
             case "cancel":
                 return cancel(client, args.run_id)
+            case "doctor":
+                return doctor(client, args.run_id)
             case "export":
                 directory = Path(args.directory)
                 return export(client, args.run_id, directory, which=args.step, merge=args.merge)

@@ -55,6 +55,10 @@ class GrpoClient:
     def cancel(self, run_id: str) -> dict[str, Any]:
         return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))  # type: ignore[no-any-return]
 
+    def diagnostics(self, run_id: str) -> dict[str, Any]:
+        """The run doctor's findings: {step, rules_version, items}."""
+        return self._json(self.http.get(f"/api/runs/{run_id}/diagnostics"))  # type: ignore[no-any-return]
+
     def logs(self, run_id: str) -> list[dict[str, Any]]:
         return self._json(self.http.get(f"/api/runs/{run_id}/logs"))["items"]  # type: ignore[no-any-return]
 

@@ -1,9 +1,9 @@
 """The `grpo` command: `train` (grpo/cli/train.py) and `eval` run the library in the
 terminal, with no server.
 
-Service commands (up, worker, submit, runs, cancel, logs, export, migrate) are handed to app.cli
-or worker.cli in a fresh process, so this module never imports the server or the worker.
-The only environment variable read in grpo/ is GRPO_CACHE_DIR, here.
+Service commands (up, worker, submit, runs, cancel, logs, doctor, export, migrate) are
+handed to app.cli or worker.cli in a fresh process, so this module never imports the server
+or the worker. The only environment variable read in grpo/ is GRPO_CACHE_DIR, here.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ SERVICE_COMMANDS = {
     "runs": "app.cli",
     "cancel": "app.cli",
     "logs": "app.cli",
+    "doctor": "app.cli",
     "export": "app.cli",
     "migrate": "app.cli",
     "worker": "worker.cli",

@@ -19,6 +19,8 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').EvalList} EvalList
  * @typedef {import('./openapi').HistogramRow} HistogramRow
  * @typedef {import('./openapi').HistogramList['bin_edges']} BinEdges
+ * @typedef {import('./openapi').DiagnosisOut} DiagnosisOut
+ * @typedef {import('./openapi').FindingOut} FindingOut
  * @typedef {{ loc: string, message: string }} FieldError
  * @typedef {{ params?: Record<string, unknown>, body?: unknown }} RequestOptions
  */
@@ -127,6 +129,9 @@ export const getGroup = (id, step, index) => request('GET', `${run(id)}/steps/${
 export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/prompts/${seg(promptId)}`);
 /** @type {(id: string, params?: { examples?: boolean, step?: number }) => Promise<EvalList>} */
 export const getEvals = (id, params = {}) => request('GET', `${run(id)}/evals`, { params });
+/** The run doctor's findings (a run stored before is diagnosed on this first read). */
+/** @type {(id: string) => Promise<DiagnosisOut>} */
+export const getDiagnostics = (id) => request('GET', `${run(id)}/diagnostics`);
 /** @type {(id: string) => string} */
 export const eventsUrl = (id) => `${run(id)}/events`;
 /** @type {(id: string, query: string) => string} */

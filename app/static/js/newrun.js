@@ -1,5 +1,6 @@
 // New run page: presets (the demo first), a YAML/JSON spec editor, and validation errors
-// shown beside the lines they are about.
+// shown beside the lines they are about. `?from=<run id>` copies a run's spec, with the
+// fields of any `&set=<field>=<JSON value>` changed (specpatch.js).
 
 import { dump, load } from '../vendor/js-yaml.mjs';
 import { createRun, getRun, listPresets } from './api.js';
@@ -8,6 +9,7 @@ import { SpecEditor } from './editor.js';
 import { describeType, loadSchema } from './schema.js';
 import { errorText, initShell, stateBox } from './shell.js';
 import { lineOf, locateLine, pathAtLine } from './speclocate.js';
+import { describeChanges, specChanges, withChanges } from './specpatch.js';
 import { withToken } from './token.js';
 
 /**
@@ -266,13 +268,15 @@ async function main() {
   if (params.get('from')) {
     try {
       const run = await getRun(params.get('from') ?? '');
-      const spec = { ...run.spec, name: `${run.name} (copy)` };
+      const changes = specChanges(params);
+      const spec = withChanges({ ...run.spec, name: `${run.name} (copy)` }, changes);
+      const changed = changes.length ? ` with ${describeChanges(changes)}` : '';
       extra = {
         key: `run:${run.id}`,
-        title: `Copy of ${run.name}`,
-        description: `The spec of run ${run.id}, to edit and submit as a new run.`,
+        title: `Copy of ${run.name}${changed}`,
+        description: `The spec of run ${run.id}${changed}, to edit and submit as a new run.`,
         spec,
-        source: `from run ${run.id}`,
+        source: `from run ${run.id}${changed}`,
       };
     } catch (error) {
       showProblems([

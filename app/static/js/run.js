@@ -6,6 +6,7 @@ import { eventsUrl, getAllHistograms, getAllMetrics, getRun } from './api.js';
 import { FINAL, progressBar } from './badges.js';
 import { histogram } from './bins.js';
 import { CurvesView } from './curves.js';
+import { DoctorCard } from './doctor.js';
 import { $, fill, h, seg } from './dom.js';
 import { EvalTable } from './evaltable.js';
 import { duration, runSeconds } from './format.js';
@@ -50,7 +51,7 @@ function shownRun() {
   if (!state.run) throw new Error('the run is read before the page is drawn');
   return state.run;
 }
-let curves, scrubber, stepGroups, stepHistogram, heatmaps, logs, evals;
+let curves, scrubber, stepGroups, stepHistogram, heatmaps, logs, evals, doctor;
 
 function smoothing() {
   return Number($('#smoothing').value);
@@ -86,6 +87,7 @@ function render() {
     drawn = curves.render(smoothing(), { finished });
     renderStats($('#run-stats'), shownRun(), series);
     updateProgress();
+    doctor.update();
   }
   scrubber.setBounds(series.first, series.last);
   for (const heatmap of Object.values(heatmaps)) heatmap.update(series.histograms, series.histogramVersion);
@@ -143,6 +145,8 @@ function onEvent(event) {
     series.add({ step: event.data.step, metrics: event.data.metrics });
     scheduleRender();
     refreshEvals();
+  } else if (event.event === 'diagnosis') {
+    doctor.onEvent(event.data);
   } else if (event.event === 'log') {
     logs.add([event.data]);
     $('#log-count').textContent = `${logs.count} lines`;
@@ -303,6 +307,7 @@ function buildViews(edges) {
   scrubber = new Scrubber($('#scrubber'), { onChange: onStepChange });
   logs = new LogView($('#logs'));
   evals = new EvalTable(runId);
+  doctor = new DoctorCard($('#doctor'), { runId, series });
 }
 
 function showSpec(run) {
@@ -347,6 +352,7 @@ async function main() {
   await render();
   performance.mark('grpo:history-drawn');
   if (page.dataset.step) scrubber.select(Number(page.dataset.step), { live: false });
+  doctor.load();
   follow(rows.lastEventId);
   loadHistograms();
   refreshEvals();

@@ -123,6 +123,23 @@ function render() {
   updateCompareButton();
 }
 
+/** The run doctor's open findings (warning or above), linked to the run page's Doctor card. */
+function doctorMark(run) {
+  const mark = run.doctor;
+  if (!mark) return null;
+  const what = `${mark.open} open finding${mark.open === 1 ? '' : 's'} of the run doctor, the worst ${mark.severity}`;
+  return h(
+    'a',
+    {
+      class: `doctor-mark doctor-mark-${mark.severity}`,
+      href: `/runs/${seg(run.id)}#doctor`,
+      title: what,
+      'aria-label': what,
+    },
+    `⚕ ${mark.open}`,
+  );
+}
+
 function row(run) {
   const metrics = run.last_metrics || {};
   const spec = run.spec || {};
@@ -145,6 +162,7 @@ function row(run) {
       'td',
       { class: 'col-name' },
       h('a', { class: 'run-link', href: `/runs/${seg(run.id)}` }, run.name),
+      doctorMark(run),
       h(
         'div',
         { class: 'sub' },
