@@ -30,7 +30,9 @@ def test_a_provoked_finding_shows_live_and_clones_with_its_change(
     finding = page.locator('#doctor [data-rule="truncation"]')
     expect(finding).to_be_visible(timeout=120_000)
     assert status_of(api, run["id"]) == "running", "the finding must arrive while the run trains"
-    expect(finding.locator(".doctor-message")).to_contain_text("hit max_completion_length (2 tokens)")
+    expect(finding.locator(".doctor-message")).to_contain_text(
+        "hit max_completion_length (2 tokens)"
+    )
     expect(finding.locator(".doctor-severity")).to_have_text("critical")
     # the sparkline draws the run's own clipped_ratio curve from before the finding opened
     page.wait_for_function(
@@ -41,11 +43,15 @@ def test_a_provoked_finding_shows_live_and_clones_with_its_change(
         timeout=30_000,
     )
     group = finding.locator(".doctor-links a").first
-    expect(group).to_have_attribute("href", re.compile(rf"^/runs/{run['id']}/steps/\d+/groups/\d+$"))
+    expect(group).to_have_attribute(
+        "href", re.compile(rf"^/runs/{run['id']}/steps/\d+/groups/\d+$")
+    )
 
     page.goto("/")
     mark = page.locator(f'tr[data-run-id="{run["id"]}"] .doctor-mark')
-    expect(mark).to_have_text(re.compile(r"^⚕ [1-9]$"))  # no_signal too: the model gets no sum right
+    expect(mark).to_have_text(
+        re.compile(r"^⚕ [1-9]$")
+    )  # no_signal too: the model gets no sum right
     expect(mark).to_have_class(re.compile("doctor-mark-critical"))
 
     page.goto(f"/runs/{run['id']}")

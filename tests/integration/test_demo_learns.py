@@ -6,7 +6,7 @@ prompts it never trained on. The final checkpoint, exported with `grpo export`, 
 AutoModelForCausalLM and AutoTokenizer, and its greedy accuracy on the same 100 examples,
 computed here in the run's compute precision (the demo pins fp32; under bf16 autocast
 greedy decoding differs from fp32's on an example or two), is the stored final
-eval/accuracy.
+eval/accuracy. The run doctor (docs/doctor.md) finds nothing above info in it.
 
 The slowest integration test (a few minutes on 2 CPU cores): it is the demo users run.
 """
@@ -52,6 +52,7 @@ def test_the_demo_learns_and_its_exported_model_scores_what_was_stored(
         metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
         evals = client.get(f"/api/runs/{run_id}/evals", params={"examples": True}).json()
         summary = client.get(f"/api/runs/{run_id}/summary").json()
+        findings = client.get(f"/api/runs/{run_id}/diagnostics").json()
 
     curve = {row["step"]: row["metrics"]["eval/accuracy"] for row in metrics
              if "eval/accuracy" in row["metrics"]}  # fmt: skip
@@ -63,6 +64,10 @@ def test_the_demo_learns_and_its_exported_model_scores_what_was_stored(
     assert summary["steps"] == 300
     assert summary["first_eval"]["step"] == 0 and summary["final_eval"]["step"] == 300
     assert (summary["checkpoint"]["step"], summary["checkpoint"]["is_final"]) == (300, True)
+    # the run doctor, live in the worker all along: a healthy run gets nothing above info
+    print(f"doctor: {[(f['id'], f['severity'], f['message']) for f in findings['items']]}")
+    assert findings["step"] == 300
+    assert [f for f in findings["items"] if f["severity"] != "info"] == []
 
     out = tmp_path / "model"
     exported = grpo(embedded_stack, "export", run_id, str(out))
