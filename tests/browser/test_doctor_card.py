@@ -5,6 +5,7 @@ list marks the run."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ from tests.browser.runs import long_spec, status_of, stop, submit, wait_for_run
 
 
 def test_a_provoked_finding_shows_live_and_clones_with_its_change(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
 ) -> None:
     # the worker is busy with another run while the page opens: the finding can only come
     # over the stream, once the page shows none
@@ -42,6 +43,7 @@ def test_a_provoked_finding_shows_live_and_clones_with_its_change(
         }""",
         timeout=30_000,
     )
+    shoot(page, "doctor-card")
     group = finding.locator(".doctor-links a").first
     expect(group).to_have_attribute(
         "href", re.compile(rf"^/runs/{run['id']}/steps/\d+/groups/\d+$")

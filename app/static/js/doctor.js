@@ -175,10 +175,13 @@ export class DoctorCard {
   item(finding) {
     const run = `/runs/${seg(this.runId)}`;
     const clone = cloneHref(this.runId, finding.suggestions);
-    const steps =
-      finding.first_step === finding.last_step
-        ? `step ${finding.first_step}`
-        : `steps ${finding.first_step}–${finding.last_step}`;
+    // an open finding's last step moves on between its writes: it is ongoing "since"
+    let steps = `since step ${finding.first_step}`;
+    if (finding.status === 'resolved')
+      steps =
+        finding.first_step === finding.last_step
+          ? `step ${finding.first_step}`
+          : `steps ${finding.first_step}–${finding.last_step}`;
     return h(
       'li',
       {
