@@ -127,7 +127,6 @@ def _step_groups(session: Session, run_id: str, step: int) -> list[GroupView]:
             index=g.index,
             answer=g.answer,
             rewards=g.rewards,
-            outcome=g.outcome,
             is_dropped=g.is_dropped,
             completions=[
                 CompletionView(c["text"], c["reward"], c["rewards"], c["is_truncated"])

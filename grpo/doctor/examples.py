@@ -32,7 +32,6 @@ class GroupView:
     index: int
     answer: str
     rewards: Sequence[float]
-    outcome: str
     is_dropped: bool
     completions: Sequence[CompletionView] | None
     """None where the step kept no texts for the group."""

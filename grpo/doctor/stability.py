@@ -53,7 +53,8 @@ class KlRunaway:
         if kl is None:
             return None
         kl = kl if math.isfinite(kl) else 1e9
-        is_spike = _is_spike(kl, self.history, floor=KL_FLOOR)
+        median = statistics.median(self.history) if self.history else math.nan
+        is_spike = _is_spike(kl, median, len(self.history), floor=KL_FLOOR)
         self.history.append(kl)
         self.trend.push(kl)
         recent = self.trend.recent.mean
@@ -65,7 +66,6 @@ class KlRunaway:
             what = f"KL to the reference grew {growth:.1f}x in {KL_WINDOW} steps to {recent:.3g}"
             severity = Severity.WARNING
         elif is_spike:
-            median = statistics.median(list(self.history)[:-1])
             what = (
                 f"KL spiked to {kl:.3g} at step {step}, {kl / max(median, 1e-12):.0f}x its median"
             )
@@ -130,7 +130,7 @@ class GradNormSpike:
             return None
         norm = norm if math.isfinite(norm) else 1e9
         median = statistics.median(self.history) if self.history else math.nan
-        if _is_spike(norm, self.history, floor=GRAD_NORM_FLOOR):
+        if _is_spike(norm, median, len(self.history), floor=GRAD_NORM_FLOOR):
             self.spikes.append(step)
         if norm > 0:  # steps without signal have no gradient to compare with
             self.history.append(norm)
@@ -161,10 +161,12 @@ class GradNormSpike:
         return tuple(changes)
 
 
-def _is_spike(value: float, history: deque[float], *, floor: float) -> bool:
-    if len(history) < SPIKE_HISTORY // 2 or value < floor:
+def _is_spike(value: float, median: float, seen: int, *, floor: float) -> bool:
+    """At least `floor` and SPIKE_FACTOR times the median of the `seen` steps before (half a
+    history at least)."""
+    if seen < SPIKE_HISTORY // 2 or value < floor:
         return False
-    return value >= SPIKE_FACTOR * max(statistics.median(history), floor / SPIKE_FACTOR)
+    return value >= SPIKE_FACTOR * max(median, floor / SPIKE_FACTOR)
 
 
 def _calmer(spec: JobSpec, severity: Severity, *, beta: bool) -> tuple[Suggestion, ...]:

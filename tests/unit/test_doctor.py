@@ -71,13 +71,14 @@ def test_a_finding_serialises_to_finite_json_with_its_evidence_values() -> None:
     assert body["evidence"]["values"][:2] == [[1, 1.0], [2, 1.0]]  # the infinite step left out
 
 
-def _group(index: int, rewards: list[float], **completion: object) -> GroupView:
-    completions = [CompletionView(text=str(completion.get("text", "7")), reward=r,
-                                  rewards={"format": r, **completion.get("rewards", {})},  # type: ignore[dict-item]
-                                  is_truncated=bool(completion.get("cut", False)))
-                   for r in rewards]  # fmt: skip
-    return GroupView(index=index, answer="12", rewards=rewards, outcome="mixed",
-                     is_dropped=False, completions=completions)  # fmt: skip
+def _group(index: int, rewards: list[float], *, cut: bool = False) -> GroupView:
+    """A group of completions "7" (the answer is "12") scored by a format reward alone."""
+    completions = [
+        CompletionView(text="7", reward=r, rewards={"format": r}, is_truncated=cut) for r in rewards
+    ]
+    return GroupView(
+        index=index, answer="12", rewards=rewards, is_dropped=False, completions=completions
+    )
 
 
 def test_examples_are_the_flat_the_cut_and_the_high_scoring_wrong_groups() -> None:

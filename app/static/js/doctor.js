@@ -78,6 +78,72 @@ function sparkline(points, finding) {
   return svg;
 }
 
+/** Severity, title and the steps it covers (an open one's last step moves on between its
+ * writes: it reads "since"). */
+function titleRow(finding, run) {
+  let steps = `since step ${finding.first_step}`;
+  if (finding.status === 'resolved')
+    steps =
+      finding.first_step === finding.last_step
+        ? `step ${finding.first_step}`
+        : `steps ${finding.first_step}–${finding.last_step}`;
+  return h(
+    'div',
+    { class: 'doctor-title' },
+    h('span', { class: `doctor-severity severity-${finding.severity}` }, finding.severity),
+    h('strong', null, finding.title),
+    h('a', { class: 'doctor-steps', href: `${run}/steps/${seg(finding.first_step)}` }, steps),
+    finding.status === 'resolved' ? h('span', { class: 'faint' }, 'resolved') : null,
+  );
+}
+
+/** Links to the groups behind the finding, and its example completions. */
+function examples(finding, run) {
+  const { groups, completions } = finding.evidence;
+  return [
+    groups.length
+      ? h(
+          'div',
+          { class: 'doctor-links' },
+          'Groups: ',
+          groups.map((g) =>
+            h(
+              'a',
+              { href: `${run}/steps/${seg(g.step)}/groups/${seg(g.index)}`, title: g.note },
+              `step ${g.step} #${g.index}`,
+            ),
+          ),
+        )
+      : null,
+    completions.length
+      ? h(
+          'ul',
+          { class: 'doctor-completions' },
+          completions.map((c) =>
+            h('li', null, h('code', null, c.text), ` scored ${c.reward}; answer `, h('code', null, c.answer)),
+          ),
+        )
+      : null,
+  ];
+}
+
+/** The suggested spec changes and the link that opens a clone with them set. */
+function changes(finding, runId) {
+  if (!finding.suggestions.length) return null;
+  const clone = cloneHref(runId, finding.suggestions);
+  const field = (s) => (s.value === null ? s.field : `${s.field}: ${JSON.stringify(s.value)}`);
+  return h(
+    'div',
+    { class: 'doctor-suggestions' },
+    h(
+      'ul',
+      null,
+      finding.suggestions.map((s) => h('li', null, h('code', null, field(s)), ` — ${s.reason}`)),
+    ),
+    clone ? h('a', { class: 'btn btn-ghost doctor-clone', href: clone }, 'Clone with this change') : null,
+  );
+}
+
 export class DoctorCard {
   /**
    * @param {HTMLElement} el
@@ -174,28 +240,13 @@ export class DoctorCard {
   /** @param {FindingOut} finding */
   item(finding) {
     const run = `/runs/${seg(this.runId)}`;
-    const clone = cloneHref(this.runId, finding.suggestions);
-    // an open finding's last step moves on between its writes: it is ongoing "since"
-    let steps = `since step ${finding.first_step}`;
-    if (finding.status === 'resolved')
-      steps =
-        finding.first_step === finding.last_step
-          ? `step ${finding.first_step}`
-          : `steps ${finding.first_step}–${finding.last_step}`;
     return h(
       'li',
       {
         class: `doctor-item doctor-${finding.severity} doctor-${finding.status}`,
         dataset: { finding: finding.id, rule: finding.rule },
       },
-      h(
-        'div',
-        { class: 'doctor-title' },
-        h('span', { class: `doctor-severity severity-${finding.severity}` }, finding.severity),
-        h('strong', null, finding.title),
-        h('a', { class: 'doctor-steps', href: `${run}/steps/${seg(finding.first_step)}` }, steps),
-        finding.status === 'resolved' ? h('span', { class: 'faint' }, 'resolved') : null,
-      ),
+      titleRow(finding, run),
       h(
         'div',
         { class: 'doctor-body' },
@@ -207,48 +258,8 @@ export class DoctorCard {
           h('code', null, finding.evidence.metric),
         ),
       ),
-      finding.evidence.groups.length
-        ? h(
-            'div',
-            { class: 'doctor-links' },
-            'Groups: ',
-            finding.evidence.groups.map((g) =>
-              h(
-                'a',
-                { href: `${run}/steps/${seg(g.step)}/groups/${seg(g.index)}`, title: g.note },
-                `step ${g.step} #${g.index}`,
-              ),
-            ),
-          )
-        : null,
-      finding.evidence.completions.length
-        ? h(
-            'ul',
-            { class: 'doctor-completions' },
-            finding.evidence.completions.map((c) =>
-              h('li', null, h('code', null, c.text), ` scored ${c.reward}; answer `, h('code', null, c.answer)),
-            ),
-          )
-        : null,
-      finding.suggestions.length
-        ? h(
-            'div',
-            { class: 'doctor-suggestions' },
-            h(
-              'ul',
-              null,
-              finding.suggestions.map((s) =>
-                h(
-                  'li',
-                  null,
-                  h('code', null, s.value === null ? s.field : `${s.field}: ${JSON.stringify(s.value)}`),
-                  ` — ${s.reason}`,
-                ),
-              ),
-            ),
-            clone ? h('a', { class: 'btn btn-ghost doctor-clone', href: clone }, 'Clone with this change') : null,
-          )
-        : null,
+      examples(finding, run),
+      changes(finding, this.runId),
     );
   }
 }
