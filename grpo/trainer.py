@@ -18,7 +18,6 @@ from grpo.checkpoints.training_state import resume_training, save_training, star
 from grpo.data.example import Example
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
-from grpo.device_memory import memory_scalars, reset_peak_memory
 from grpo.dynamic_sampling import Batch
 from grpo.eval.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
@@ -34,6 +33,7 @@ from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_
 from grpo.reference import ReferencePolicy
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
 from grpo.report.build import build_groups, build_step_report
+from grpo.report.memory import memory_scalars, reset_peak_memory
 from grpo.report.outcome import completion_passes, pass_label
 from grpo.report.timing import StepClock
 from grpo.rewards.batch import Scores

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from grpo.doctor.finding import CompletionRef, ExampleQuery, GroupRef
-from grpo.outcome import pass_label
+from grpo.report.outcome import pass_label
 from grpo.spec import JobSpec
 
 MAX_EXAMPLES = 3

@@ -17,9 +17,9 @@ from typing import Any
 from grpo.doctor.finding import ExampleQuery, Severity, Suggestion, Verdict
 from grpo.doctor.rule import Metrics, Rule
 from grpo.doctor.windows import Baseline, Window, percent
-from grpo.outcome import ACCURACY_LIKE, pass_label
-from grpo.reward_spec import RewardEntry
+from grpo.report.outcome import ACCURACY_LIKE, pass_label
 from grpo.spec import JobSpec
+from grpo.spec.rewards import RewardEntry
 
 TRAIN_WINDOW = 10
 """Steps whose mean training reward stands for the reward at an evaluation."""

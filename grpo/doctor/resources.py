@@ -1,8 +1,8 @@
 """Resource rules: where the time and the memory of a step go.
 
-`time/generate` and `time/step` are the step's phases (grpo/timing.py); `memory/peak_gb`
+`time/generate` and `time/step` are the step's phases (grpo/report/timing.py); `memory/peak_gb`
 and `memory/device_gb` are the peak of the step's allocations and the device's size, on
-CUDA only (grpo/device_memory.py). Knows nothing of torch, HTTP or SQL.
+CUDA only (grpo/report/memory.py). Knows nothing of torch, HTTP or SQL.
 """
 
 from __future__ import annotations

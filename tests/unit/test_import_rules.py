@@ -198,6 +198,7 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "checkpoints": ("spec", "models", "parallel", "report"),
     "eval": ("spec", "data", "models", "rewards", "report"),
     "cli": ("spec", "data", "models", "parallel", "checkpoints", "eval"),
+    "doctor": ("spec", "report"),  # rules over stored metrics: torch-free, run by app/ too
 }
 """Which grpo subpackage may import which, bottom-up: each names only those above it.
 grpo's top-level modules (the algorithm core: advantages, loss, rollout, trainer, ...) may

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo.device_memory import memory_scalars, reset_peak_memory
+from grpo.report.memory import memory_scalars, reset_peak_memory
 
 
 def test_a_cpu_step_reports_no_device_memory() -> None:
