@@ -19,7 +19,9 @@ from app.store.db import unit
 from app.store.models import (
     FINAL_STATUSES,
     Checkpoint,
+    Diagnosis,
     Event,
+    Finding,
     LogLine,
     Run,
     RunStatus,
@@ -272,12 +274,13 @@ def requeue_stale_runs(
 
 @unit
 def delete_run(session: Session, run_id: str) -> bool:
-    """Delete a finished run's rows (cascades to steps, groups, samples, logs, events)."""
+    """Delete a finished run's rows (cascades to steps, groups, samples, logs, events,
+    the doctor's findings)."""
     run = session.get(Run, run_id, with_for_update=True)
     if run is None or run.status not in FINAL_STATUSES:
         return False
     # Explicit deletes: SQLite enforces ON DELETE CASCADE only with foreign_keys=ON.
-    for table in (Event, StepMetric, StepGroup, Sample, LogLine, Checkpoint):
+    for table in (Event, StepMetric, StepGroup, Sample, LogLine, Checkpoint, Finding, Diagnosis):
         session.execute(delete(table).where(table.run_id == run_id))
     session.delete(run)
     return True

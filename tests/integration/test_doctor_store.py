@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from app.main import create_app
 from app.store import db, runs, steps
 from app.store.lease import Lease
-from app.store.models import Diagnosis, Event, RunStatus
+from app.store.models import Diagnosis, Event, Finding, RunStatus
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
 from tests.integration.store_fixture import store
@@ -89,6 +89,10 @@ def test_a_stored_run_is_diagnosed_on_first_read_served_and_marked(api: TestClie
         session.execute(update(Diagnosis).where(Diagnosis.run_id == run_id).values(rules_version=0))
     assert api.get(f"/api/runs/{run_id}/diagnostics").json()["items"] == body["items"]
     assert len(diagnosis_events(run_id)) == 1
+    assert api.delete(f"/api/runs/{run_id}").status_code == 204
+    with db.session() as session:  # gone with the run, foreign keys enforced or not
+        assert session.scalar(select(func.count()).select_from(Finding)) == 0
+        assert session.get(Diagnosis, run_id) is None
 
 
 def test_the_worker_writes_findings_with_its_steps_and_a_resumed_run_catches_up(

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from grpo.doctor import RULES
+from grpo.doctor import RULES, RULES_BY_ID
 from grpo.doctor.exploration import ENTROPY_COLLAPSE
 from grpo.doctor.finding import Severity
 from grpo.doctor.hacking import REWARD_HACKING
@@ -20,6 +20,11 @@ from tests.unit.doctor_series import demo_rows, demo_spec, fields, first_verdict
 # a spec under which every rule applies (reward_scale needs scale_rewards batch,
 # generation_bound a generation_batch_size under B x G)
 EVERY_RULE = {"scale_rewards": "batch", "generation_batch_size": 64, "num_iterations": 2}
+
+
+def test_each_rule_is_found_by_its_own_id() -> None:
+    assert len(RULES_BY_ID) == len(RULES)
+    assert all(RULES_BY_ID[rule.id] is rule for rule in RULES)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)

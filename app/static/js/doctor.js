@@ -192,7 +192,15 @@ export class DoctorCard {
 
   /** Redraws the sparklines when the page's curves moved (the open findings' evidence grows). */
   update() {
-    if (this.isLoaded && this.series.version !== this.drawnVersion) this.render();
+    if (!this.isLoaded || this.series.version === this.drawnVersion) return;
+    this.drawnVersion = this.series.version;
+    // only the sparklines: the rest of the card changes with diagnosis events, and a card
+    // rebuilt with every step would move under the reader's pointer
+    for (const item of this.el.querySelectorAll('.doctor-item')) {
+      const finding = this.findings.get(/** @type {HTMLElement} */ (item).dataset.finding ?? '');
+      const old = item.querySelector('.doctor-spark');
+      if (finding && old) old.replaceWith(sparkline(sparkPoints(finding, this.series), finding));
+    }
   }
 
   sorted() {
