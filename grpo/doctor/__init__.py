@@ -1,5 +1,5 @@
 """The run doctor: rules over a run's metric series that say what is going wrong, show the
-evidence and suggest the spec change (docs/doctor.md). Torch-free: the API and the worker
+evidence and suggest the spec change (docs/how-to/doctor.md). Torch-free: the API and the worker
 both run it. Knows nothing of HTTP or SQL."""
 
 from grpo.doctor.doctor import Doctor, diagnose

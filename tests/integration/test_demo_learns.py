@@ -6,7 +6,7 @@ prompts it never trained on. The final checkpoint, exported with `grpo export`, 
 AutoModelForCausalLM and AutoTokenizer, and its greedy accuracy on the same 100 examples,
 computed here in the run's compute precision (the demo pins fp32; under bf16 autocast
 greedy decoding differs from fp32's on an example or two), is the stored final
-eval/accuracy. The run doctor (docs/doctor.md) finds nothing above info in it.
+eval/accuracy. The run doctor (docs/how-to/doctor.md) finds nothing above info in it.
 
 The slowest integration test (a few minutes on 2 CPU cores): it is the demo users run.
 """

@@ -80,7 +80,7 @@ class DiagnosisOut(BaseModel):
 @router.get("/{run_id}/diagnostics")
 def get_diagnostics(run: RunDep, session: SessionDep) -> DiagnosisOut:
     """The run doctor's findings, by the step each opened: open ones while their condition
-    holds, resolved ones after. See docs/doctor.md for the rules."""
+    holds, resolved ones after. See docs/how-to/doctor.md for the rules."""
     findings.diagnose_stored(session, run.id)
     step, items = findings.list_findings(session, run.id)
     return DiagnosisOut(
