@@ -135,7 +135,11 @@ def rank_share(ranks: Ranks, filled: Filled) -> Filled:
 
 def _moved(batch: Batch, device: torch.device) -> Batch:
     rollout = batch.rollout
-    moved = {f.name: getattr(rollout, f.name).to(device) for f in fields(rollout)}
+    moved = {
+        f.name: value.to(device)
+        for f in fields(rollout)
+        if (value := getattr(rollout, f.name)) is not None  # optional per-token fields
+    }
     return replace(batch, rollout=replace(rollout, **moved))
 
 

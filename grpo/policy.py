@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
+from grpo.engines.engine import Engine
 from grpo.models.lora import apply_lora
 from grpo.rewards.scoring import Rewarder
 from grpo.spec import JobSpec
@@ -99,3 +100,5 @@ class PolicyView(Protocol):
     stop_strings: StopStrings | None
     uses_chat_template: bool
     log: Callable[[str, str], None]
+    engine: Engine
+    """Samples the rollouts (grpo/engines/); rounds.py asks it, never the model."""

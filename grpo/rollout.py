@@ -35,6 +35,22 @@ class Rollout:
     completion_mask: Tensor  # (N, T) 1 up to and including EOS
     is_truncated: Tensor  # (N,) True when no EOS came within max_completion_length
     entropy: Tensor  # (N, T) entropy of the sampling distribution, 0 on padding
+    model_mask: Tensor | None = None
+    """(N, T) 1 on tokens the model sampled, 0 on tokens put in its context (tool results of
+    a multi-turn trajectory): those are never trained on. None: every completion token is
+    the model's (single-turn rollouts)."""
+    sampling_logps: Tensor | None = None
+    """(N, T) the engine's own log-probs of its sampled tokens (vLLM), 0 elsewhere; None when
+    the engine is the trainer's own model (native). Only measures and corrects the gap to
+    the trainer's recomputed log-probs, never replaces them."""
+
+    @property
+    def model_token_mask(self) -> Tensor:
+        """(N, T) the tokens the loss, the KL and the entropy statistics count: the
+        completion's tokens that the model sampled (tool-result tokens left out)."""
+        if self.model_mask is None:
+            return self.completion_mask
+        return self.completion_mask * self.model_mask
 
     @property
     def num_generations(self) -> int:
@@ -55,6 +71,8 @@ class Rollout:
             self.completion_mask[rows],
             self.is_truncated[rows],
             self.entropy[rows],
+            None if self.model_mask is None else self.model_mask[rows],
+            None if self.sampling_logps is None else self.sampling_logps[rows],
         )
 
 
@@ -81,7 +99,21 @@ def concat_rollouts(rollouts: Sequence[Rollout], *, pad_token_id: int) -> Rollou
         torch.cat([pad(r.completion_mask, width, 0) for r in rollouts]),
         torch.cat([r.is_truncated for r in rollouts]),
         torch.cat([pad(r.entropy, width, 0.0) for r in rollouts]),
+        _concat_optional([r.model_mask for r in rollouts], width, pad, 0),
+        _concat_optional([r.sampling_logps for r in rollouts], width, pad, 0.0),
     )
+
+
+def _concat_optional(
+    parts: Sequence[Tensor | None], width: int, pad: Callable[..., Tensor], value: float
+) -> Tensor | None:
+    """The optional (N, T) fields of concatenated rollouts: all None, or all present (one
+    engine and one rollout kind per run)."""
+    if all(p is None for p in parts):
+        return None
+    if any(p is None for p in parts):
+        raise ValueError("cannot join rollouts with and without per-token masks or log-probs")
+    return torch.cat([pad(p, width, value) for p in parts if p is not None])
 
 
 def tokenize_prompts(

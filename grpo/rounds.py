@@ -16,16 +16,15 @@ from grpo.data.example import Example
 from grpo.data.loading import PromptSampler
 from grpo.data.prompt_fit import FittedPrompt, fit_prompt
 from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal, rank_share
+from grpo.engines.engine import GenerationRequest
 from grpo.failures import RewardFunctionError
-from grpo.models.precision import autocast
 from grpo.parallel.ranks import Ranks
-from grpo.parallel.sharding import full_weights
 from grpo.policy import PolicyView
 from grpo.report.timing import StepClock
 from grpo.rewards.batch import RewardBatch, Scores
 from grpo.rewards.rules import total_rewards
 from grpo.rewards.scoring import RewardOutcome, notes_summary
-from grpo.rollout import Rollout, decode_completions, generate, tokenize_prompts
+from grpo.rollout import Rollout, decode_completions, tokenize_prompts
 from grpo.sampling import group_seed
 
 
@@ -119,20 +118,10 @@ class Rounds:
         # the global RNG before, and neither generation_batch_size nor the ranks change a
         # sample
         seeds = [group_seed(spec.seed, step, first + i, round_index) for i in range(len(prompts))]
-        with autocast(policy.device, policy.dtype), full_weights(policy.model):
-            return generate(
-                policy.model,
-                ids,
-                mask,
-                num_generations=spec.num_generations,
-                max_new_tokens=spec.max_completion_length,
-                eos_token_ids=policy.eos_token_ids,
-                pad_token_id=policy.tokenizer.pad_token_id,
-                sampling=spec.sampling,
-                seeds=seeds,
-                generation_batch_size=spec.generation_batch_size,
-                stop=policy.stop_strings,
-            )
+        request = GenerationRequest(
+            ids, mask, spec.num_generations, spec.max_completion_length, spec.sampling, seeds
+        )
+        return policy.engine.generate(request)
 
     def score(
         self,

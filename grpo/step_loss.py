@@ -23,11 +23,12 @@ from grpo.spec import JobSpec
 
 
 def loss_mask_of(rollout: Rollout, spec: JobSpec) -> Tensor:
-    """(N, T) tokens the loss counts: the completions' tokens, less truncated completions
-    when mask_truncated_completions (DAPO's overlong filtering)."""
+    """(N, T) tokens the loss counts: the completions' tokens the model sampled (tool results
+    left out), less truncated completions when mask_truncated_completions (DAPO's overlong
+    filtering)."""
     if not spec.mask_truncated_completions:
-        return rollout.completion_mask
-    return rollout.completion_mask * (~rollout.is_truncated).long()[:, None]
+        return rollout.model_token_mask
+    return rollout.model_token_mask * (~rollout.is_truncated).long()[:, None]
 
 
 def start_counts(loss_mask: Tensor, ranks: Ranks = SINGLE) -> Callable[[], list[float]]:

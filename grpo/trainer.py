@@ -19,6 +19,8 @@ from grpo.data.example import Example
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
 from grpo.dynamic_sampling import Batch
+from grpo.engines.engine import Engine
+from grpo.engines.native import NativeEngine
 from grpo.eval.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.kl_control import adapt_beta
@@ -121,6 +123,7 @@ class Trainer:
         self.stop_strings = StopStrings(self.tokenizer, spec.stop) if spec.stop else None
         self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
         check_prompts_render(self.examples, spec.data, self.tokenizer)
+        self.engine: Engine = NativeEngine(self)
         self.rounds = Rounds(self, self.examples, self.ranks)
         for note in spec.notes:
             self.log("warning", note)
@@ -296,7 +299,9 @@ class Trainer:
             )
 
     def _after_update(self, step: int, *, kl: float) -> None:
-        """Advance the schedule, adapt beta, and sync the reference when due."""
+        """Hand the engine the new weights; advance the schedule, adapt beta, and sync the
+        reference when due."""
+        self.engine.load_weights(self.model)
         self.scheduler.step()
         self.beta = adapt_beta(
             self.beta, kl, target=self.spec.kl_target, horizon=self.spec.kl_horizon

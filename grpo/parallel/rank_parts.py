@@ -50,7 +50,7 @@ def rank_part(
     """This rank's part of the step (on the CPU): its kept groups, `passes` of each
     completion, and the clock's phase timings."""
     rollout = batch.rollout
-    mask = rollout.completion_mask.bool()
+    mask = rollout.model_token_mask.bool()  # tool-result tokens are no sampling entropy
     timings = clock.scalars(num_tokens=0)
     del timings["tokens_per_second"]  # of the whole step: from all ranks' tokens
     timings.update({f"time/{name}": s for name, s in clock.seconds.items() if "/" in name})

@@ -195,8 +195,10 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "rewards": ("spec", "data", "models"),
     "report": ("spec", "data", "models"),
     "parallel": ("spec", "models", "rewards", "report"),
+    # generation engines (native, vLLM) and the multi-turn tool loop over them
+    "engines": ("spec", "data", "models", "rewards", "report", "parallel"),
     "checkpoints": ("spec", "models", "parallel", "report"),
-    "eval": ("spec", "data", "models", "rewards", "report"),
+    "eval": ("spec", "data", "models", "rewards", "report", "engines"),
     "cli": ("spec", "data", "models", "parallel", "checkpoints", "eval"),
     "doctor": ("spec", "report"),  # rules over stored metrics: torch-free, run by app/ too
 }

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from grpo.parallel.ranks import SINGLE
-from grpo.rollout import Rollout
+from grpo.rollout import Rollout, concat_rollouts
 from grpo.spec import JobSpec, RegexReward
 from grpo.step_loss import loss_mask_of, mask_share, start_counts, step_loss_terms
 
@@ -35,6 +37,19 @@ def test_overlong_filtering_drops_truncated_completions_from_the_loss_mask():
     assert loss_mask_of(rollout(), spec()).tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
     masked = loss_mask_of(rollout(), spec(mask_truncated_completions=True))
     assert masked.tolist() == [[1, 1, 1, 0], [0, 0, 0, 0]]
+
+
+def test_tokens_put_in_the_models_context_leave_the_loss_mask_and_the_token_count():
+    # row 1's middle two tokens are a tool result (model_mask 0): never trained on
+    tools = replace(rollout(), model_mask=torch.tensor([[1, 1, 1, 1], [1, 0, 0, 1]]))
+    assert loss_mask_of(tools, spec()).tolist() == [[1, 1, 1, 0], [1, 0, 0, 1]]
+    assert start_counts(loss_mask_of(tools, spec()))() == [2.0, 5.0]  # rows, 3 + 2 tokens
+    masked = loss_mask_of(tools, spec(mask_truncated_completions=True))
+    assert masked.tolist() == [[1, 1, 1, 0], [0, 0, 0, 0]]
+    both = concat_rollouts([tools, tools.select_groups(torch.tensor([0]))], pad_token_id=0)
+    assert both.model_mask is not None and both.model_mask.shape == (4, 4)
+    with pytest.raises(ValueError, match="with and without"):
+        concat_rollouts([tools, rollout()], pad_token_id=0)
 
 
 @pytest.mark.parametrize(
