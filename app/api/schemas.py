@@ -141,6 +141,8 @@ class CompletionOut(BaseModel):
     """The end-of-sequence id that ended it."""
     note: str | None = None
     """What a reward function noted about it (`code: killed at the CPU limit (5 s)`)."""
+    extras: dict[str, str | int | float | bool | None] | None = None
+    """Columns reward functions logged for it (TRL's `log_extra`), by column name."""
 
 
 class GroupDetail(GroupSummary):
