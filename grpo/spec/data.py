@@ -22,8 +22,10 @@ class DataSpec(BaseModel):
     """Split to train on."""
     prompt_field: str = Field("prompt", min_length=1, max_length=100)
     """Field of each record that holds the prompt."""
-    answer_field: str = Field("answer", min_length=1, max_length=100)
-    """Field of each record that holds the reference answer."""
+    answer_field: str | None = Field("answer", min_length=1, max_length=100)
+    """Field of each record that holds the reference answer (reward functions get it under
+    this name and as `answer`); null when the records have none, as for judge, reward-model
+    and code rewards: then no reward entry may need one (`accuracy`, `exact_match`)."""
     prompt_template: str = Field("{prompt}", max_length=4000)
     """Text around each prompt; `{prompt}` is replaced by the record's prompt."""
     use_chat_template: bool = True

@@ -26,11 +26,11 @@ def _bad(message: str) -> ApiError:
 
 
 def check_jsonl_file(
-    path: Path, *, prompt_field: str, answer_field: str, max_lines: int
+    path: Path, *, prompt_field: str, answer_field: str | None, max_lines: int
 ) -> JsonlSummary:
     """Every non-blank line a record as the trainer reads it (grpo/spec/records.py), of text the
     store and the tokenizer can take (no NUL, no lone surrogate); the fields records have."""
-    fields: set[str] = {prompt_field, answer_field}
+    fields = {prompt_field} | ({answer_field} if answer_field else set())
     count = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):

@@ -22,6 +22,13 @@ from app.store.models import Dataset
 
 router = APIRouter(prefix="/api/datasets", tags=["datasets"])
 FieldName = Annotated[str, Query(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]
+AnswerFieldName = Annotated[
+    str,
+    Query(
+        pattern=r"^([A-Za-z_][A-Za-z0-9_\-]{0,63})?$",
+        description="The records' answer column; empty: they have none (answer_field null)",
+    ),
+]
 
 
 def dataset_out(d: Dataset) -> DatasetOut:
@@ -63,7 +70,7 @@ async def upload_dataset(
     session: SessionDep,
     name: NameQuery,
     prompt_field: FieldName = "prompt",
-    answer_field: FieldName = "answer",
+    answer_field: AnswerFieldName = "answer",
 ) -> DatasetOut:
     """Body: JSONL (`application/x-ndjson`), one record per line, with the prompt and answer
     fields. Streamed to a file while counting (413 past GRPO_MAX_DATASET_BYTES), checked in a
@@ -75,7 +82,7 @@ async def upload_dataset(
             check_jsonl_file,
             upload,
             prompt_field=prompt_field,
-            answer_field=answer_field,
+            answer_field=answer_field or None,
             max_lines=settings.max_dataset_lines,
         )
         dataset_id = uuid.uuid4().hex[:16]
