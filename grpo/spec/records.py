@@ -61,6 +61,17 @@ def parse_record(record: Any, *, prompt_field: str, answer_field: str | None, wh
     return Record(prompt=prompt, answer=answer_text, data=data)
 
 
+def has_system_turn(prompt: Prompt) -> bool:
+    """Whether a prompt carries its own system message (a chat prompt with a system turn)."""
+    return isinstance(prompt, list) and any(m["role"] == "system" for m in prompt)
+
+
+SYSTEM_PROMPT_CLASH = (
+    "data.system_prompt adds a system turn, but the prompt of {where} already has one: "
+    "drop data.system_prompt or the records' system messages"
+)
+
+
 def _prompt(value: Any, *, field: str, where: str) -> Prompt:
     if isinstance(value, str):
         if not value:

@@ -21,7 +21,7 @@ class JsonlSummary:
     fields: list[str]
 
 
-def _bad(message: str) -> ApiError:
+def bad_dataset(message: str) -> ApiError:
     return ApiError(422, "invalid_dataset", message)
 
 
@@ -38,7 +38,9 @@ def check_jsonl_file(
                 continue
             count += 1
             if count > max_lines:
-                raise _bad(f"more than {max_lines} records; at most {max_lines} are accepted")
+                raise bad_dataset(
+                    f"more than {max_lines} records; at most {max_lines} are accepted"
+                )
             record = _parse_line(raw, number)
             try:
                 parsed = parse_record(
@@ -48,10 +50,10 @@ def check_jsonl_file(
                     where=f"line {number}",
                 )
             except RecordError as exc:
-                raise _bad(str(exc)) from exc
+                raise bad_dataset(str(exc)) from exc
             fields |= set(parsed.data)
     if count == 0:
-        raise _bad("dataset is empty")
+        raise bad_dataset("dataset is empty")
     return JsonlSummary(num_records=count, fields=sorted(fields))
 
 
@@ -59,20 +61,22 @@ def _parse_line(raw: bytes, number: int) -> object:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _bad(f"line {number}: not UTF-8 at byte {exc.start}") from exc
+        raise bad_dataset(f"line {number}: not UTF-8 at byte {exc.start}") from exc
     try:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _bad(f"line {number}: invalid JSON ({exc.msg})") from exc
+        raise bad_dataset(f"line {number}: invalid JSON ({exc.msg})") from exc
     except (ValueError, RecursionError) as exc:  # 5,000-digit integers, deep nesting
-        raise _bad(f"line {number}: invalid JSON ({type(exc).__name__}: {exc})"[:300]) from exc
+        raise bad_dataset(
+            f"line {number}: invalid JSON ({type(exc).__name__}: {exc})"[:300]
+        ) from exc
     for text_value in _texts(record):
         if "\x00" in text_value:
-            raise _bad(f"line {number}: NUL character (\\u0000) in a string")
+            raise bad_dataset(f"line {number}: NUL character (\\u0000) in a string")
         try:
             text_value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise _bad(
+            raise bad_dataset(
                 f"line {number}: lone surrogate {text_value[exc.start]!r} in a string"
             ) from exc
     return record
