@@ -47,6 +47,7 @@ TORCH_FREE_GRPO = (
     "grpo.spec.sources",  # what `model` and `data.source` point at
     "grpo.spec.records",  # a JSONL record, checked at upload
     "grpo.spec.parquet",  # a parquet dataset read a batch at a time, checked at upload
+    "grpo.spec.trl_config",  # a TRL GRPOConfig as a JobSpec (POST /api/specs/convert)
     "grpo.spec.record_files",  # a dataset file's records one at a time, scanned at submit
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
     "grpo.rewards.kind",  # what a reward kind is told at submit
