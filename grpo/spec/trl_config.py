@@ -96,6 +96,12 @@ def prompts_per_step(
 ) -> int:  # fmt: skip
     """TRL's completions per optimizer step over num_generations; ValueError when the step
     does not hold whole groups (TRL refuses such a config too)."""
+    counts = (per_device_train_batch_size, gradient_accumulation_steps, processes, num_generations)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts):
+        raise ValueError(
+            "per_device_train_batch_size, gradient_accumulation_steps, processes and "
+            f"num_generations must be whole numbers of at least 1, got {counts}"
+        )
     completions = per_device_train_batch_size * gradient_accumulation_steps * processes
     if completions % num_generations:
         raise ValueError(
@@ -106,7 +112,15 @@ def prompts_per_step(
 
 
 def convert(config: dict[str, Any], *, processes: int = 1, name: str = "") -> Conversion:
-    """The JobSpec of a GRPOConfig (plus script arguments) run on `processes` devices."""
+    """The JobSpec of a GRPOConfig (plus script arguments) run on `processes` devices;
+    ValueError, saying what is wrong, for a config whose values have the wrong types."""
+    try:
+        return _convert(config, processes=processes, name=name)
+    except (TypeError, ArithmeticError, AttributeError) as exc:
+        raise ValueError(f"a value of the config has the wrong type: {exc}") from exc
+
+
+def _convert(config: dict[str, Any], *, processes: int, name: str) -> Conversion:
     out = Conversion()
     rest = dict(config)
     processes = int(rest.pop("num_processes", processes))

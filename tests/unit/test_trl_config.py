@@ -101,3 +101,25 @@ def test_grpo_convert_writes_the_spec_yaml_with_the_unmapped_fields_on_top(
     )  # fmt: skip
     assert main(["convert", str(RECIPES / "lora_gsm8k.yaml"), "--processes", "2"]) == 0
     assert "num_processes: 4" in capsys.readouterr().out  # the file's own count wins
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"num_generations": 0},
+        {"per_device_train_batch_size": "16"},
+        {"max_steps": "many"},
+        {"warmup_ratio": "x", "max_steps": 10},
+        {"reward_funcs": ["accuracy"], "reward_weights": 3},
+        {"num_processes": "four"},
+    ],
+)
+def test_values_of_the_wrong_type_are_a_value_error_never_a_crash(
+    config: dict[str, object],
+) -> None:
+    try:
+        out = convert(config)
+    except ValueError:
+        return
+    JobSpec.model_validate(out.spec)  # or they are listed as unmapped
+    assert out.unmapped
