@@ -68,7 +68,7 @@ const PANELS = [
     id: 'logged',
     title: 'Reward function metrics',
     hint: 'what reward functions logged with log_metric',
-    value: 'reward',
+    value: '',
     build: loggedPanel,
     isOptional: true,
   },
@@ -419,6 +419,6 @@ function headValue(panel, s) {
     const latest = shares ? shares.no_signal[shares.no_signal.length - 1] : null;
     return latest == null ? '' : `no signal ${pct(latest, 0)}`;
   }
-  const value = s.latest(panel.value);
+  const value = panel.value ? s.latest(panel.value) : null; // '' : no one headline value
   return value == null ? '' : formatValue(value, panel.unit);
 }
