@@ -109,6 +109,9 @@ def test_a_chat_parquet_upload_keeps_its_columns_and_a_bad_row_is_named(api: Tes
     bad = [*rows, {"prompt": [{"role": "robot", "content": "x"}], "solution": "1"}]
     refused = api.post("/api/datasets", params=params, content=parquet_bytes(bad), headers=PARQUET)
     assert refused.status_code == 422 and "row 4" in refused.text and "role" in refused.text
+    nul = [{"prompt": "1+1=", "solution": "2"}] * 3 + [{"prompt": "a\x00b", "solution": "1"}]
+    refused = api.post("/api/datasets", params=params, content=parquet_bytes(nul), headers=PARQUET)
+    assert refused.status_code == 422 and "row 4: NUL" in refused.text
     truncated = api.post(
         "/api/datasets", params=params, content=b"PAR1 not really", headers=PARQUET
     )

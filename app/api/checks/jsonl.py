@@ -70,7 +70,7 @@ def _parse_line(raw: bytes, number: int) -> object:
         raise bad_dataset(
             f"line {number}: invalid JSON ({type(exc).__name__}: {exc})"[:300]
         ) from exc
-    for text_value in _texts(record):
+    for text_value in texts_of(record):
         if "\x00" in text_value:
             raise bad_dataset(f"line {number}: NUL character (\\u0000) in a string")
         try:
@@ -82,7 +82,7 @@ def _parse_line(raw: bytes, number: int) -> object:
     return record
 
 
-def _texts(value: object) -> Iterator[str]:
+def texts_of(value: object) -> Iterator[str]:
     """Every key and string in a parsed JSON value, without recursion."""
     stack = [value]
     while stack:

@@ -1,13 +1,14 @@
 """Checking an uploaded parquet dataset a record batch at a time (grpo/spec/parquet.py),
 never holding it whole: every row a record as the trainer reads it (grpo/spec/records.py).
-Every refusal names the row. Knows nothing of HTTP beyond the error it raises.
+Every refusal names the row (1-based); strings may not hold NUL, which the store cannot
+keep. Knows nothing of HTTP beyond the error it raises.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from app.api.checks.jsonl import JsonlSummary, bad_dataset
+from app.api.checks.jsonl import JsonlSummary, bad_dataset, texts_of
 from grpo.spec.parquet import parquet_records
 from grpo.spec.records import RecordError, parse_record
 
@@ -25,6 +26,8 @@ def check_parquet_file(
                 raise bad_dataset(
                     f"more than {max_lines} records; at most {max_lines} are accepted"
                 )
+            if any("\x00" in text for text in texts_of(row)):
+                raise bad_dataset(f"row {number}: NUL character (\\u0000) in a string")
             try:
                 parsed = parse_record(
                     row, prompt_field=prompt_field, answer_field=answer_field, where=f"row {number}"
