@@ -99,16 +99,22 @@ class Rewarder:
         said = {entry.label: Notes() for entry in self.rewards}
         scores: Scores = {}
         seconds: dict[str, float] = {}
-        pending = []
-        for entry in self.rewards:
-            started = time.perf_counter()
-            with reward_errors(entry.label, batch):
-                result = self._scorers[entry.label](batch, said[entry.label])
-            if inspect.isawaitable(result):
-                pending.append((entry.label, result))
-                continue
-            scores[entry.label] = result
-            seconds[entry.label] = time.perf_counter() - started
+        pending: list[tuple[str, Awaitable[list[float | None]]]] = []
+        try:
+            for entry in self.rewards:
+                started = time.perf_counter()
+                with reward_errors(entry.label, batch):
+                    result = self._scorers[entry.label](batch, said[entry.label])
+                if inspect.isawaitable(result):
+                    pending.append((entry.label, result))
+                    continue
+                scores[entry.label] = result
+                seconds[entry.label] = time.perf_counter() - started
+        except BaseException:
+            for _, work in pending:  # a plain scorer failed: the async ones never start
+                if inspect.iscoroutine(work):
+                    work.close()
+            raise
         for label, (values, spent) in self._awaited(pending, batch).items():
             scores[label], seconds[label] = values, spent
         outcome = RewardOutcome(

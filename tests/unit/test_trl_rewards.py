@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import time
+import warnings
 from typing import Any
 
 import pytest
@@ -151,3 +153,18 @@ def test_an_async_function_that_raises_names_its_label_and_step() -> None:
 
     with pytest.raises(RewardFunctionError, match=r"'broken' failed at step 5: KeyError"):
         _rewarder(broken=broken).score(_batch(["a", "b", "c", "d"]))
+
+
+def test_a_plain_function_failing_leaves_no_async_one_unawaited() -> None:
+    async def judge(completions, **kwargs):  # type: ignore[no-untyped-def]
+        return [1.0] * len(completions)
+
+    def broken(completions, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("down")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RewardFunctionError, match="'broken' failed at step 5"):
+            _rewarder(judge=judge, broken=broken).score(_batch(["a", "b", "c", "d"]))
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)]
