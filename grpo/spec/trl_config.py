@@ -122,7 +122,7 @@ def convert(config: dict[str, Any], *, processes: int = 1, name: str = "") -> Co
 
 def _convert(config: dict[str, Any], *, processes: int, name: str) -> Conversion:
     out = Conversion()
-    rest = dict(config)
+    rest = {str(key): value for key, value in config.items()}
     processes = int(rest.pop("num_processes", processes))
     out.spec["name"] = _name(rest, name)
     _same_names(rest, out)
@@ -262,7 +262,8 @@ def _drop_refused(out: Conversion) -> None:
     pydantic's reason, until the spec validates."""
     for _ in range(len(out.spec) + 1):
         try:
-            JobSpec.model_validate(out.spec)
+            # the validated spec's own JSON: YAML's dates and the like never leave here
+            out.spec = JobSpec.model_validate(out.spec).model_dump(mode="json", exclude_unset=True)
             return
         except ValidationError as exc:
             error = exc.errors()[0]

@@ -123,3 +123,10 @@ def test_values_of_the_wrong_type_are_a_value_error_never_a_crash(
         return
     JobSpec.model_validate(out.spec)  # or they are listed as unmapped
     assert out.unmapped
+
+
+def test_the_spec_is_the_validated_specs_json_whatever_the_yaml_held() -> None:
+    out = convert(yaml.safe_load("1: 2\nseed: 7\nrun_name: 2020-01-01\nbeta: 0\n"))
+    assert out.spec == {"name": "2020-01-01", "beta": 0.0, "seed": 7, "prompts_per_step": 1,
+                        "micro_batch_size": 8}  # fmt: skip
+    assert out.unmapped == {"1": "no equivalent in JobSpec"}

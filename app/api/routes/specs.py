@@ -20,7 +20,7 @@ def convert_trl_config(body: TrlConfigIn) -> TrlConversionOut:
     reward_funcs, reward_weights); nothing is stored or run."""
     try:
         config = yaml.safe_load(body.config)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         raise _bad("config", f"not YAML: {exc}"[:500]) from exc
     if not isinstance(config, dict):
         raise _bad("config", "expected a mapping of GRPOConfig fields")
