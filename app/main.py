@@ -22,6 +22,7 @@ from app.api.routes import (
     run_actions,
     run_summary,
     runs,
+    specs,
     steps,
     stream,
     workers,
@@ -53,6 +54,7 @@ def create_app() -> FastAPI:
         evals,
         run_summary,
         diagnostics,
+        specs,
     ):
         app.include_router(module.router, responses=errors(*EVERY_ROUTE))
     app.include_router(dashboard.router)

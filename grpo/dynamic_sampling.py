@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -28,6 +29,8 @@ from grpo.report.timing import StepClock
 from grpo.rewards.batch import Scores
 from grpo.rollout import Rollout, concat_rollouts
 from grpo.spec import JobSpec
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Batch:
     advantages: Tensor  # (B, G)
     notes: dict[int, str] = field(default_factory=dict)
     """What reward functions noted about completions, by completion index (B x G)."""
+    extras: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Columns reward functions logged (log_extra), by completion index (B x G)."""
 
     def select(self, groups: list[int]) -> Batch:
         g = self.rollout.num_generations
@@ -58,6 +63,7 @@ class Batch:
             self.rewards[index],
             self.advantages[index],
             {new: self.notes[old] for new, old in enumerate(rows) if old in self.notes},
+            {new: self.extras[old] for new, old in enumerate(rows) if old in self.extras},
         )
 
 
@@ -156,16 +162,21 @@ def concat_batches(batches: list[Batch], *, pad_token_id: int) -> Batch | None:
         {key: [v for b in batches for v in b.scores[key]] for key in batches[0].scores},
         torch.cat([b.rewards for b in batches]),
         torch.cat([b.advantages for b in batches]),
-        _concat_notes(batches),
+        _concat_by_completion(batches, lambda b: b.notes),
+        _concat_by_completion(batches, lambda b: b.extras),
     )
 
 
-def _concat_notes(batches: list[Batch]) -> dict[int, str]:
-    notes, offset = {}, 0
+def _concat_by_completion(
+    batches: list[Batch], part: Callable[[Batch], dict[int, V]]
+) -> dict[int, V]:
+    """A per-completion dict of every batch, renumbered for the concatenation."""
+    joined: dict[int, V] = {}
+    offset = 0
     for batch in batches:
-        notes.update({offset + i: note for i, note in batch.notes.items()})
+        joined.update({offset + i: value for i, value in part(batch).items()})
         offset += len(batch.texts)
-    return notes
+    return joined
 
 
 def dynamic_scalars(

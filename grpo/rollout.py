@@ -329,8 +329,12 @@ def _stop_hits(stop: StopStrings, tokens: Tensor, rows: Tensor, is_live: Tensor)
 
 def decode_completions(tokenizer: Any, rollout: Rollout) -> list[str]:
     """Completion texts without padding or special tokens."""
-    rows = [
+    return list(tokenizer.batch_decode(completion_token_ids(rollout), skip_special_tokens=True))
+
+
+def completion_token_ids(rollout: Rollout) -> list[list[int]]:
+    """Each completion's token ids without padding, its EOS kept (TRL's `completion_ids`)."""
+    return [
         ids[:n].tolist()
         for ids, n in zip(rollout.completion_ids, rollout.lengths.tolist(), strict=True)
     ]
-    return list(tokenizer.batch_decode(rows, skip_special_tokens=True))

@@ -21,10 +21,10 @@ from grpo.failures import RewardFunctionError
 from grpo.parallel.ranks import Ranks
 from grpo.policy import PolicyView
 from grpo.report.timing import StepClock
-from grpo.rewards.batch import RewardBatch, Scores
+from grpo.rewards.batch import RewardBatch, Scores, TrainerState
 from grpo.rewards.rules import total_rewards
 from grpo.rewards.scoring import RewardOutcome, notes_summary
-from grpo.rollout import Rollout, decode_completions, tokenize_prompts
+from grpo.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
 from grpo.sampling import group_seed
 
 
@@ -39,6 +39,8 @@ class Rounds:
         }
         self.truncated_prompts = 0
         """Prompts cut to max_prompt_length since the last reset (the step's, all rounds)."""
+        self.logged_metrics: dict[str, float] = {}
+        """What reward functions logged with log_metric this step (its last round's value)."""
 
     def sample(self, step: int, clock: StepClock) -> tuple[Filled, dict[str, float]]:
         """Round 0 alone, or rounds until the step has prompts_per_step groups with signal
@@ -46,6 +48,7 @@ class Rounds:
         dynamic_sampling/* scalars."""
         spec = self.policy.spec
         self.truncated_prompts = 0
+        self.logged_metrics = {}
         if not spec.dynamic_sampling.enabled:
             first = self.ranks.groups(spec.prompts_per_step).start
             return Filled(self.sample_round(step, 0, clock), None, 1, first=first), {}
@@ -80,7 +83,11 @@ class Rounds:
         for label, seconds in scored.seconds.items():  # time/reward/<label>, all rounds
             clock.seconds[f"reward/{label}"] = clock.seconds.get(f"reward/{label}", 0.0) + seconds
         advantages = self.compute_advantages(rewards, scores)
-        return Batch(examples, prompts, rollout, texts, scores, rewards, advantages, scored.notes)
+        self.logged_metrics.update(scored.metrics)
+        return Batch(
+            examples, prompts, rollout, texts, scores, rewards, advantages, scored.notes,
+            scored.extras,
+        )  # fmt: skip
 
     def sampler_for(self, round_index: int) -> PromptSampler:
         """The prompt stream of a round (0: the main one; a reserve stream per extra round)."""
@@ -131,6 +138,7 @@ class Rounds:
         texts: list[str],
         rollout: Rollout,
     ) -> RewardOutcome:
+        spec = self.policy.spec
         batch = RewardBatch(
             run_id=self.policy.run_id,
             step=step,
@@ -138,6 +146,13 @@ class Rounds:
             prompts=prompts,
             completions=texts,
             num_tokens=rollout.lengths.tolist(),
+            completion_ids=completion_token_ids(rollout),
+            trainer_state=TrainerState(
+                global_step=step - 1,
+                max_steps=spec.max_steps,
+                epoch=(step - 1) * spec.prompts_per_step / len(self.examples),
+            ),
+            answer_field=spec.data.answer_field,
         )
         try:
             scored = self.policy.rewarder.score(batch)

@@ -7,7 +7,7 @@ callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -39,7 +39,9 @@ from grpo.report.memory import memory_scalars, reset_peak_memory
 from grpo.report.outcome import completion_passes, pass_label
 from grpo.report.timing import StepClock
 from grpo.rewards.batch import Scores
+from grpo.rewards.registry import check_answers_present
 from grpo.rewards.scoring import Rewarder
+from grpo.rewards.trl_call import RewardFunction
 from grpo.rollout import Rollout
 from grpo.rounds import Rounds
 from grpo.spec import JobSpec
@@ -74,9 +76,12 @@ class Trainer:
         run_id: str = "",
         reward_hosts: Sequence[str] = (),
         token_envs: Sequence[str] = (),
+        reward_functions: Mapping[str, RewardFunction] | None = None,
     ) -> None:
         """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default);
-        `token_envs`: variables besides GRPO_REWARD_TOKEN_* their `token_env` may name."""
+        `token_envs`: variables besides GRPO_REWARD_TOKEN_* their `token_env` may name;
+        `reward_functions`: callables of this process for the `python` entries naming them
+        (the Python API, grpo/api.py)."""
         self.ranks = current_ranks()
         if self.ranks.world_size != spec.resources.num_processes:
             raise ValueError(
@@ -91,6 +96,7 @@ class Trainer:
         self.device = pick_device(spec.device)
         self.dtype = compute_dtype(spec.precision, self.device)
         torch.manual_seed(spec.seed)  # LoRA initialisation
+        check_answers_present(spec)
         self.examples = load_nonempty(spec.data, datasets_dir, data_roots)
         self.datasets_dir, self.data_roots = datasets_dir, data_roots
         self.eval_examples: list[Example] | None = None  # loaded at the first evaluation
@@ -109,6 +115,7 @@ class Trainer:
             token_envs=token_envs,
             cache_dir=Path(cache_dir),
             model_roots=model_roots,
+            functions=reward_functions,
         )
         self.rewarder = rewarder(spec.rewards)
         eval_rewards = spec.eval.rewards if spec.eval else None
@@ -230,7 +237,8 @@ class Trainer:
             trained = step_scalars(
                 whole, update.metrics, beta=self.beta, learning_rate=learning_rate
             )
-            scalars = {**trained, **dynamic, **memory_scalars(self.device)}
+            logged = self.rounds.logged_metrics  # log_metric of rank 0's functions
+            scalars = {**trained, **dynamic, **logged, **memory_scalars(self.device)}
             report = build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
         self._after_update(step, kl=update.metrics.get("kl", 0.0))  # summed over ranks
         return report
@@ -257,6 +265,7 @@ class Trainer:
             rollout=batch.rollout,
             scores=batch.scores,
             notes=batch.notes,
+            extras=batch.extras,
             rewards=batch.rewards,
             advantages=advantages,
             token_kls=token_kls,

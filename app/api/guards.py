@@ -20,6 +20,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
 JSON_TYPES = ("application/json",)
 JSONL_TYPES = ("application/x-ndjson", "application/jsonl")
+PARQUET_TYPES = ("application/vnd.apache.parquet", "application/x-parquet")
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -47,9 +48,12 @@ def body_problem(path: str, content_type: str) -> str | None:
     """Why a write's body of this content type is refused, or None."""
     media = content_type.split(";", 1)[0].strip().lower()
     if path.rstrip("/") == "/api/datasets":
-        if media in JSONL_TYPES:
+        if media in JSONL_TYPES or media in PARQUET_TYPES:
             return None
-        return f"dataset uploads are JSONL: send Content-Type: {JSONL_TYPES[0]}"
+        return (
+            f"dataset uploads are JSONL or parquet: send Content-Type: {JSONL_TYPES[0]} "
+            f"or {PARQUET_TYPES[0]}"
+        )
     if media in JSON_TYPES or media.endswith("+json"):
         return None
     return "request bodies are JSON: send Content-Type: application/json"

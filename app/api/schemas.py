@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.store.models import GroupOutcome, RunStatus
 
@@ -100,6 +100,23 @@ class PresetList(BaseModel):
     items: list[Preset]
 
 
+class TrlConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    config: str = Field(min_length=1, max_length=200_000)
+    """A TRL GRPOConfig as YAML, with the recipe's script arguments if any."""
+    processes: int = Field(1, ge=1, le=4096)
+    """Devices the recipe ran on (accelerate's num_processes)."""
+
+
+class TrlConversionOut(BaseModel):
+    spec: dict[str, Any]
+    """The JobSpec, as POST /api/runs takes it."""
+    unmapped: dict[str, str]
+    """Each input field that has no equivalent, with the reason."""
+    yaml: str
+    """The spec as YAML, the unmapped fields listed in a comment at its top."""
+
+
 class GroupSummary(BaseModel):
     step: int
     index: int
@@ -141,6 +158,8 @@ class CompletionOut(BaseModel):
     """The end-of-sequence id that ended it."""
     note: str | None = None
     """What a reward function noted about it (`code: killed at the CPU limit (5 s)`)."""
+    extras: dict[str, str | int | float | bool | None] | None = None
+    """Columns reward functions logged for it (TRL's `log_extra`), by column name."""
 
 
 class GroupDetail(GroupSummary):

@@ -1,5 +1,5 @@
 """The `grpo` command: `train` (grpo/cli/train.py) and `eval` run the library in the
-terminal, with no server.
+terminal, with no server; `convert` turns a TRL GRPOConfig into a spec (grpo/cli/convert.py).
 
 Service commands (up, worker, submit, runs, cancel, logs, doctor, export, migrate) are
 handed to app.cli or worker.cli in a fresh process, so this module never imports the server
@@ -13,6 +13,9 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from grpo.cli.convert import add_parser as add_convert_parser
+from grpo.cli.convert import run_convert
 
 SERVICE_COMMANDS = {
     "up": "app.cli",
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     from grpo.failures import user_message
 
     try:
+        if args.command == "convert":
+            return run_convert(args)
         args.cache_dir = cache_dir(args.cache_dir)
         if args.command == "train":
             from grpo.cli.train import train
@@ -110,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_parser.add_argument("--split", default="test")
     eval_parser.add_argument("--max-new-tokens", type=int, default=16)
     eval_parser.add_argument("--device", default="auto")
+    add_convert_parser(sub)
     for each in (train_parser, eval_parser):
         each.add_argument(
             "--cache-dir",

@@ -10,6 +10,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,33 @@ def train_here(
     args: argparse.Namespace, spec: Any, workdir: Path, *, keep_stopping: bool = False
 ) -> int:
     """Train in this process (one rank of several when launched); rank 0 shows progress."""
+    result = fit_here(
+        spec,
+        workdir,
+        cache_dir=args.cache_dir,
+        resume=args.resume,
+        reward_hosts=[h for h in args.reward_hosts.split(",") if h.strip()],
+        token_envs=[n.strip() for n in args.reward_token_envs.split(",") if n.strip()],
+        keep_stopping=keep_stopping,
+    )
+    return 130 if result.is_stopped else 0
+
+
+def fit_here(
+    spec: Any,
+    workdir: Path,
+    *,
+    cache_dir: Path,
+    resume: bool = False,
+    reward_hosts: list[str] | None = None,
+    token_envs: list[str] | None = None,
+    reward_functions: dict[str, Any] | None = None,
+    keep_stopping: bool = False,
+    on_step: Any = None,
+) -> Any:
+    """Train in this process with a progress bar and log lines on rank 0 and Ctrl-C asking
+    for a stop between steps; the FitResult. `grpo train` and the Python API (grpo/python_api.py)
+    both train through it, so both show the same progress and leave the same workdir."""
     from tqdm import tqdm
 
     from grpo.parallel.ranks import current_ranks
@@ -117,11 +145,12 @@ def train_here(
     trainer = Trainer(
         spec,
         workdir=workdir,
-        cache_dir=args.cache_dir,
+        cache_dir=cache_dir,
         progress=is_main,
         log=lambda level, message: tqdm.write(f"[{level}] {message}") if is_main else None,
-        reward_hosts=[h for h in args.reward_hosts.split(",") if h.strip()],
-        token_envs=[n.strip() for n in args.reward_token_envs.split(",") if n.strip()],
+        reward_hosts=reward_hosts or [],
+        token_envs=token_envs or [],
+        reward_functions=reward_functions,
     )
     bar = tqdm(
         total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True, disable=not is_main
@@ -133,12 +162,14 @@ def train_here(
             bar.set_postfix(
                 reward=f"{report.scalars['reward']:.3f}", kl=f"{report.scalars['kl']:.4f}"
             )
+            if on_step is not None:
+                on_step(report)
 
-        result = trainer.fit(show, should_stop=stop.is_requested, resume=args.resume)
+        result = trainer.fit(show, should_stop=stop.is_requested, resume=resume)
     state = "stopped" if result.is_stopped else "finished"
     if is_main:
         print(f"{state} at step {result.last_step}; checkpoints in {workdir / 'checkpoints'}")
-    return 130 if result.is_stopped else 0
+    return result
 
 
 def load_spec(path: Path) -> Any:
@@ -159,11 +190,14 @@ class StopOnInterrupt:
         self._previous: Any = None
 
     def __enter__(self) -> StopOnInterrupt:
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        # only the main thread may set handlers (the Python API may train in another one)
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self._previous)
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested and self.keep:

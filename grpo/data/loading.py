@@ -18,8 +18,9 @@ from grpo.data.arith_task import arith_examples
 from grpo.data.code_task import code_examples
 from grpo.data.example import Example
 from grpo.spec.data import DataSpec
+from grpo.spec.parquet import is_parquet, parquet_records
 from grpo.spec.records import RecordError, parse_record
-from grpo.spec.sources import LocalRoots, parse_data_source, resolve_local
+from grpo.spec.sources import LocalRoots, parse_data_source, resolve_local, uploaded_dataset_path
 
 
 def _record_example(record: Any, data: DataSpec, *, where: str, index: int) -> Example:
@@ -32,6 +33,22 @@ def _record_example(record: Any, data: DataSpec, *, where: str, index: int) -> E
         answer=parsed.answer,
         data=parsed.data,
     )
+
+
+def file_examples(path: Path, data: DataSpec) -> list[Example]:
+    """A parquet file's rows (by its magic bytes, whatever its name), or a JSONL file's
+    lines; errors name the file and the row or line."""
+    if not path.is_file():
+        raise ValueError(f"dataset file {str(path)!r} does not exist")
+    if not is_parquet(path):
+        return jsonl_examples(path, data)
+    examples = [
+        _record_example(row, data, where=f"{path} row {i}", index=i)
+        for i, row in enumerate(parquet_records(path), start=1)  # 1-based, as JSONL lines
+    ]
+    if not examples:
+        raise ValueError(f"dataset is empty: {path}")
+    return examples
 
 
 def jsonl_examples(path: Path, data: DataSpec) -> list[Example]:
@@ -54,16 +71,9 @@ def jsonl_examples(path: Path, data: DataSpec) -> list[Example]:
     return examples
 
 
-def uploaded_dataset_path(dataset_id: str, datasets_dir: Path | None) -> Path:
-    """`datasets_dir/<id>.jsonl`; the id pattern keeps the path inside datasets_dir."""
-    if datasets_dir is None:
-        raise ValueError("dataset:<id> sources need a datasets directory")
-    source = parse_data_source(f"dataset:{dataset_id}")
-    return Path(datasets_dir) / f"{source.value}.jsonl"
-
-
 def hub_examples(name: str, split: str, data: DataSpec) -> list[Example]:
-    """`hf:<name>` or `hf:<name>:<config>` through the `datasets` package."""
+    """`hf:<name>` (config `data.subset`) or `hf:<name>:<config>` through the `datasets`
+    package, from the hub or, offline (HF_HUB_OFFLINE=1), the local hub cache."""
     try:
         import datasets  # optional: only hub sources need it
     except ImportError as exc:
@@ -74,7 +84,7 @@ def hub_examples(name: str, split: str, data: DataSpec) -> list[Example]:
     if os.path.lexists(repo):
         # `datasets` would read a same-named directory under the working directory instead
         raise ValueError(f"cannot load hf:{name} from the Hugging Face hub or cache here")
-    rows = datasets.load_dataset(repo, config or None, split=split)
+    rows = datasets.load_dataset(repo, config or data.subset, split=split)
     examples = [
         _record_example(row, data, where=f"hf:{name}[{split}] row {i}", index=i)
         for i, row in enumerate(rows)
@@ -105,12 +115,11 @@ def load_examples(
         case "builtin":
             raise ValueError(f"unknown built-in task {source.value!r}")
         case "dataset":
-            return jsonl_examples(uploaded_dataset_path(source.value, datasets_dir), data)
+            return file_examples(uploaded_dataset_path(source.value, datasets_dir), data)
         case "hub":
             return hub_examples(source.value, split, data)
     roots = roots or LocalRoots(base=Path.cwd(), allowed=None)
-    return jsonl_examples(resolve_local(source.value, roots, what="data.source"), data)
-
+    return file_examples(resolve_local(source.value, roots, what="data.source"), data)
 
 
 def epoch_order(num_examples: int, *, seed: int, epoch: int) -> list[int]:

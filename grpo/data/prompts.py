@@ -8,7 +8,7 @@ from typing import Any
 
 from grpo.data.example import Example
 from grpo.spec.data import DataSpec
-from grpo.spec.records import ChatMessage
+from grpo.spec.records import SYSTEM_PROMPT_CLASH, ChatMessage, has_system_turn
 
 R1_TEMPLATE = (
     "A conversation between User and Assistant. The user asks a question, and the "
@@ -28,14 +28,16 @@ def has_chat_template(data: DataSpec, tokenizer: Any) -> bool:
 
 def prompt_messages(example: Example, data: DataSpec) -> list[ChatMessage]:
     """The prompt as chat turns: a string is one user turn; the prompt template fills the
-    last user turn (the question), so a system turn stays as the record wrote it."""
+    last user turn (the question), so a system turn stays as the record wrote it;
+    `data.system_prompt` comes first when set."""
+    system = [{"role": "system", "content": data.system_prompt}] if data.system_prompt else []
     if isinstance(example.prompt, str):
-        return [{"role": "user", "content": fill_template(data, example.prompt)}]
+        return [*system, {"role": "user", "content": fill_template(data, example.prompt)}]
     messages = [dict(m) for m in example.prompt]
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if users:
         messages[users[-1]]["content"] = fill_template(data, messages[users[-1]]["content"])
-    return messages
+    return [*system, *messages]
 
 
 def fill_template(data: DataSpec, text: str) -> str:
@@ -58,9 +60,21 @@ def format_prompt(example: Example, data: DataSpec, tokenizer: Any) -> str:
 
 
 def check_prompts_render(examples: list[Example], data: DataSpec, tokenizer: Any) -> None:
-    """Fail before the first step when chat-message prompts meet no chat template."""
+    """Fail before the first step when chat-message prompts or a system prompt meet no chat
+    template, or a system prompt meets prompts with their own system turn."""
+    if data.system_prompt:
+        for example in examples:
+            if has_system_turn(example.prompt):
+                raise ValueError(SYSTEM_PROMPT_CLASH.format(where=f"prompt {example.id!r}"))
     if has_chat_template(data, tokenizer):
         return
+    if data.system_prompt:
+        why = (
+            "data.use_chat_template is false"
+            if not data.use_chat_template
+            else ("the model's tokenizer has no chat template")
+        )
+        raise ValueError(f"data.system_prompt needs a chat template, but {why}")
     for example in examples:
         if not isinstance(example.prompt, str):
             raise ValueError(_unrenderable(example, data))

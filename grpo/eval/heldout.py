@@ -22,9 +22,15 @@ from grpo.models.precision import autocast
 from grpo.policy import PolicyView
 from grpo.report import EvalReport
 from grpo.report.outcome import completion_passes, pass_label
-from grpo.rewards.batch import RewardBatch, Scores
+from grpo.rewards.batch import RewardBatch, Scores, TrainerState
 from grpo.rewards.rules import total_rewards
-from grpo.rollout import decode_completions, generate, tokenize_prompts
+from grpo.rollout import (
+    Rollout,
+    completion_token_ids,
+    decode_completions,
+    generate,
+    tokenize_prompts,
+)
 from grpo.spec import JobSpec
 from grpo.spec.generation import GREEDY, Sampling
 from grpo.spec.sources import LocalRoots
@@ -75,9 +81,20 @@ def evaluate(policy: PolicyView, step: int, examples: Sequence[Example]) -> Eval
     scores: Scores = {}
     for start in range(0, len(examples), per_batch):
         batch = list(examples[start : start + per_batch])
-        batch_prompts, batch_texts, lengths = _sample(policy, step, batch, first=start)
+        batch_prompts, rollout = _sample(policy, step, batch, first=start)
+        batch_texts = decode_completions(policy.tokenizer, rollout)
         scored = policy.eval_rewarder.score(
-            RewardBatch(policy.run_id, step, batch, batch_prompts, batch_texts, lengths)
+            RewardBatch(
+                policy.run_id,
+                step,
+                batch,
+                batch_prompts,
+                batch_texts,
+                rollout.lengths.tolist(),
+                completion_token_ids(rollout),
+                TrainerState(global_step=step, max_steps=spec.max_steps, epoch=0.0),
+                spec.eval_data.answer_field,
+            )  # fmt: skip
         )
         for label, values in scored.scores.items():
             scores.setdefault(label, []).extend(values)
@@ -89,7 +106,7 @@ def evaluate(policy: PolicyView, step: int, examples: Sequence[Example]) -> Eval
 
 def _sample(
     policy: PolicyView, step: int, batch: list[Example], *, first: int
-) -> tuple[list[str], list[str], list[int]]:
+) -> tuple[list[str], Rollout]:
     spec, ev = policy.spec, policy.spec.eval
     assert ev is not None
     add_special = not policy.uses_chat_template
@@ -117,7 +134,7 @@ def _sample(
             generation_batch_size=spec.generation_batch_size,
             stop=policy.stop_strings,
         )  # fmt: skip
-    return prompts, decode_completions(policy.tokenizer, rollout), rollout.lengths.tolist()
+    return prompts, rollout
 
 
 def _report(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from grpo.report.outcome import GroupOutcome as GroupOutcome  # the store and API import it here
 from grpo.report.outcome import group_outcome
@@ -55,6 +55,8 @@ class CompletionReport:
     note: str | None = None
     """What a reward function noted about it, `<label>: <note>` (e.g. `code: killed at the
     CPU limit (5 s)`); None when nothing was noted."""
+    extras: dict[str, Any] | None = None
+    """Columns reward functions logged for it with TRL's `log_extra(column, values)`."""
 
 
 @dataclass(frozen=True)

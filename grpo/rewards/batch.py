@@ -19,6 +19,29 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class TrainerState:
+    """Where training stands, read-only, as TRL hands `trainer_state` to reward functions
+    (its TrainerState's names): for schedules that change a reward over training."""
+
+    global_step: int
+    """Optimizer steps done before this one (0 while the first step is scored), as TRL."""
+    max_steps: int
+    epoch: float
+    """Passes over the training prompts done when this step's prompts were drawn (fractional)."""
+
+
+class Notes(dict[int, str]):
+    """What a function said while scoring a step: notes by completion index (the dict), the
+    scalars it logged (`log_metric`, each name's values) and the columns it added
+    (`log_extra`, one value per completion)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metrics: dict[str, list[float]] = {}
+        self.extras: dict[str, list[Any]] = {}
+
+
+@dataclass(frozen=True)
 class RewardBatch:
     """What reward functions may look at for one step: B groups of G completions."""
 
@@ -28,6 +51,11 @@ class RewardBatch:
     prompts: Sequence[str]  # (B,) as the policy saw them
     completions: Sequence[str]  # (B * G,) group-major
     num_tokens: Sequence[int]  # (B * G,)
+    completion_ids: Sequence[Sequence[int]] = ()  # (B * G,) each up to and including EOS
+    trainer_state: TrainerState | None = None
+    answer_field: str | None = "answer"
+    """The records' answer column: reward functions get it under this name and as `answer`
+    (None: the records have none, and functions get neither)."""
 
     @property
     def num_generations(self) -> int:
@@ -47,11 +75,12 @@ class RewardBatch:
         return prompts, [[{"role": "assistant", "content": c}] for c in self.completions]
 
     def columns(self) -> dict[str, list[Any]]:
-        """`answer` and every extra record field, one entry per completion (TRL's kwargs)."""
-        keys = sorted({k for e in self.examples for k in e.data} - {"answer"})
-        columns: dict[str, list[Any]] = {
-            "answer": self.per_completion([e.answer for e in self.examples])
-        }
-        for key in keys:
+        """Every record column but the prompt under its own name, one entry per completion
+        (TRL's kwargs): the answer column under its name (`solution`) and as `answer`."""
+        columns: dict[str, list[Any]] = {}
+        if self.answer_field is not None:
+            answers = self.per_completion([e.answer for e in self.examples])
+            columns = {"answer": answers, self.answer_field: answers}
+        for key in sorted({k for e in self.examples for k in e.data} - set(columns)):
             columns[key] = self.per_completion([e.data.get(key) for e in self.examples])
         return columns

@@ -22,7 +22,7 @@ import httpx
 from grpo.failures import RewardFunctionError
 from grpo.rewards.batch import RewardBatch
 from grpo.rewards.kind import Refusal, RewardKind, RunFacts, Scorer, ServerFacts
-from grpo.rewards.python import checked_scores
+from grpo.rewards.trl_call import checked_scores
 from grpo.spec.rewards import HttpReward, endpoint_host, is_allowed_host
 from grpo.spec.token_env import is_allowed_token_env, read_token, token_env_rule
 

@@ -18,19 +18,21 @@ its RewardKind, one line in the registry (a test fails while one is missing).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from grpo.rewards.batch import RewardBatch
+from grpo.rewards.batch import Notes, RewardBatch
 from grpo.spec.sources import LocalRoots
 
 E = TypeVar("E")
 
-Scorer = Callable[[RewardBatch, dict[int, str]], list[float | None]]
+Scorer = Callable[[RewardBatch, Notes], list[float | None] | Awaitable[list[float | None]]]
 """A prepared entry: the batch's scores in batch order (group-major); it may add what it
-has to say about a completion (a sandbox limit hit, a pattern timed out) to the dict."""
+has to say about a completion (a sandbox limit hit, a pattern timed out) to the notes, and
+scalars and columns it logs. An `async def` scorer (an async `python` function) is awaited
+concurrently with the step's other async ones."""
 
 
 @dataclass(frozen=True)
@@ -82,3 +84,6 @@ class RewardKind(Generic[E]):
     name: str
     check: Callable[[E, ServerFacts], Refusal | None]
     prepare: Callable[[E, RunFacts], Scorer]
+    needs_answer: bool = False
+    """Whether its entries compare completions with the record's reference answer (a spec
+    without `data.answer_field` is refused with them)."""

@@ -7,17 +7,12 @@ path, and no code that arrived over HTTP runs. Knows nothing of HTTP servers, SQ
 
 from __future__ import annotations
 
-import math
-import numbers
-from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from typing import Any
 
-from grpo.rewards.batch import RewardBatch
+from grpo.rewards.batch import Notes, RewardBatch
 from grpo.rewards.kind import Refusal, RewardKind, RunFacts, Scorer, ServerFacts
+from grpo.rewards.trl_call import RewardFunction, call_async, call_sync, is_async
 from grpo.spec.rewards import ENTRY_POINT_GROUP, PythonReward
-
-RewardFunction = Callable[..., Sequence[float | None]]
 
 
 def installed_reward_functions() -> list[str]:
@@ -40,38 +35,6 @@ def load_reward_function(name: str) -> RewardFunction:
     return function  # type: ignore[no-any-return]
 
 
-def call_reward_function(
-    function: RewardFunction,
-    *,
-    prompts: Sequence[Any],
-    completions: Sequence[Any],
-    columns: dict[str, list[Any]],
-) -> list[float | None]:
-    """fn(prompts, completions, **columns) as TRL calls it: one entry per completion in every
-    list; the answer must be a list of the same length holding numbers or None."""
-    values = function(prompts=list(prompts), completions=list(completions), **columns)
-    return checked_scores(values, expected=len(completions))
-
-
-def checked_scores(values: Any, *, expected: int) -> list[float | None]:
-    """The values as floats (None kept); ValueError saying what is wrong otherwise."""
-    if not isinstance(values, list | tuple):
-        raise ValueError(f"returned {type(values).__name__}, not a list of numbers or None")
-    if len(values) != expected:
-        raise ValueError(f"returned {len(values)} values for {expected} completions")
-    return [_number_or_none(v, where=f"value {i}") for i, v in enumerate(values)]
-
-
-def _number_or_none(value: Any, *, where: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{where} is {value!r}, not a number or None")
-    if not math.isfinite(float(value)):
-        raise ValueError(f"{where} is {value!r}, not a finite number")
-    return float(value)
-
-
 def check_installed(entry: PythonReward, server: ServerFacts) -> Refusal | None:
     """The function must be installed here too: the API and the workers share packages."""
     installed = installed_reward_functions()
@@ -86,13 +49,21 @@ def check_installed(entry: PythonReward, server: ServerFacts) -> Refusal | None:
 
 def prepare_function(entry: PythonReward, run: RunFacts) -> Scorer:
     """Load the function once; each step calls it as TRL calls reward functions."""
-    function = load_reward_function(entry.function)
+    return function_scorer(load_reward_function(entry.function))
 
-    def scorer(batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
-        prompts, completions = batch.trl_prompts_and_completions()
-        return call_reward_function(
-            function, prompts=prompts, completions=completions, columns=batch.columns()
-        )
+
+def function_scorer(function: RewardFunction) -> Scorer:
+    """A scorer calling `function` as TRL does (grpo/rewards/trl_call.py): an `async def`
+    one gives an async scorer, which Rewarder awaits beside the step's other async ones."""
+    if is_async(function):
+
+        async def async_scorer(batch: RewardBatch, notes: Notes) -> list[float | None]:
+            return await call_async(function, batch, notes)
+
+        return async_scorer
+
+    def scorer(batch: RewardBatch, notes: Notes) -> list[float | None]:
+        return call_sync(function, batch, notes)
 
     return scorer
 

@@ -160,8 +160,15 @@ def prepare_rule(entry: RuleReward, run: RunFacts) -> Scorer:
     return scorer
 
 
+ANSWER_RULES = (AccuracyReward, ExactMatchReward)
+"""The rules that compare a completion with the reference answer."""
 RULE_KINDS: tuple[RewardKind[Any], ...] = tuple(
-    RewardKind(rule.model_fields["name"].default, no_server_check, prepare_rule)
+    RewardKind(
+        rule.model_fields["name"].default,
+        no_server_check,
+        prepare_rule,
+        needs_answer=rule in ANSWER_RULES,
+    )
     for rule in get_args(RuleReward)
 )
 """The built-in rules as reward kinds: pydantic's checks are all a server applies."""

@@ -9,17 +9,23 @@ servers, SQL or Celery.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grpo.failures import NoApplicableReward, RewardFunctionError
-from grpo.rewards.batch import RewardBatch, Scores
+from grpo.rewards.batch import Notes, RewardBatch, Scores
 from grpo.rewards.kind import RunFacts
+from grpo.rewards.python import function_scorer
 from grpo.rewards.registry import kind_of
-from grpo.spec.rewards import RewardSpec
+from grpo.rewards.trl_call import RewardFunction, metric_means
+from grpo.spec.rewards import PythonReward, RewardSpec
 from grpo.spec.sources import LocalRoots
 
 
@@ -31,6 +37,20 @@ class RewardOutcome:
     scores: Scores
     seconds: dict[str, float]
     notes: dict[int, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    """What functions logged with log_metric: `rewards/<label>/<name>`, the step's mean."""
+    extras: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """What functions logged with log_extra, by completion index: column -> value."""
+
+    def add(self, label: str, said: Notes) -> None:
+        """What the function `label` said while scoring: notes, scalars and columns."""
+        for i, note in said.items():
+            line = f"{label}: {note}"
+            self.notes[i] = f"{self.notes[i]}; {line}" if i in self.notes else line
+        self.metrics.update(metric_means(said.metrics, label))
+        for column, values in said.extras.items():
+            for i, value in enumerate(values):
+                self.extras.setdefault(i, {})[column] = value
 
 
 class Rewarder:
@@ -45,10 +65,13 @@ class Rewarder:
         token_envs: Sequence[str] = (),
         cache_dir: Path | None = None,
         model_roots: LocalRoots | None = None,
+        functions: Mapping[str, RewardFunction] | None = None,
     ) -> None:
         """`reward_hosts`: allowed endpoint hosts; `token_envs`: token variables the
         operator listed (grpo/spec/token_env.py); `model_roots`: where local reward models may
-        lie (None trusts the caller, as grpo.models.loading does)."""
+        lie (None trusts the caller, as grpo.models.loading does); `functions`: callables
+        given in this process (the Python API), used by the `python` entries naming them
+        instead of an installed entry point."""
         self.rewards = tuple(rewards)
         run = RunFacts(
             cache_dir=cache_dir or Path.home() / ".cache" / "grpo",
@@ -57,30 +80,108 @@ class Rewarder:
             token_envs=tuple(token_envs),
             model_roots=model_roots,
         )
-        self._scorers = {entry.label: kind_of(entry).prepare(entry, run) for entry in self.rewards}
+        given = dict(functions or {})
+        self._scorers = {
+            entry.label: function_scorer(given[entry.function])
+            if isinstance(entry, PythonReward) and entry.function in given
+            else kind_of(entry).prepare(entry, run)
+            for entry in self.rewards
+        }
 
     @property
     def weights(self) -> dict[str, float]:
         return {entry.label: entry.weight for entry in self.rewards}
 
     def score(self, batch: RewardBatch) -> RewardOutcome:
-        """Every entry's scores of the batch, timed per label; raises when one fails."""
-        outcome = RewardOutcome(scores={}, seconds={})
-        for entry in self.rewards:
-            started = time.perf_counter()
-            try:
-                notes: dict[int, str] = {}
-                outcome.scores[entry.label] = self._scorers[entry.label](batch, notes)
-            except RewardFunctionError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
-                raise RewardFunctionError(entry.label, None, exc) from exc
-            outcome.seconds[entry.label] = time.perf_counter() - started
-            for i, note in notes.items():
-                said = f"{entry.label}: {note}"
-                outcome.notes[i] = f"{outcome.notes[i]}; {said}" if i in outcome.notes else said
+        """Every entry's scores of the batch, timed per label; raises when one fails. Plain
+        scorers run one after the other, then the async ones all at once (as TRL gathers
+        its async reward functions)."""
+        said = {entry.label: Notes() for entry in self.rewards}
+        scores: Scores = {}
+        seconds: dict[str, float] = {}
+        pending: list[tuple[str, Awaitable[list[float | None]]]] = []
+        try:
+            for entry in self.rewards:
+                started = time.perf_counter()
+                with reward_errors(entry.label, batch):
+                    result = self._scorers[entry.label](batch, said[entry.label])
+                if inspect.isawaitable(result):
+                    pending.append((entry.label, result))
+                    continue
+                scores[entry.label] = result
+                seconds[entry.label] = time.perf_counter() - started
+        except BaseException:
+            for _, work in pending:  # a plain scorer failed: the async ones never start
+                if inspect.iscoroutine(work):
+                    work.close()
+            raise
+        for label, (values, spent) in self._awaited(pending, batch).items():
+            scores[label], seconds[label] = values, spent
+        outcome = RewardOutcome(
+            scores={entry.label: scores[entry.label] for entry in self.rewards}, seconds=seconds
+        )
+        for label, notes in said.items():
+            outcome.add(label, notes)
         require_applicable(outcome.scores)
         return outcome
+
+    def _awaited(
+        self, pending: list[tuple[str, Awaitable[list[float | None]]]], batch: RewardBatch
+    ) -> dict[str, tuple[list[float | None], float]]:
+        try:
+            return run_concurrently(pending)
+        except RewardFunctionError as exc:
+            placed = located(exc, batch)
+            if placed is exc:
+                raise
+            raise placed from exc
+
+
+@contextmanager
+def reward_errors(label: str, batch: RewardBatch | None = None) -> Iterator[None]:
+    """Any failure of a scorer as a RewardFunctionError naming its label (and, given the
+    batch, the step and the prompt)."""
+    try:
+        yield
+    except RewardFunctionError as exc:
+        placed = exc if batch is None else located(exc, batch)
+        if placed is exc:
+            raise
+        raise placed from exc
+    except Exception as exc:  # noqa: BLE001 - any failure is reported with its function
+        failure = RewardFunctionError(label, None, exc)
+        raise (failure if batch is None else located(failure, batch)) from exc
+
+
+def located(exc: RewardFunctionError, batch: RewardBatch) -> RewardFunctionError:
+    """The failure naming the batch's step and the prompt of the completion at fault."""
+    g = batch.num_generations
+    prompt_id = None if exc.index is None else batch.examples[exc.index // g].id
+    return exc.located(step=batch.step, prompt_id=prompt_id)
+
+
+def run_concurrently(
+    pending: list[tuple[str, Awaitable[list[float | None]]]],
+) -> dict[str, tuple[list[float | None], float]]:
+    """Await the async scorers together on a fresh event loop in a thread of its own (the
+    caller may itself be inside a running loop, a notebook's); scores and seconds by label."""
+    if not pending:
+        return {}
+
+    async def timed(
+        label: str, work: Awaitable[list[float | None]]
+    ) -> tuple[list[float | None], float]:
+        started = time.perf_counter()
+        with reward_errors(label):
+            values = await work
+        return values, time.perf_counter() - started
+
+    async def gather() -> list[tuple[list[float | None], float]]:
+        return await asyncio.gather(*(timed(label, work) for label, work in pending))
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-rewards") as pool:
+        results = pool.submit(asyncio.run, gather()).result()
+    return {label: result for (label, _), result in zip(pending, results, strict=True)}
 
 
 def notes_summary(notes: dict[int, str], batch: RewardBatch) -> str:

@@ -17,13 +17,21 @@ class DataSpec(BaseModel):
     model_config = SECTION_CONFIG
     source: str = Field("builtin:arith", min_length=1, max_length=500)
     """`builtin:arith`, `builtin:code`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a
-    JSONL path (`file:<path>` or any other text); see grpo/spec/sources.py."""
+    JSONL or parquet path (`file:<path>` or any other text); see grpo/spec/sources.py."""
     split: str = Field("train", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
     """Split to train on."""
+    subset: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
+    """Config name of an `hf:<repo>` source (TRL recipes' `dataset_config`); `hf:<repo>:<config>`
+    says the same."""
+    system_prompt: str | None = Field(None, min_length=1, max_length=20000)
+    """A system turn put before every prompt (public recipes' `system_prompt`), rendered with
+    the model's chat template; refused with records whose prompts carry their own."""
     prompt_field: str = Field("prompt", min_length=1, max_length=100)
     """Field of each record that holds the prompt."""
-    answer_field: str = Field("answer", min_length=1, max_length=100)
-    """Field of each record that holds the reference answer."""
+    answer_field: str | None = Field("answer", min_length=1, max_length=100)
+    """Field of each record that holds the reference answer (reward functions get it under
+    this name and as `answer`); null when the records have none, as for judge, reward-model
+    and code rewards: then no reward entry may need one (`accuracy`, `exact_match`)."""
     prompt_template: str = Field("{prompt}", max_length=4000)
     """Text around each prompt; `{prompt}` is replaced by the record's prompt."""
     use_chat_template: bool = True

@@ -32,7 +32,9 @@ class Record:
     """Every field but the prompt and answer fields (the id included), as it came."""
 
 
-def parse_record_line(line: str, *, prompt_field: str, answer_field: str, where: str) -> Record:
+def parse_record_line(
+    line: str, *, prompt_field: str, answer_field: str | None, where: str
+) -> Record:
     """One JSONL line as a Record; errors start with `where` (e.g. `data.jsonl:3`)."""
     try:
         record = json.loads(line)
@@ -41,14 +43,15 @@ def parse_record_line(line: str, *, prompt_field: str, answer_field: str, where:
     return parse_record(record, prompt_field=prompt_field, answer_field=answer_field, where=where)
 
 
-def parse_record(record: Any, *, prompt_field: str, answer_field: str, where: str) -> Record:
-    """A decoded record as a Record; errors start with `where`."""
+def parse_record(record: Any, *, prompt_field: str, answer_field: str | None, where: str) -> Record:
+    """A decoded record as a Record (answer "" without an answer field); errors start with
+    `where`."""
     if not isinstance(record, dict):
         raise RecordError(f"{where}: expected a JSON object, got {type(record).__name__}")
     for name in (prompt_field, answer_field):
-        if name not in record:
+        if name is not None and name not in record:
             raise RecordError(f"{where}: missing field {name!r} (has {sorted(record)})")
-    answer = record[answer_field]
+    answer = None if answer_field is None else record[answer_field]
     if answer is None:
         answer_text = ""  # null is "no reference", not the text "null"
     else:
@@ -56,6 +59,17 @@ def parse_record(record: Any, *, prompt_field: str, answer_field: str, where: st
     data = {k: v for k, v in record.items() if k not in (prompt_field, answer_field)}
     prompt = _prompt(record[prompt_field], field=prompt_field, where=where)
     return Record(prompt=prompt, answer=answer_text, data=data)
+
+
+def has_system_turn(prompt: Prompt) -> bool:
+    """Whether a prompt carries its own system message (a chat prompt with a system turn)."""
+    return isinstance(prompt, list) and any(m["role"] == "system" for m in prompt)
+
+
+SYSTEM_PROMPT_CLASH = (
+    "data.system_prompt adds a system turn, but the prompt of {where} already has one: "
+    "drop data.system_prompt or the records' system messages"
+)
 
 
 def _prompt(value: Any, *, field: str, where: str) -> Prompt:

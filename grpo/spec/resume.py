@@ -26,6 +26,7 @@ FIXED_ON_RESUME: tuple[str, ...] = (
     "data.split",
     "data.prompt_field",
     "data.answer_field",
+    "data.subset",  # an hf: source's config
     "prompts_per_step",  # ...and which of them fall in each step
     "dynamic_sampling",  # reserve prompts drawn per step
     "num_generations",  # group size G: every per-group shape

@@ -134,3 +134,13 @@ def is_inside(path: Path, roots: tuple[Path, ...]) -> bool:
     """Whether resolved `path` is one of `roots` or below one (roots are resolved here)."""
     resolved_roots = [root.resolve() for root in roots]
     return any(path == root or root in path.parents for root in resolved_roots)
+
+
+def uploaded_dataset_path(dataset_id: str, datasets_dir: Path | None) -> Path:
+    """`datasets_dir/<id>.parquet` for a parquet upload, else `<id>.jsonl`; the id pattern
+    keeps the path inside datasets_dir."""
+    if datasets_dir is None:
+        raise ValueError("dataset:<id> sources need a datasets directory")
+    source = parse_data_source(f"dataset:{dataset_id}")
+    parquet = Path(datasets_dir) / f"{source.value}.parquet"
+    return parquet if parquet.is_file() else Path(datasets_dir) / f"{source.value}.jsonl"

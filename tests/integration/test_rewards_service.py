@@ -221,3 +221,33 @@ def test_stored_reward_model_scores_are_the_classifiers(
         for c in detail["completions"]:
             expected = classifier.score_texts([classifier.text(detail["prompt"], c["text"])])[0]
             assert c["rewards"]["rm"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_records_without_answers_train_with_an_endpoint_and_accuracy_is_refused(
+    reward_stack: Stack, reward_server: str
+) -> None:
+    records = "".join(json.dumps({"prompt": f"{i}+1=", "topic": "sums"}) + "\n" for i in range(4))
+    with reward_stack.client() as client:
+        uploaded = client.post(
+            "/api/datasets",
+            params={"name": "no-answers", "answer_field": ""},
+            content=records.encode(),
+            headers={"content-type": "application/x-ndjson"},
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        assert uploaded.json()["fields"] == ["prompt", "topic"]
+        data = {"source": uploaded.json()["source"], "answer_field": None}
+        judged = [{"name": "http", "url": f"{reward_server}/score"}]
+        spec = tiny_spec(reward_stack, max_steps=1, save_steps=0, data=data, rewards=judged)
+        refused = client.post("/api/runs", json={**spec, "rewards": [{"name": "accuracy"}]})
+        assert refused.status_code == 422
+        field = refused.json()["error"]["fields"][0]
+        assert field["loc"] == "rewards.0" and "data.answer_field is null" in field["message"]
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        run = wait_for_final(client, run_id)
+        assert run["status"] == "succeeded", f"{run['error']}\n{reward_stack.logs()}"
+        detail = client.get(f"/api/runs/{run_id}/steps/1/groups/0").json()
+        assert detail["answer"] == ""
+        assert [c["rewards"]["http"] for c in detail["completions"]] == [
+            judge(c["text"]) for c in detail["completions"]
+        ]

@@ -40,12 +40,22 @@ def test_api_app_imports_without_torch_or_training_code() -> None:
     assert "worker.tasks" not in loaded and "grpo.trainer" not in loaded
 
 
+def test_importing_grpo_and_its_python_api_loads_no_torch() -> None:
+    loaded = _loaded_after("import grpo; from grpo import train, Trainer, submit")
+    assert "torch" not in loaded and "transformers" not in loaded and "grpo.trainer" not in loaded
+    assert "grpo.python_api" in loaded
+    assert "grpo.python_api" not in _loaded_after("import grpo")  # nothing until asked
+
+
 TORCH_FREE_GRPO = (
     "grpo.spec",  # JobSpec: request bodies, stored specs
     "grpo.spec.rewards",  # reward entries, checked at submit
     "grpo.spec.logging",  # the trackers a spec may name
     "grpo.spec.sources",  # what `model` and `data.source` point at
     "grpo.spec.records",  # a JSONL record, checked at upload
+    "grpo.spec.parquet",  # a parquet dataset read a batch at a time, checked at upload
+    "grpo.spec.trl_config",  # a TRL GRPOConfig as a JobSpec (POST /api/specs/convert)
+    "grpo.spec.record_files",  # a dataset file's records one at a time, scanned at submit
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
     "grpo.rewards.kind",  # what a reward kind is told at submit
     "grpo.rewards.registry",  # every reward kind, whose checks run at submit
@@ -212,6 +222,7 @@ LAZY_IMPORTS_OF_OUR_CODE = {
     "app/cli.py": "the client commands never load the store or alembic",
     "worker/lifecycle.py": "the device label needs torch; the worker's other paths do not",
     "grpo/rewards/model.py": "the API checks model entries; only the worker loads the classifier",
+    "grpo/python_api.py": "`from grpo import train` loads torch only when training starts",
 }
 """Where an import of our own code inside a function is allowed, and why: keeping a heavy
 dependency out of a path that does not need it. Anywhere else, a shared type goes into a

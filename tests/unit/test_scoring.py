@@ -9,8 +9,8 @@ from grpo.data.example import Example
 from grpo.failures import NoApplicableReward, RewardFunctionError
 from grpo.report.metrics import reward_scalars
 from grpo.rewards.batch import RewardBatch
-from grpo.rewards.python import checked_scores
 from grpo.rewards.scoring import Rewarder
+from grpo.rewards.trl_call import checked_scores
 from grpo.spec import AccuracyReward, JobSpec, PythonReward, RegexReward
 
 EXAMPLES = [

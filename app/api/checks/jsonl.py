@@ -21,16 +21,16 @@ class JsonlSummary:
     fields: list[str]
 
 
-def _bad(message: str) -> ApiError:
+def bad_dataset(message: str) -> ApiError:
     return ApiError(422, "invalid_dataset", message)
 
 
 def check_jsonl_file(
-    path: Path, *, prompt_field: str, answer_field: str, max_lines: int
+    path: Path, *, prompt_field: str, answer_field: str | None, max_lines: int
 ) -> JsonlSummary:
     """Every non-blank line a record as the trainer reads it (grpo/spec/records.py), of text the
     store and the tokenizer can take (no NUL, no lone surrogate); the fields records have."""
-    fields: set[str] = {prompt_field, answer_field}
+    fields = {prompt_field} | ({answer_field} if answer_field else set())
     count = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
@@ -38,7 +38,9 @@ def check_jsonl_file(
                 continue
             count += 1
             if count > max_lines:
-                raise _bad(f"more than {max_lines} records; at most {max_lines} are accepted")
+                raise bad_dataset(
+                    f"more than {max_lines} records; at most {max_lines} are accepted"
+                )
             record = _parse_line(raw, number)
             try:
                 parsed = parse_record(
@@ -48,10 +50,10 @@ def check_jsonl_file(
                     where=f"line {number}",
                 )
             except RecordError as exc:
-                raise _bad(str(exc)) from exc
+                raise bad_dataset(str(exc)) from exc
             fields |= set(parsed.data)
     if count == 0:
-        raise _bad("dataset is empty")
+        raise bad_dataset("dataset is empty")
     return JsonlSummary(num_records=count, fields=sorted(fields))
 
 
@@ -59,26 +61,28 @@ def _parse_line(raw: bytes, number: int) -> object:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _bad(f"line {number}: not UTF-8 at byte {exc.start}") from exc
+        raise bad_dataset(f"line {number}: not UTF-8 at byte {exc.start}") from exc
     try:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _bad(f"line {number}: invalid JSON ({exc.msg})") from exc
+        raise bad_dataset(f"line {number}: invalid JSON ({exc.msg})") from exc
     except (ValueError, RecursionError) as exc:  # 5,000-digit integers, deep nesting
-        raise _bad(f"line {number}: invalid JSON ({type(exc).__name__}: {exc})"[:300]) from exc
-    for text_value in _texts(record):
+        raise bad_dataset(
+            f"line {number}: invalid JSON ({type(exc).__name__}: {exc})"[:300]
+        ) from exc
+    for text_value in texts_of(record):
         if "\x00" in text_value:
-            raise _bad(f"line {number}: NUL character (\\u0000) in a string")
+            raise bad_dataset(f"line {number}: NUL character (\\u0000) in a string")
         try:
             text_value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise _bad(
+            raise bad_dataset(
                 f"line {number}: lone surrogate {text_value[exc.start]!r} in a string"
             ) from exc
     return record
 
 
-def _texts(value: object) -> Iterator[str]:
+def texts_of(value: object) -> Iterator[str]:
     """Every key and string in a parsed JSON value, without recursion."""
     stack = [value]
     while stack:

@@ -14,7 +14,7 @@ from app.api.checks.spec import local_model_problem
 from app.api.errors import ApiError
 from app.settings import Settings
 from grpo.rewards.kind import ServerFacts
-from grpo.rewards.registry import kind_of
+from grpo.rewards.registry import answer_refusals, kind_of
 from grpo.spec import JobSpec
 from grpo.spec.rewards import RewardSpec
 
@@ -22,6 +22,8 @@ from grpo.spec.rewards import RewardSpec
 def check_rewards(spec: JobSpec, settings: Settings) -> None:
     """Raise a 422 naming `rewards.<i>.<field>` (or `eval.rewards.<i>.<field>`) for the first
     entry this server refuses."""
+    for loc, why in answer_refusals(spec)[:1]:
+        _reject(loc, why)
     check_entries(spec.rewards, settings, prefix="rewards")
     if spec.eval is not None and spec.eval.rewards is not None:
         check_entries(spec.eval.rewards, settings, prefix="eval.rewards")

@@ -12,7 +12,14 @@ from app.settings import Settings
 from app.store import datasets
 from app.store.db import Session
 from grpo.spec import JobSpec
-from grpo.spec.sources import LocalRoots, parse_data_source, parse_model_name, resolve_local
+from grpo.spec.record_files import system_prompt_clash
+from grpo.spec.sources import (
+    LocalRoots,
+    parse_data_source,
+    parse_model_name,
+    resolve_local,
+    uploaded_dataset_path,
+)
 
 
 def check_spec(spec: JobSpec, settings: Settings, session: Session) -> None:
@@ -20,6 +27,8 @@ def check_spec(spec: JobSpec, settings: Settings, session: Session) -> None:
     check_no_nul(spec.model_dump(mode="json"), "")
     check_model_path(spec.model, settings)
     check_data_source(spec.data.source, settings, session)
+    if spec.data.system_prompt:
+        check_system_prompt(spec, settings)
     if spec.eval is not None and spec.eval.source is not None:
         check_data_source(spec.eval.source, settings, session, loc="eval.source")
 
@@ -55,6 +64,21 @@ def check_data_source(
             resolve_local(source.value, roots, what="local dataset path")
         except ValueError as exc:
             _reject(loc, str(exc))
+
+
+def check_system_prompt(spec: JobSpec, settings: Settings) -> None:
+    """A 422 naming data.system_prompt when the dataset's prompts carry their own system turn
+    (uploaded and local files, scanned a record at a time; hub datasets when they load)."""
+    source = parse_data_source(spec.data.source)
+    if source.kind == "dataset":
+        path = uploaded_dataset_path(source.value, settings.datasets_dir)
+    elif source.kind == "local":
+        roots = LocalRoots(settings.local_path_base, tuple(settings.data_root_list))
+        path = resolve_local(source.value, roots, what="local dataset path")
+    else:
+        return
+    if path.is_file() and (clash := system_prompt_clash(path, spec.data.prompt_field)):
+        _reject("data.system_prompt", clash)
 
 
 def check_no_nul(value: object, loc: str) -> None:

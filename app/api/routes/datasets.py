@@ -11,17 +11,26 @@ from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from app.api.checks.jsonl import check_jsonl_file
+from app.api.checks.parquet import check_parquet_file
 from app.api.deps import ReadAccess, SessionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
-from app.api.guards import JSONL_TYPES
+from app.api.guards import JSONL_TYPES, PARQUET_TYPES
 from app.api.params import NameQuery
 from app.api.responses import WRITES, errors
 from app.api.schemas import DatasetList, DatasetOut
 from app.store import datasets
 from app.store.models import Dataset
+from grpo.spec.parquet import is_parquet
 
 router = APIRouter(prefix="/api/datasets", tags=["datasets"])
 FieldName = Annotated[str, Query(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]
+AnswerFieldName = Annotated[
+    str,
+    Query(
+        pattern=r"^([A-Za-z_][A-Za-z0-9_\-]{0,63})?$",
+        description="The records' answer column; empty: they have none (answer_field null)",
+    ),
+]
 
 
 def dataset_out(d: Dataset) -> DatasetOut:
@@ -45,7 +54,8 @@ UPLOAD_BODY = {
                 "example": '{"prompt": "2+2=", "answer": "4"}\n{"prompt": "3+5=", "answer": 8}\n',
             }
             for media in JSONL_TYPES
-        },
+        }
+        | {media: {"schema": {"type": "string", "format": "binary"}} for media in PARQUET_TYPES},
     }
 }
 
@@ -63,19 +73,21 @@ async def upload_dataset(
     session: SessionDep,
     name: NameQuery,
     prompt_field: FieldName = "prompt",
-    answer_field: FieldName = "answer",
+    answer_field: AnswerFieldName = "answer",
 ) -> DatasetOut:
-    """Body: JSONL (`application/x-ndjson`), one record per line, with the prompt and answer
+    """Body: JSONL (`application/x-ndjson`), one record per line, or a parquet file
+    (`application/vnd.apache.parquet`), one record per row, with the prompt and answer
     fields. Streamed to a file while counting (413 past GRPO_MAX_DATASET_BYTES), checked in a
-    worker thread, then moved into place."""
+    worker thread a line or a record batch at a time, then moved into place."""
     settings.datasets_dir.mkdir(parents=True, exist_ok=True)
     upload = await receive_to_file(request, settings.datasets_dir, settings.max_dataset_bytes)
     try:
+        suffix = "parquet" if is_parquet(upload) else "jsonl"
         summary = await run_in_threadpool(
-            check_jsonl_file,
+            check_parquet_file if suffix == "parquet" else check_jsonl_file,
             upload,
             prompt_field=prompt_field,
-            answer_field=answer_field,
+            answer_field=answer_field or None,
             max_lines=settings.max_dataset_lines,
         )
         dataset_id = uuid.uuid4().hex[:16]
@@ -86,7 +98,7 @@ async def upload_dataset(
             num_bytes=upload.stat().st_size,
             fields=summary.fields,
         )
-        upload.rename(settings.datasets_dir / f"{dataset_id}.jsonl")
+        upload.rename(settings.datasets_dir / f"{dataset_id}.{suffix}")
     finally:
         upload.unlink(missing_ok=True)
     return dataset_out(await run_in_threadpool(datasets.add_dataset, session, row))

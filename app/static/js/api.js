@@ -9,6 +9,7 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').RunList} RunList
  * @typedef {import('./openapi').JobSpec} JobSpec
  * @typedef {import('./openapi').PresetList} PresetList
+ * @typedef {import('./openapi').TrlConversionOut} TrlConversionOut
  * @typedef {import('./openapi').WorkerList} WorkerList
  * @typedef {import('./openapi').WorkerOut} WorkerOut
  * @typedef {import('./openapi').LogList} LogList
@@ -109,6 +110,9 @@ export const cloneRun = (id, patch) => request('POST', `${run(id)}/clone`, { bod
 export const deleteRun = (id) => request('DELETE', run(id));
 /** @type {() => Promise<PresetList>} */
 export const listPresets = () => request('GET', '/api/presets');
+/** A TRL GRPOConfig YAML as a spec, with the fields it could not map. */
+/** @type {(config: string) => Promise<TrlConversionOut>} */
+export const convertTrlConfig = (config) => request('POST', '/api/specs/convert', { body: { config } });
 /** @type {() => Promise<WorkerList>} */
 export const listWorkers = () => request('GET', '/api/workers');
 /**

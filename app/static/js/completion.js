@@ -51,8 +51,22 @@ export function completionRow(c, rank, { maxAdvantage, klMax = 0, functions = []
           ),
       // what a reward function noted, e.g. the sandbox limit a program hit
       bare || !c.note ? null : h('div', { class: 'completion-note faint', title: 'reward note' }, c.note),
+      bare ? null : extrasTable(c.extras),
     ),
     bare ? h('div', { class: 'faint' }, 'text not kept') : textWithKl(c, klMax),
+  );
+}
+
+/** Columns reward functions logged for this completion (TRL's log_extra), one chip each. */
+function extrasTable(extras) {
+  const entries = Object.entries(extras || {});
+  if (!entries.length) return null;
+  return h(
+    'div',
+    { class: 'completion-extras', title: 'columns logged by reward functions (log_extra)' },
+    entries.map(([column, value]) =>
+      h('span', { class: 'extra', dataset: { column } }, h('span', { class: 'faint' }, `${column} `), String(value)),
+    ),
   );
 }
 

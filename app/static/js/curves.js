@@ -64,6 +64,14 @@ const PANELS = [
     build: dynamicPanel,
     isOptional: true,
   },
+  {
+    id: 'logged',
+    title: 'Reward function metrics',
+    hint: 'what reward functions logged with log_metric',
+    value: '',
+    build: loggedPanel,
+    isOptional: true,
+  },
   { id: 'optim', title: 'Grad norm · learning rate', hint: 'lr on the right', value: 'grad_norm', build: optimPanel },
   {
     id: 'time',
@@ -231,6 +239,13 @@ function optimPanel() {
     ],
     axes: [{}, { scale: true }],
   };
+}
+
+/** Every `rewards/<label>/<name>` a reward function logged (TRL's log_metric), one line each. */
+function loggedPanel(s) {
+  const keys = s.names().filter((n) => /^rewards\/[^/]+\/[^/]+$/.test(n) && !/\/(mean|std)$/.test(n));
+  const colors = [INDIGO, GREEN, '#f79009', '#ee46bc', '#15b79e', '#7a5af8'];
+  return { lines: keys.map((key, i) => ({ key, name: key.slice('rewards/'.length), color: colors[i % 6] })) };
 }
 
 function timePanel(s) {
@@ -404,6 +419,6 @@ function headValue(panel, s) {
     const latest = shares ? shares.no_signal[shares.no_signal.length - 1] : null;
     return latest == null ? '' : `no signal ${pct(latest, 0)}`;
   }
-  const value = s.latest(panel.value);
+  const value = panel.value ? s.latest(panel.value) : null; // '' : no one headline value
   return value == null ? '' : formatValue(value, panel.unit);
 }

@@ -3,7 +3,7 @@
 // fields of any `&set=<field>=<JSON value>` changed (specpatch.js).
 
 import { dump, load } from '../vendor/js-yaml.mjs';
-import { createRun, getRun, listPresets } from './api.js';
+import { convertTrlConfig, createRun, getRun, listPresets } from './api.js';
 import { $, $$, fill, h, seg } from './dom.js';
 import { SpecEditor } from './editor.js';
 import { describeType, loadSchema } from './schema.js';
@@ -213,6 +213,26 @@ async function submit() {
   }
 }
 
+/** Convert the pasted TRL config on the server; the spec replaces the editor's, and what
+ * could not be mapped is listed under the box. */
+async function convertPasted() {
+  const list = $('#trl-unmapped');
+  try {
+    const converted = await convertTrlConfig(/** @type {HTMLTextAreaElement} */ ($('#trl-config')).value);
+    state.active = null;
+    setSpec(converted.spec, 'converted from a TRL config');
+    const unmapped = Object.entries(converted.unmapped);
+    fill(
+      list,
+      unmapped.length
+        ? unmapped.map(([field, why]) => h('li', null, h('code', null, field), ` ${why}`))
+        : [h('li', { class: 'muted' }, 'Every field was mapped.')],
+    );
+  } catch (error) {
+    fill(list, [h('li', null, errorText(error))]);
+  }
+}
+
 /** @param {SpecSource | null} extra */
 function renderPresets(extra) {
   /** @type {SpecSource[]} */
@@ -253,6 +273,7 @@ async function main() {
   for (const type of ['keyup', 'click', 'focus']) editor.textarea.addEventListener(type, showFieldHelp);
   for (const b of $$('.seg button')) b.addEventListener('click', () => setFormat(b.dataset.format));
   $('#submit-button').addEventListener('click', submit);
+  $('#trl-convert').addEventListener('click', convertPasted);
   document.addEventListener('keydown', (event) => {
     if ((event.ctrlKey || event.metaKey) && event.key === 'Enter') submit();
   });

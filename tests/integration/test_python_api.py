@@ -1,0 +1,68 @@
+"""The Python API as a notebook uses it: `from grpo import train` with a lambda reward trains
+in this process (grpo train's workdir layout), and the same function, packaged as a plugin
+(examples/reward-plugin: trl_short), gives the same rewards through the service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from grpo_example_rewards import trl_recipe
+
+import grpo
+from tests.integration.conftest import tiny_spec
+from tests.integration.test_run_lifecycle import wait_for_final
+from tests.stack import Stack
+
+
+def spec_with(stack: Stack, function: str) -> dict[str, Any]:
+    return tiny_spec(
+        stack,
+        name="notebook",
+        max_steps=2,
+        save_steps=0,
+        rewards=[{"name": "python", "function": function, "label": "short"}],
+    )
+
+
+def test_a_lambda_trains_here_and_its_plugin_gives_the_same_rewards_in_the_service(
+    pg_stack: Stack, tmp_path: Path
+) -> None:
+    # a notebook cell: the reward is a lambda, the spec a dict (reward_0: the lambda's name)
+    trainer = grpo.train(
+        spec_with(pg_stack, "reward_0"),
+        reward_funcs=[lambda completion_ids, **kw: [1.0 / (1.0 + len(i)) for i in completion_ids]],
+        workdir=tmp_path / "run",
+        cache_dir=tmp_path / "cache",
+    )
+    assert [r.step for r in trainer.reports] == [1, 2]
+    assert (tmp_path / "run" / "checkpoints").is_dir()  # grpo train's layout
+    here = {
+        (r.step, g.index): [(c.text, c.rewards["short"]) for c in g.completions or []]
+        for r in trainer.reports
+        for g in r.groups
+    }
+    for completions in here.values():
+        for _text, reward in completions:
+            assert reward is not None and 0 < reward <= 1.0
+
+    with pg_stack.client() as client:
+        response = client.post("/api/runs", json=spec_with(pg_stack, "trl_short"))
+        assert response.status_code == 201, response.text
+        run_id = response.json()["id"]
+        run = wait_for_final(client, run_id)
+        assert run["status"] == "succeeded", f"{run['error']}\n{pg_stack.logs()}"
+        for step, index in here:
+            detail = client.get(f"/api/runs/{run_id}/steps/{step}/groups/{index}").json()
+            service = [(c["text"], c["rewards"]["short"]) for c in detail["completions"]]
+            assert sorted(service) == sorted(here[(step, index)])  # same samples, same rewards
+            for c in detail["completions"]:
+                ids = [0] * c["num_tokens"]
+                assert c["rewards"]["short"] == trl_recipe.short_completion_reward([ids])[0]
+
+
+def test_submit_sends_a_spec_to_the_service(pg_stack: Stack) -> None:
+    spec = spec_with(pg_stack, "trl_short")
+    run = grpo.submit({**spec, "max_steps": 1}, url=pg_stack.url)
+    with pg_stack.client() as client:
+        assert wait_for_final(client, run["id"])["status"] == "succeeded"

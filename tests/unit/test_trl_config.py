@@ -1,0 +1,132 @@
+"""`grpo convert` (grpo/spec/trl_config.py): TRL GRPOConfig YAMLs become JobSpecs; the batch
+arithmetic; every field left out is listed with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo.cli.main import main
+from grpo.spec import JobSpec
+from grpo.spec.trl_config import convert, prompts_per_step
+
+RECIPES = Path(__file__).parents[1] / "data" / "trl_recipes"
+
+
+@pytest.mark.parametrize(
+    ("per_device", "accumulation", "processes", "generations", "prompts"),
+    [
+        (16, 4, 1, 16, 4),  # open-r1 on one GPU: 64 completions, 4 groups of 16
+        (16, 4, 8, 16, 32),  # the same on 8 GPUs
+        (4, 8, 1, 8, 4),
+        (8, 2, 4, 4, 16),
+        (2, 1, 3, 6, 1),  # 6 completions over 3 devices: one group
+    ],
+)
+def test_prompts_per_step_is_completions_per_optimizer_step_over_the_group_size(
+    per_device: int, accumulation: int, processes: int, generations: int, prompts: int
+) -> None:
+    assert prompts_per_step(
+        per_device_train_batch_size=per_device, gradient_accumulation_steps=accumulation,
+        processes=processes, num_generations=generations,
+    ) == prompts  # fmt: skip
+
+
+def test_a_step_that_splits_a_group_is_listed_not_guessed() -> None:
+    with pytest.raises(ValueError, match="24 completions is not a multiple of num_generations 16"):
+        prompts_per_step(
+            per_device_train_batch_size=12, gradient_accumulation_steps=2, processes=1,
+            num_generations=16,
+        )  # fmt: skip
+    out = convert({"per_device_train_batch_size": 12, "gradient_accumulation_steps": 2,
+                   "num_generations": 16})  # fmt: skip
+    assert "not a multiple" in out.unmapped["per_device_train_batch_size"]
+    assert "prompts_per_step" not in out.spec
+
+
+def test_the_open_r1_recipe_maps_its_knobs_and_lists_the_rest() -> None:
+    config = yaml.safe_load((RECIPES / "open_r1_math.yaml").read_text())
+    out = convert(config)
+    spec = JobSpec.model_validate(out.spec)
+    assert (spec.prompts_per_step, spec.num_generations, spec.micro_batch_size) == (4, 16, 16)
+    assert (spec.model, spec.precision, spec.lr_scheduler_type) == (
+        "Qwen/Qwen2.5-1.5B-Instruct", "bf16", "cosine",
+    )  # fmt: skip
+    assert spec.warmup_steps == 10  # warmup_ratio 0.1 of max_steps 100
+    assert (spec.data.source, spec.data.prompt_field, spec.data.answer_field) == (
+        "hf:open-r1/OpenR1-Math-220k", "problem", "solution",
+    )  # fmt: skip
+    assert spec.data.system_prompt and spec.data.system_prompt.startswith("You are a helpful")
+    assert [r.name for r in spec.rewards] == ["accuracy", "format"]
+    assert spec.logging.report_to == ("wandb",)
+    assert set(out.unmapped) == {
+        "attn_implementation", "do_eval", "gradient_checkpointing_kwargs", "hub_model_id",
+        "hub_strategy", "log_completions", "log_level", "logging_first_step", "logging_steps",
+        "logging_strategy", "model_revision", "num_train_epochs", "output_dir",
+        "overwrite_output_dir", "per_device_eval_batch_size", "push_to_hub", "save_strategy",
+        "save_total_limit", "torch_dtype", "use_vllm",
+    }  # fmt: skip
+    assert out.unmapped["use_vllm"] == "the service picks the generation engine"
+
+
+def test_values_we_do_not_offer_are_listed_with_pydantics_reason() -> None:
+    out = convert({"loss_type": "sapo", "lr_scheduler_type": "constant_with_warmup", "beta": 0})
+    assert out.spec["lr_scheduler_type"] == "constant"  # ours warm up under every schedule
+    assert "'sapo' refused" in out.unmapped["loss_type"]
+    assert out.spec["beta"] == 0 and "loss_type" not in out.spec
+
+
+def test_lora_processes_and_python_rewards_of_a_multi_gpu_recipe() -> None:
+    out = convert(yaml.safe_load((RECIPES / "lora_gsm8k.yaml").read_text()))
+    spec = JobSpec.model_validate(out.spec)
+    assert (spec.prompts_per_step, spec.resources.num_processes) == (16, 4)  # 8·2·4 / 4
+    assert spec.lora is not None and (spec.lora.r, spec.lora.alpha) == (16, 32)
+    assert spec.data.subset == "main" and spec.data.answer_field is None
+    assert [(r.name, r.weight) for r in spec.rewards] == [("format", 0.5), ("python", 1.0)]
+    assert out.unmapped == {"report_to": "only tensorboard, mlflow and wandb are trackers here"}
+
+
+def test_grpo_convert_writes_the_spec_yaml_with_the_unmapped_fields_on_top(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "spec.yaml"
+    assert main(["convert", str(RECIPES / "trl_docs_dapo.yaml"), "-o", str(target)]) == 0
+    text = target.read_text()
+    assert "#   steps_per_generation: one generation per optimizer step" in text
+    spec = JobSpec.model_validate(yaml.safe_load(text))
+    assert (spec.loss_type, spec.epsilon_high, spec.scale_rewards, spec.prompts_per_step) == (
+        "dapo", 0.28, "none", 4,
+    )  # fmt: skip
+    assert main(["convert", str(RECIPES / "lora_gsm8k.yaml"), "--processes", "2"]) == 0
+    assert "num_processes: 4" in capsys.readouterr().out  # the file's own count wins
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"num_generations": 0},
+        {"per_device_train_batch_size": "16"},
+        {"max_steps": "many"},
+        {"warmup_ratio": "x", "max_steps": 10},
+        {"reward_funcs": ["accuracy"], "reward_weights": 3},
+        {"num_processes": "four"},
+    ],
+)
+def test_values_of_the_wrong_type_are_a_value_error_never_a_crash(
+    config: dict[str, object],
+) -> None:
+    try:
+        out = convert(config)
+    except ValueError:
+        return
+    JobSpec.model_validate(out.spec)  # or they are listed as unmapped
+    assert out.unmapped
+
+
+def test_the_spec_is_the_validated_specs_json_whatever_the_yaml_held() -> None:
+    out = convert(yaml.safe_load("1: 2\nseed: 7\nrun_name: 2020-01-01\nbeta: 0\n"))
+    assert out.spec == {"name": "2020-01-01", "beta": 0.0, "seed": 7, "prompts_per_step": 1,
+                        "micro_batch_size": 8}  # fmt: skip
+    assert out.unmapped == {"1": "no equivalent in JobSpec"}
