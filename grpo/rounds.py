@@ -8,6 +8,7 @@ holds depends only on (seed, step, round), so neither the ranks nor the batching
 from __future__ import annotations
 
 from contextlib import nullcontext
+from typing import Any
 
 import torch
 
@@ -70,7 +71,10 @@ class Rounds:
         self.truncated_prompts += sum(f.is_truncated for f in fitted)
         with clock.phase("dynamic_sampling") if round_index else nullcontext():
             with clock.phase("generate"):
-                rollout = self.generate(prompts, step, round_index, first=mine.start)
+                records = [{"prompt": e.prompt, "answer": e.answer, **e.data} for e in examples]
+                rollout = self.generate(
+                    prompts, step, round_index, first=mine.start, records=records
+                )
             with clock.phase("reward"):
                 texts = decode_completions(self.policy.tokenizer, rollout)
                 scored = self.score(step, examples, prompts, texts, rollout)
@@ -99,12 +103,19 @@ class Rounds:
             self.policy.tokenizer,
             max_length=self.policy.spec.max_prompt_length,
             add_special_tokens=not self.policy.uses_chat_template,
+            tools=self.policy.tool_schemas,
         )
 
     def generate(
-        self, prompts: list[str], step: int, round_index: int = 0, first: int = 0
+        self,
+        prompts: list[str],
+        step: int,
+        round_index: int = 0,
+        first: int = 0,
+        records: list[dict[str, Any]] | None = None,
     ) -> Rollout:
-        """G completions of each prompt; `first`: the position in the step of the first."""
+        """G completions of each prompt; `first`: the position in the step of the first;
+        `records`: the prompts' records, for a tool environment's reset."""
         policy, spec = self.policy, self.policy.spec
         ids, mask = tokenize_prompts(
             policy.tokenizer,
@@ -119,8 +130,9 @@ class Rounds:
         # sample
         seeds = [group_seed(spec.seed, step, first + i, round_index) for i in range(len(prompts))]
         request = GenerationRequest(
-            ids, mask, spec.num_generations, spec.max_completion_length, spec.sampling, seeds
-        )
+            ids, mask, spec.num_generations, spec.max_completion_length, spec.sampling, seeds,
+            records,
+        )  # fmt: skip
         return policy.engine.generate(request)
 
     def score(
@@ -137,7 +149,8 @@ class Rounds:
             examples=examples,
             prompts=prompts,
             completions=texts,
-            num_tokens=rollout.lengths.tolist(),
+            num_tokens=rollout.model_token_mask.sum(dim=1).tolist(),  # tool tokens left out
+            trajectories=rollout.trajectories,
         )
         try:
             scored = self.policy.rewarder.score(batch)

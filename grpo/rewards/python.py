@@ -91,7 +91,10 @@ def prepare_function(entry: PythonReward, run: RunFacts) -> Scorer:
     def scorer(batch: RewardBatch, notes: dict[int, str]) -> list[float | None]:
         prompts, completions = batch.trl_prompts_and_completions()
         return call_reward_function(
-            function, prompts=prompts, completions=completions, columns=batch.columns()
+            function,
+            prompts=prompts,
+            completions=completions,
+            columns={**batch.columns(), **batch.trajectory_columns()},
         )
 
     return scorer
