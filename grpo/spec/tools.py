@@ -26,6 +26,9 @@ ENVIRONMENT_GROUP = "grpo.environments"
 TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """A tool name the model writes in `{"name": ...}` and a metric key: an identifier."""
 ENTRY_POINT_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+TOOL_MODELS = ("builtin:tiny-tools",)
+"""The built-in models whose chat template renders tools (the others have none, or plain
+ChatML without tools)."""
 
 
 class ToolEntry(BaseModel):
