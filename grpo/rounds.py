@@ -18,6 +18,7 @@ from grpo.data.loading import PromptSampler
 from grpo.data.prompt_fit import FittedPrompt, fit_prompt
 from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal, rank_share
 from grpo.engines.engine import GenerationRequest
+from grpo.engines.tool_loop import ToolLoop
 from grpo.failures import RewardFunctionError
 from grpo.parallel.ranks import Ranks
 from grpo.policy import PolicyView
@@ -74,6 +75,10 @@ class Rounds:
                 records = [{"prompt": e.prompt, "answer": e.answer, **e.data} for e in examples]
                 rollout = self.generate(
                     prompts, step, round_index, first=mine.start, records=records
+                )
+            if isinstance(self.policy.engine, ToolLoop):  # time/tools: the calls' wall time
+                clock.seconds["tools"] = (
+                    clock.seconds.get("tools", 0.0) + self.policy.engine.take_tool_seconds()
                 )
             with clock.phase("reward"):
                 texts = decode_completions(self.policy.tokenizer, rollout)

@@ -118,6 +118,8 @@ def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
             "stop": c.stop,
             "stop_token_id": c.stop_token_id,
             "note": c.note,
+            "trajectory": c.trajectory,
+            "model_mask": c.model_mask,
         }
         for c in group.completions or []
     ]

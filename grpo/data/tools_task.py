@@ -21,6 +21,21 @@ from grpo.data.example import Example
 
 TOOLS_SEED = 20261201
 TOOLS_TEST_SIZE = 400
+CALC_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "calc",
+        "description": "Evaluate an arithmetic expression of integers with +, - and *.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "x": {"type": "string", "description": 'The expression, for example "12*34".'}
+            },
+            "required": ["x"],
+        },
+    },
+}
+"""`calc` as chat templates take tools (what grpo/tools/describe.py reads from it)."""
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
 
 

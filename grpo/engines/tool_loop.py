@@ -184,6 +184,11 @@ class ToolLoop:
             trajectories=tuple(r.trajectory for r in rows),
         )
 
+    def take_tool_seconds(self) -> float:
+        """Wall seconds spent running tools since the last call (the step's time/tools)."""
+        seconds, self.tool_seconds = self.tool_seconds, 0.0
+        return seconds
+
     def load_weights(self, model: Any) -> None:
         self.inner.load_weights(model)
 

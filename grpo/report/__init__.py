@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from grpo.report.outcome import GroupOutcome as GroupOutcome  # the store and API import it here
 from grpo.report.outcome import group_outcome
@@ -55,6 +55,12 @@ class CompletionReport:
     note: str | None = None
     """What a reward function noted about it, `<label>: <note>` (e.g. `code: killed at the
     CPU limit (5 s)`); None when nothing was noted."""
+    trajectory: dict[str, Any] | None = None
+    """A tool trajectory's turns (grpo/tools/trajectory.py's record: assistant text, calls,
+    results, per-turn token counts); None for single-turn completions."""
+    model_mask: list[int] | None = None
+    """Per token (aligned with `tokens`), 1 where the model sampled it, 0 on tool-result
+    tokens (never trained on); None for single-turn completions."""
 
 
 @dataclass(frozen=True)

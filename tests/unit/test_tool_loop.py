@@ -12,6 +12,7 @@ from grpo.data.tools_task import tool_call_text
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.tool_loop import ToolLoop, trajectory_seed
 from grpo.models.tool_template import build_tool_tokenizer
+from grpo.report.tool_metrics import tool_counts, tool_scalars
 from grpo.rollout import tokenize_prompts
 from grpo.spec.generation import Sampling
 from grpo.spec.tools import CodeTool, EnvironmentTool, PythonTool
@@ -96,6 +97,14 @@ def test_tool_failures_and_malformed_calls_become_tool_messages(tok):
     assert "not valid JSON" in results[1].content
     assert "ValueError" in results[2].content or "SyntaxError" in results[2].content
     assert rollout.trajectories[0].turns[-1].text == "done"
+    assert tool_scalars(tool_counts(rollout.trajectories)) == {
+        "tools/calls_per_trajectory": 3.0,
+        "tools/failure_rate": 1.0,
+        "tools/iteration_limit_share": 0.0,
+        "tools/nope/calls": 1.0,
+        "tools/malformed/calls": 1.0,
+        "tools/calc/calls": 1.0,
+    }
 
 
 def test_the_iteration_limit_ends_a_trajectory_that_keeps_calling(tok):
@@ -104,6 +113,9 @@ def test_the_iteration_limit_ends_a_trajectory_that_keeps_calling(tok):
     trajectory = rollout.trajectories[0]
     assert len(trajectory.turns) == 3 and len(trajectory.results) == 2
     assert trajectory.is_at_iteration_limit and trajectory.turns[-1].results == []
+    scalars = tool_scalars(tool_counts(rollout.trajectories))
+    assert scalars["tools/iteration_limit_share"] == 1.0 and scalars["tools/calc/calls"] == 3.0
+    assert scalars["tools/failure_rate"] == 0.0  # two answered, both right
     assert int(rollout.model_token_mask.sum()) == 3 * 65 and len(engine.requests) == 3
 
 
