@@ -83,6 +83,32 @@ class CalculatorEnvironment:
         return float(self.calls > 0)
 
 
+def final_answer(
+    prompts: list[Any], completions: list[Any], answer: list[str], **kwargs: Any
+) -> list[float]:
+    """Reward (`python` reward `final_answer`): 1 when the trajectory's last assistant
+    message is exactly the answer. A tool trajectory's completion is TRL's list of messages,
+    so a tool result that holds the answer earns nothing until the model writes it."""
+    return [
+        float(_last_assistant(c).strip() == a) for c, a in zip(completions, answer, strict=True)
+    ]
+
+
+def used_tool(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """Reward (`python` reward `used_tool`): the environment's get_reward() when the spec has
+    one (`environments`), else 1 when any tool call was answered (`tool_results`)."""
+    if "environments" in kwargs:
+        return [float(e.get_reward()) for e in kwargs["environments"]]
+    return [float(bool(results)) for results in kwargs.get("tool_results", [[]] * len(completions))]
+
+
+def _last_assistant(completion: Any) -> str:
+    if isinstance(completion, str):
+        return completion
+    contents = [m.get("content", "") for m in completion if m.get("role") == "assistant"]
+    return str(contents[-1]) if contents else ""
+
+
 def tool_call_text(problem: str) -> str:
     """The call the warmed-up model learns to write for `problem` (`12*34`)."""
     call = {"name": "calc", "arguments": {"x": problem}}
