@@ -53,8 +53,9 @@ def format_prompt(
         if not isinstance(example.prompt, str):
             raise ValueError(_unrenderable(example, data))
         return fill_template(data, example.prompt)
+    with_tools = {} if tools is None else {"tools": tools}
     rendered = tokenizer.apply_chat_template(
-        prompt_messages(example, data), tools=tools, tokenize=False, add_generation_prompt=True
+        prompt_messages(example, data), tokenize=False, add_generation_prompt=True, **with_tools
     )
     return str(rendered)
 

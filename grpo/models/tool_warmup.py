@@ -98,7 +98,7 @@ def warm_up(model: PreTrainedModel, tokenizer: Tokenizer, *, progress: bool) -> 
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
     model.eval()
-    return float(loss)
+    return float(loss.detach())
 
 
 def build_tiny_tools(tiny_dir: Path, target: Path, *, progress: bool) -> None:
