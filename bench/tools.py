@@ -61,7 +61,7 @@ class SlowCalculator(BaseHTTPRequestHandler):
 def tool_loop(host: str, concurrency: int, policy: SimpleNamespace) -> ToolLoop:
     entry = HttpTool(label="calc", url=f"http://{host}/calc", description="Multiply.")
     toolbox = Toolbox([entry], ToolRunFacts(tool_hosts=(host,)), max_result_chars=200)
-    return ToolLoop(NativeEngine(policy), toolbox, policy.tokenizer,  # type: ignore[arg-type]
+    return ToolLoop(NativeEngine(policy), toolbox, policy.tokenizer,  
                     eos_token_ids=policy.eos_token_ids, max_iterations=2,
                     concurrency=concurrency)  # fmt: skip
 

@@ -1,6 +1,8 @@
-"""`builtin:tools`: two-digit multiplication with a calculator (`12*34=` -> `408`).
+"""`builtin:tools`: two-digit multiplication with a calculator (`42*34=` -> `1428`).
 
-The built-in tiny model cannot multiply, but it can call `calc` and copy the answer:
+The built-in tiny model cannot multiply, but it can call `calc` and copy the answer (every
+product has four digits, so the answer sits at one fixed distance after the tool result,
+which a model this small learns to copy quickly):
 `<tool_call>{"name":"calc","arguments":{"x":"12*34"}}</tool_call>`, then the tool turn
 `<tool_response>408</tool_response>`, then `408`. The calculator is offered both ways a
 spec can name it: the `python` tool `calc` (entry point in group `grpo.tools`) and the
@@ -51,9 +53,9 @@ def calc(x: str) -> str:
 
 def _evaluate(node: ast.AST) -> int:
     if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 10**6:
-        return node.value
+        return int(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        return _OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+        return int(_OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right)))
     raise ValueError("calc takes integers (below a million) joined by +, - and *")
 
 
@@ -116,9 +118,9 @@ def tool_call_text(problem: str) -> str:
 
 
 def tools_examples(split: str) -> list[Example]:
-    """`ab*cd=` with two-digit operands 10..99; test is the first TOOLS_TEST_SIZE of one
-    seeded order, train the rest."""
-    problems = [(a, b) for a in range(10, 100) for b in range(10, 100)]
+    """`ab*cd=` with operands 32..99 (every product has four digits); test is the first
+    TOOLS_TEST_SIZE of one seeded order, train the rest."""
+    problems = [(a, b) for a in range(32, 100) for b in range(32, 100)]
     random.Random(TOOLS_SEED).shuffle(problems)
     match split:
         case "test":

@@ -29,11 +29,11 @@ from grpo.data.tools_task import CALC_SCHEMA, tool_call_text, tools_examples
 from grpo.models.tool_template import build_tool_tokenizer
 from grpo.models.warmup import _seeded_single_thread
 
-TOOLS_RECIPE_VERSION = "v1"
+TOOLS_RECIPE_VERSION = "v2"
 """Bump whenever anything below, the tools task or the template changes."""
-TOOL_SHARE = 0.35
+TOOL_SHARE = 0.4
 """Share of warm-up examples that call the tool (the rest answer at once)."""
-STEPS = 700
+STEPS = 600
 BATCH_SIZE = 32
 LEARNING_RATE = 3e-3
 WARMUP_STEPS = 50
@@ -97,7 +97,7 @@ def warm_up(model: PreTrainedModel, tokenizer: Tokenizer, *, progress: bool) -> 
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-    model.eval()
+    model.train(False)
     return float(loss.detach())
 
 

@@ -13,7 +13,7 @@ from typing import Any
 def function_schema(function: Callable[..., Any], *, name: str | None = None) -> dict[str, Any]:
     """The tool schema of `function` (a bound method drops `self`), renamed to `name`;
     ValueError saying what is missing (a type hint, a parameter's description)."""
-    from transformers.utils import get_json_schema
+    from transformers.utils.chat_template_utils import get_json_schema
 
     try:
         schema = get_json_schema(function)
