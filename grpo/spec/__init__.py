@@ -166,6 +166,11 @@ class JobSpec(ToolKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, Tas
             )
         if self.sync_ref_model and self.beta == 0:
             notes.append("sync_ref_model has no effect with beta 0 (no reference is kept)")
+        if self.tools and self.eval is not None:
+            notes.append(
+                "held-out evaluation samples single-turn completions: the tools are not "
+                "offered to the model there (multi-turn eval is not built yet)"
+            )
         return notes
 
     @property
