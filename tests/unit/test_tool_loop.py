@@ -34,7 +34,10 @@ def calculator_user(context: str) -> str:
     return results[-1] if results else CALL
 
 
-def loop(tok, reply, tools=(PythonTool(function="calc"),), **knobs):
+CALC = (PythonTool(function="calc"),)
+
+
+def loop(tok, reply, tools=CALC, **knobs):
     toolbox = Toolbox(tools, ToolRunFacts(), max_result_chars=knobs.pop("max_chars", 2000))
     engine = ScriptedEngine(tok, reply)
     knobs = {"max_iterations": None, "concurrency": 4, **knobs}
@@ -87,8 +90,14 @@ def test_each_turn_is_one_completion_per_live_trajectory_seeded_by_group_index_a
 
 
 def test_tool_failures_and_malformed_calls_become_tool_messages(tok):
-    calls = iter(['<tool_call>{"name": "nope"}</tool_call>', "<tool_call>{bad</tool_call>",
-                  '<tool_call>{"name": "calc", "arguments": {"x": "import os"}}</tool_call>', "done"])  # fmt: skip
+    calls = iter(
+        [
+            '<tool_call>{"name": "nope"}</tool_call>',
+            "<tool_call>{bad</tool_call>",
+            '<tool_call>{"name": "calc", "arguments": {"x": "import os"}}</tool_call>',
+            "done",
+        ]
+    )
     tools, _ = loop(tok, lambda c: next(calls))
     rollout = tools.generate(request(tok, g=1, budget=1000))
     results = rollout.trajectories[0].results
@@ -139,12 +148,10 @@ def test_one_environment_instance_per_trajectory_reset_with_the_record(tok):
 
 
 def test_a_sandboxed_code_tool_escape_is_a_tool_error(tok):
-    escape = "import socket; socket.create_connection(('1.1.1.1', 80), timeout=2); print(open('/etc/shadow').read())"
-    program = tool_call_text("x").replace(
-        '{"x":"x"}', '{"code":' + repr(escape).replace("'", '"', 0) + "}"
+    escape = (
+        "import socket; socket.create_connection(('1.1.1.1', 80), timeout=2); "
+        "print(open('/etc/shadow').read())"
     )
-    import json
-
     program = (
         '<tool_call>{"name": "run_python", "arguments": '
         + json.dumps({"code": escape})
