@@ -141,7 +141,8 @@ class ToolLoop:
         for i in live:
             row = rows[i]
             last = row.trajectory.turns[-1]
-            last.calls = parse_tool_calls(last.text) if not row.is_truncated else []
+            calls = parse_tool_calls(last.text) if not row.is_truncated else []
+            last.calls = [self.toolbox.checked(c) for c in calls]
             if not last.calls:
                 row.is_done = True
             elif self.max_iterations is not None and turn >= self.max_iterations:

@@ -3,7 +3,9 @@ over ranks, turned into scalars on rank 0.
 
     tools/calls_per_trajectory   calls per trajectory (malformed ones included)
     tools/failure_rate           share of answered calls whose answer is an error
-    tools/<name>/calls           calls of each tool, per trajectory
+    tools/<name>/calls           calls of each tool, per trajectory (`invalid`: calls that
+                                 could not run as written: unknown tool, bad JSON or
+                                 arguments)
     tools/iteration_limit_share  share of trajectories still calling at
                                  max_tool_calling_iterations
     time/tools                   wall seconds the step's tool calls took (rank max)
@@ -30,7 +32,7 @@ def tool_counts(trajectories: Sequence[Any] | None) -> dict[str, float]:
         counts["failures"] += sum(r.is_error for r in trajectory.results)
         counts["at_limit"] += float(trajectory.is_at_iteration_limit)
         for call in trajectory.calls:
-            key = f"calls/{call.name or 'malformed'}"
+            key = f"calls/{call.name if call.error is None else 'invalid'}"
             counts[key] = counts.get(key, 0.0) + 1
     return counts
 

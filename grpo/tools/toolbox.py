@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from grpo.spec.tools import ToolSpec
@@ -39,15 +40,21 @@ class Toolbox:
     def schemas(self) -> list[dict[str, Any]]:
         return [tool.schema for tool in self.tools.values()]
 
+    def checked(self, call: ToolCall) -> ToolCall:
+        """The call, with an error when it names no tool of this run (a name the model made
+        up is never a metric key: tools/invalid/calls counts it)."""
+        if call.error is None and call.name not in self.tools:
+            names = ", ".join(self.tools) or "none"
+            return replace(call, error=f"no tool {call.name!r} (tools: {names})")
+        return call
+
     def call(self, call: ToolCall, environment: Any) -> ToolResult:
         """One call's result; every failure becomes an error result naming what went wrong."""
         started = time.perf_counter()
+        call = self.checked(call)
         if call.error is not None:
             return ToolResult(call.name, f"Error: {call.error}", True)
-        tool = self.tools.get(call.name)
-        if tool is None:
-            names = ", ".join(self.tools) or "none"
-            return ToolResult(call.name, f"Error: no tool {call.name!r} (tools: {names})", True)
+        tool = self.tools[call.name]
         try:
             content, is_error = str(tool.call(call.arguments, environment)), False
         except Exception as exc:  # the tool's failure is the model's to read

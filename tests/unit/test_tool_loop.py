@@ -110,8 +110,7 @@ def test_tool_failures_and_malformed_calls_become_tool_messages(tok):
         "tools/calls_per_trajectory": 3.0,
         "tools/failure_rate": 1.0,
         "tools/iteration_limit_share": 0.0,
-        "tools/nope/calls": 1.0,
-        "tools/malformed/calls": 1.0,
+        "tools/invalid/calls": 2.0,  # a made-up name and bad JSON: never metric keys
         "tools/calc/calls": 1.0,
     }
 
