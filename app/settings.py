@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     reward_hosts: str = ""
     """Comma-separated `host[:port]`s that `http` rewards may call (checked at submit and on
     the worker); a bare host allows all its ports. Empty: no reward endpoint is allowed."""
+    tool_hosts: str | None = None
+    """Comma-separated `host[:port]`s that `http` tools may call (checked at submit and on
+    the worker); unset: the reward hosts (GRPO_REWARD_HOSTS)."""
     reward_token_envs: str = ""
     """Comma-separated worker environment variables that a spec's `token_env` may name,
     besides those starting GRPO_REWARD_TOKEN_ (always allowed); never any other GRPO_*
@@ -142,6 +145,12 @@ class Settings(BaseSettings):
     @property
     def reward_host_list(self) -> list[str]:
         return [h.strip().lower() for h in self.reward_hosts.split(",") if h.strip()]
+
+    @property
+    def tool_host_list(self) -> list[str]:
+        if self.tool_hosts is None:
+            return self.reward_host_list
+        return [h.strip().lower() for h in self.tool_hosts.split(",") if h.strip()]
 
     @property
     def reward_token_env_list(self) -> list[str]:

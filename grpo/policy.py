@@ -102,3 +102,5 @@ class PolicyView(Protocol):
     log: Callable[[str, str], None]
     engine: Engine
     """Samples the rollouts (grpo/engines/); rounds.py asks it, never the model."""
+    tool_schemas: list[dict[str, Any]] | None
+    """The spec's tools as the chat template shows them to the model; None without tools."""

@@ -43,6 +43,9 @@ class Rollout:
     """(N, T) the engine's own log-probs of its sampled tokens (vLLM), 0 elsewhere; None when
     the engine is the trainer's own model (native). Only measures and corrects the gap to
     the trainer's recomputed log-probs, never replaces them."""
+    trajectories: tuple[Any, ...] | None = None
+    """Per completion row, the tool loop's grpo.tools.trajectory.Trajectory (its turns,
+    calls and results); None for single-turn rollouts."""
 
     @property
     def model_token_mask(self) -> Tensor:
@@ -73,6 +76,9 @@ class Rollout:
             self.entropy[rows],
             None if self.model_mask is None else self.model_mask[rows],
             None if self.sampling_logps is None else self.sampling_logps[rows],
+            None
+            if self.trajectories is None
+            else tuple(self.trajectories[i] for i in rows.tolist()),
         )
 
 
@@ -101,6 +107,9 @@ def concat_rollouts(rollouts: Sequence[Rollout], *, pad_token_id: int) -> Rollou
         torch.cat([pad(r.entropy, width, 0.0) for r in rollouts]),
         _concat_optional([r.model_mask for r in rollouts], width, pad, 0),
         _concat_optional([r.sampling_logps for r in rollouts], width, pad, 0.0),
+        None
+        if any(r.trajectories is None for r in rollouts)
+        else tuple(t for r in rollouts for t in r.trajectories or ()),
     )
 
 

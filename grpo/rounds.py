@@ -8,6 +8,7 @@ holds depends only on (seed, step, round), so neither the ranks nor the batching
 from __future__ import annotations
 
 from contextlib import nullcontext
+from typing import Any
 
 import torch
 
@@ -17,6 +18,7 @@ from grpo.data.loading import PromptSampler
 from grpo.data.prompt_fit import FittedPrompt, fit_prompt
 from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal, rank_share
 from grpo.engines.engine import GenerationRequest
+from grpo.engines.tool_loop import ToolLoop
 from grpo.failures import RewardFunctionError
 from grpo.parallel.ranks import Ranks
 from grpo.policy import PolicyView
@@ -73,7 +75,14 @@ class Rounds:
         self.truncated_prompts += sum(f.is_truncated for f in fitted)
         with clock.phase("dynamic_sampling") if round_index else nullcontext():
             with clock.phase("generate"):
-                rollout = self.generate(prompts, step, round_index, first=mine.start)
+                records = [{"prompt": e.prompt, "answer": e.answer, **e.data} for e in examples]
+                rollout = self.generate(
+                    prompts, step, round_index, first=mine.start, records=records
+                )
+            if isinstance(self.policy.engine, ToolLoop):  # time/tools: the calls' wall time
+                clock.seconds["tools"] = (
+                    clock.seconds.get("tools", 0.0) + self.policy.engine.take_tool_seconds()
+                )
             with clock.phase("reward"):
                 texts = decode_completions(self.policy.tokenizer, rollout)
                 scored = self.score(step, examples, prompts, texts, rollout)
@@ -106,12 +115,19 @@ class Rounds:
             self.policy.tokenizer,
             max_length=self.policy.spec.max_prompt_length,
             add_special_tokens=not self.policy.uses_chat_template,
+            tools=self.policy.tool_schemas,
         )
 
     def generate(
-        self, prompts: list[str], step: int, round_index: int = 0, first: int = 0
+        self,
+        prompts: list[str],
+        step: int,
+        round_index: int = 0,
+        first: int = 0,
+        records: list[dict[str, Any]] | None = None,
     ) -> Rollout:
-        """G completions of each prompt; `first`: the position in the step of the first."""
+        """G completions of each prompt; `first`: the position in the step of the first;
+        `records`: the prompts' records, for a tool environment's reset."""
         policy, spec = self.policy, self.policy.spec
         ids, mask = tokenize_prompts(
             policy.tokenizer,
@@ -126,8 +142,9 @@ class Rounds:
         # sample
         seeds = [group_seed(spec.seed, step, first + i, round_index) for i in range(len(prompts))]
         request = GenerationRequest(
-            ids, mask, spec.num_generations, spec.max_completion_length, spec.sampling, seeds
-        )
+            ids, mask, spec.num_generations, spec.max_completion_length, spec.sampling, seeds,
+            records,
+        )  # fmt: skip
         return policy.engine.generate(request)
 
     def score(
@@ -145,7 +162,7 @@ class Rounds:
             examples=examples,
             prompts=prompts,
             completions=texts,
-            num_tokens=rollout.lengths.tolist(),
+            num_tokens=rollout.model_token_mask.sum(dim=1).tolist(),  # tool tokens left out
             completion_ids=completion_token_ids(rollout),
             trainer_state=TrainerState(
                 global_step=step - 1,
@@ -153,6 +170,7 @@ class Rounds:
                 epoch=(step - 1) * spec.prompts_per_step / len(self.examples),
             ),
             answer_field=spec.data.answer_field,
+            trajectories=rollout.trajectories,
         )
         try:
             scored = self.policy.rewarder.score(batch)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,6 +22,7 @@ from grpo.data.prompts import check_prompts_render, has_chat_template
 from grpo.dynamic_sampling import Batch
 from grpo.engines.engine import Engine
 from grpo.engines.native import NativeEngine
+from grpo.engines.tool_loop import build_tool_loop
 from grpo.eval.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.kl_control import adapt_beta
@@ -48,6 +50,7 @@ from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
 from grpo.step_loss import loss_mask_of, start_counts
 from grpo.stopping import StopStrings
+from grpo.tools.kind import ToolRunFacts
 from grpo.update import policy_update
 
 Log = Callable[[str, str], None]
@@ -77,11 +80,13 @@ class Trainer:
         reward_hosts: Sequence[str] = (),
         token_envs: Sequence[str] = (),
         reward_functions: Mapping[str, RewardFunction] | None = None,
+        tool_hosts: Sequence[str] | None = None,
     ) -> None:
         """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default);
         `token_envs`: variables besides GRPO_REWARD_TOKEN_* their `token_env` may name;
         `reward_functions`: callables of this process for the `python` entries naming them
-        (the Python API, grpo/api.py)."""
+        (the Python API, grpo/api.py); `tool_hosts`: those `http` tools may call (None: the
+        reward hosts)."""
         self.ranks = current_ranks()
         if self.ranks.world_size != spec.resources.num_processes:
             raise ValueError(
@@ -131,6 +136,12 @@ class Trainer:
         self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
         check_prompts_render(self.examples, spec.data, self.tokenizer)
         self.engine: Engine = NativeEngine(self)
+        self.tool_schemas: list[dict[str, Any]] | None = None
+        if spec.tools:
+            hosts = reward_hosts if tool_hosts is None else tool_hosts
+            facts = ToolRunFacts(run_id, tuple(hosts), tuple(token_envs))
+            loop = build_tool_loop(self.engine, spec, self.tokenizer, self.eos_token_ids, facts)
+            self.engine, self.tool_schemas = loop, loop.toolbox.schemas
         self.rounds = Rounds(self, self.examples, self.ranks)
         for note in spec.notes:
             self.log("warning", note)

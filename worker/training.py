@@ -98,6 +98,7 @@ def build_trainer(
         run_id=run_id,
         reward_hosts=settings.reward_host_list,
         token_envs=settings.reward_token_env_list,
+        tool_hosts=settings.tool_host_list,
         log=log,
     )
 

@@ -160,6 +160,13 @@ class CompletionOut(BaseModel):
     """What a reward function noted about it (`code: killed at the CPU limit (5 s)`)."""
     extras: dict[str, str | int | float | bool | None] | None = None
     """Columns reward functions logged for it (TRL's `log_extra`), by column name."""
+    trajectory: dict[str, Any] | None = None
+    """A tool trajectory's turns: {reset, turns: [{text, num_model_tokens,
+    num_context_tokens, context, calls: [{name, arguments, error}], results: [{name,
+    content, is_error}]}], is_at_iteration_limit}; null for single-turn completions."""
+    model_mask: list[int] | None = None
+    """Per token (aligned with `tokens`): 1 sampled by the model, 0 a tool-result token in
+    its context (never trained on); null for single-turn completions."""
 
 
 class GroupDetail(GroupSummary):

@@ -119,6 +119,8 @@ def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
             "stop_token_id": c.stop_token_id,
             "note": c.note,
             "extras": c.extras,
+            "trajectory": c.trajectory,
+            "model_mask": c.model_mask,
         }
         for c in group.completions or []
     ]

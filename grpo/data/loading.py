@@ -17,6 +17,7 @@ from typing import Any
 from grpo.data.arith_task import arith_examples
 from grpo.data.code_task import code_examples
 from grpo.data.example import Example
+from grpo.data.tools_task import tools_examples
 from grpo.spec.data import DataSpec
 from grpo.spec.parquet import is_parquet, parquet_records
 from grpo.spec.records import RecordError, parse_record
@@ -110,6 +111,8 @@ def load_examples(
     match source.kind:
         case "builtin" if source.value == "builtin:arith":
             return arith_examples(split)
+        case "builtin" if source.value == "builtin:tools":
+            return tools_examples(split)
         case "builtin" if source.value == "builtin:code":
             return code_examples(split)
         case "builtin":
@@ -120,7 +123,6 @@ def load_examples(
             return hub_examples(source.value, split, data)
     roots = roots or LocalRoots(base=Path.cwd(), allowed=None)
     return file_examples(resolve_local(source.value, roots, what="data.source"), data)
-
 
 def epoch_order(num_examples: int, *, seed: int, epoch: int) -> list[int]:
     """A seeded permutation of 0..n-1 for one epoch (str seeds hash with SHA-512: stable)."""

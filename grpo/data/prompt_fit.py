@@ -31,22 +31,23 @@ def fit_prompt(
     *,
     max_length: int,
     add_special_tokens: bool,
+    tools: list[dict[str, Any]] | None = None,
 ) -> FittedPrompt:
     """The rendered prompt in at most max_length tokens, its content cut from the start."""
 
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
 
-    text = format_prompt(example, data, tokenizer)
+    text = format_prompt(example, data, tokenizer, tools=tools)
     if count(text) <= max_length:
         return FittedPrompt(text, is_truncated=False)
     content = _content(example)
-    frame = count(format_prompt(_with_content(example, ""), data, tokenizer))
+    frame = count(format_prompt(_with_content(example, ""), data, tokenizer, tools=tools))
     ids = tokenizer(content, add_special_tokens=False)["input_ids"]
     # the cut can merge differently at its edge, so try one token fewer until it fits
     for keep in range(min(len(ids), max_length - frame), 0, -1):
         kept = tokenizer.decode(ids[-keep:])
-        text = format_prompt(_with_content(example, kept), data, tokenizer)
+        text = format_prompt(_with_content(example, kept), data, tokenizer, tools=tools)
         if count(text) <= max_length:
             return FittedPrompt(text, is_truncated=True)
     raise ValueError(

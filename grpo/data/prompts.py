@@ -45,16 +45,19 @@ def fill_template(data: DataSpec, text: str) -> str:
     return data.prompt_template.replace("{prompt}", text)
 
 
-def format_prompt(example: Example, data: DataSpec, tokenizer: Any) -> str:
+def format_prompt(
+    example: Example, data: DataSpec, tokenizer: Any, *, tools: list[dict[str, Any]] | None = None
+) -> str:
     """The policy's text: the template filled in, then the chat template if asked and present
-    (with the generation prompt that opens the assistant's turn). Chat-message prompts need
-    the chat template."""
+    (with the generation prompt that opens the assistant's turn, and the `tools` schemas the
+    model may call). Chat-message prompts need the chat template."""
     if not has_chat_template(data, tokenizer):
         if not isinstance(example.prompt, str):
             raise ValueError(_unrenderable(example, data))
         return fill_template(data, example.prompt)
+    with_tools = {} if tools is None else {"tools": tools}
     rendered = tokenizer.apply_chat_template(
-        prompt_messages(example, data), tokenize=False, add_generation_prompt=True
+        prompt_messages(example, data), tokenize=False, add_generation_prompt=True, **with_tools
     )
     return str(rendered)
 

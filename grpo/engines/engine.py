@@ -39,6 +39,9 @@ class GenerationRequest:
     max_new_tokens: int
     sampling: Sampling
     seeds: Sequence[int] | None = None
+    records: Sequence[dict[str, Any]] | None = None
+    """Per prompt, its record (`prompt`, `answer` and the extra fields): what an
+    environment's reset(**record) is told; engines without tools ignore it."""
 
 
 class Engine(Protocol):

@@ -29,6 +29,7 @@ from transformers.utils import logging as hf_logging
 from grpo.models.builtin_small import SMALL_VERSION, build_small
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.random_init import save_random_model
+from grpo.models.tool_warmup import TOOLS_RECIPE_VERSION, build_tiny_tools
 from grpo.models.warmup import RECIPE_VERSION, build_tiny_arith
 from grpo.spec.sources import LocalRoots, parse_model_name, resolve_local
 
@@ -115,6 +116,9 @@ def builtin_dir(name: str, cache_dir: Path, *, progress: bool) -> Path:
     if name == "builtin:tiny-arith":
         target = cache_dir / f"builtin-tiny-arith-{RECIPE_VERSION}"
         return materialise(target, lambda tmp: build_tiny_arith(tiny, tmp, progress=progress))
+    if name == "builtin:tiny-tools":
+        target = cache_dir / f"builtin-tiny-tools-{TOOLS_RECIPE_VERSION}"
+        return materialise(target, lambda tmp: build_tiny_tools(tiny, tmp, progress=progress))
     raise ValueError(f"unknown built-in model {name!r}")
 
 

@@ -8,7 +8,7 @@ max over ranks: the step waits for its slowest rank.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -18,6 +18,7 @@ from grpo.parallel.ranks import Ranks
 from grpo.report import GroupReport
 from grpo.report.metrics import group_scalars, length_scalars, reward_scalars
 from grpo.report.timing import StepClock
+from grpo.report.tool_metrics import sum_counts, tool_counts, tool_scalars
 from grpo.rewards.batch import Scores
 
 
@@ -32,8 +33,10 @@ class RankPart:
     is_truncated: Tensor  # (b x G,)
     entropy: tuple[float, float]  # sum and count over the completions' tokens
     groups: list[GroupReport]
-    timings: dict[str, float]  # time/<phase>, time/step, time/reward/<label>
+    timings: dict[str, float]  # time/<phase>, time/step, time/reward/<label>, time/tools
     truncated_prompts: int
+    tool_counts: dict[str, float] = field(default_factory=dict)
+    """grpo/report/tool_metrics.py's sums over the part's trajectories; {} without tools."""
 
     @property
     def mean_entropy(self) -> float:
@@ -54,17 +57,20 @@ def rank_part(
     timings = clock.scalars(num_tokens=0)
     del timings["tokens_per_second"]  # of the whole step: from all ranks' tokens
     timings.update({f"time/{name}": s for name, s in clock.seconds.items() if "/" in name})
+    if rollout.trajectories is not None:
+        timings["time/tools"] = clock.seconds.get("tools", 0.0)
     return detached(
         RankPart(
             rewards=batch.rewards,
             scores=batch.scores,
             passes=passes,
-            lengths=rollout.lengths,
+            lengths=rollout.model_token_mask.sum(dim=1),  # model tokens: tool results left out
             is_truncated=rollout.is_truncated,
             entropy=(float(rollout.entropy[mask].sum()), float(mask.sum())),
             groups=groups,
             timings=timings,
             truncated_prompts=truncated_prompts,
+            tool_counts=tool_counts(rollout.trajectories),
         )
     )
 
@@ -85,6 +91,7 @@ def step_scalars(
         "entropy": whole.mean_entropy,
         "learning_rate": learning_rate,
         "prompts/truncated": float(whole.truncated_prompts),
+        **tool_scalars(whole.tool_counts),
         **whole.timings,
         "tokens_per_second": float(whole.lengths.sum()) / step_time if step_time > 0 else 0.0,
     }
@@ -112,6 +119,7 @@ def whole_step(ranks: Ranks, part: RankPart) -> RankPart | None:
         groups=[g for p in parts for g in p.groups],
         timings=timings,
         truncated_prompts=sum(p.truncated_prompts for p in parts),
+        tool_counts=sum_counts([p.tool_counts for p in parts]),
     )
 
 

@@ -57,6 +57,12 @@ class CompletionReport:
     CPU limit (5 s)`); None when nothing was noted."""
     extras: dict[str, Any] | None = None
     """Columns reward functions logged for it with TRL's `log_extra(column, values)`."""
+    trajectory: dict[str, Any] | None = None
+    """A tool trajectory's turns (grpo/tools/trajectory.py's record: assistant text, calls,
+    results, per-turn token counts); None for single-turn completions."""
+    model_mask: list[int] | None = None
+    """Per token (aligned with `tokens`), 1 where the model sampled it, 0 on tool-result
+    tokens (never trained on); None for single-turn completions."""
 
 
 @dataclass(frozen=True)

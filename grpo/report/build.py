@@ -98,6 +98,8 @@ class _Rows:
     ids: list[list[int]]  # each cut to its length
     is_truncated: list[bool]
     token_kls: list[list[float]] | None  # each cut to its length
+    model_masks: list[list[int]] | None = None  # each cut to its length; None: no tools
+    trajectories: tuple[Any, ...] | None = None
 
     @classmethod
     def of(cls, rollout: Rollout, token_kls: Tensor | None, *, num_rows: int) -> _Rows:
@@ -109,6 +111,12 @@ class _Rows:
             ids=[row[:n] for row, n in zip(ids, lengths, strict=True)],
             is_truncated=rollout.is_truncated[:num_rows].tolist(),
             token_kls=None if kls is None else [r[:n] for r, n in zip(kls, lengths, strict=True)],
+            model_masks=None
+            if rollout.model_mask is None
+            else [
+                r[:n] for r, n in zip(rollout.model_mask[:num_rows].tolist(), lengths, strict=True)
+            ],
+            trajectories=None if rollout.trajectories is None else rollout.trajectories[:num_rows],
         )
 
 
@@ -142,6 +150,8 @@ def _completion(
         kl=sum(kls) / max(1, len(kls)) if kls else 0.0,
         token_kls=kls,
         tokens=pieces,
+        trajectory=None if rows.trajectories is None else rows.trajectories[i].record(),
+        model_mask=None if rows.model_masks is None or kls is None else rows.model_masks[i],
         **finish_fields(
             ids, eos_token_ids=eos_token_ids, tokenizer=tokenizer, text=texts[i], stops=stops
         ),

@@ -56,6 +56,9 @@ class RewardBatch:
     answer_field: str | None = "answer"
     """The records' answer column: reward functions get it under this name and as `answer`
     (None: the records have none, and functions get neither)."""
+    trajectories: Sequence[Any] | None = None
+    """(B * G,) the tool loop's trajectories (grpo/tools/trajectory.py), when the spec has
+    tools: their `messages()` are the completions reward functions see; None otherwise."""
 
     @property
     def num_generations(self) -> int:
@@ -70,6 +73,8 @@ class RewardBatch:
         the completion text; for chat-message prompts the messages, and the completion as
         one assistant message `[{"role": "assistant", "content": text}]`."""
         prompts = self.per_completion([e.prompt for e in self.examples])
+        if self.trajectories is not None:  # TRL: a tool trajectory is a list of messages
+            return prompts, [t.messages() for t in self.trajectories]
         if not any(isinstance(e.prompt, list) for e in self.examples):
             return prompts, list(self.completions)
         return prompts, [[{"role": "assistant", "content": c}] for c in self.completions]
@@ -83,4 +88,24 @@ class RewardBatch:
             columns = {"answer": answers, self.answer_field: answers}
         for key in sorted({k for e in self.examples for k in e.data} - set(columns)):
             columns[key] = self.per_completion([e.data.get(key) for e in self.examples])
+        return columns
+
+    def trajectory_columns(self) -> dict[str, list[Any]]:
+        """With tools: `tool_calls` ([{name, arguments, error}] per completion),
+        `tool_results` ([{name, content, is_error}]) and, with an environment, TRL's
+        `environments` (each trajectory's instance); {} without tools."""
+        if self.trajectories is None:
+            return {}
+        columns: dict[str, list[Any]] = {
+            "tool_calls": [
+                [{"name": c.name, "arguments": c.arguments, "error": c.error} for c in t.calls]
+                for t in self.trajectories
+            ],
+            "tool_results": [
+                [{"name": r.name, "content": r.content, "is_error": r.is_error} for r in t.results]
+                for t in self.trajectories
+            ],
+        }
+        if any(t.environment is not None for t in self.trajectories):
+            columns["environments"] = [t.environment for t in self.trajectories]
         return columns

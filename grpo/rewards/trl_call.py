@@ -34,6 +34,7 @@ def trl_kwargs(batch: RewardBatch, notes: Notes) -> dict[str, Any]:
     count = len(completions)
     return {
         **batch.columns(),
+        **batch.trajectory_columns(),  # tool_calls, tool_results, environments (with tools)
         "prompts": prompts,
         "completions": completions,
         "completion_ids": [list(ids) for ids in batch.completion_ids],

@@ -37,6 +37,7 @@ from grpo.spec.rewards import (
     is_allowed_host,
 )
 from grpo.spec.task import TaskKnobs
+from grpo.spec.tools import ToolKnobs
 
 # the reward entries live in grpo/spec/rewards.py; they are also this module's names
 __all__ = [
@@ -58,9 +59,9 @@ __all__ = [
 
 
 # pydantic orders fields base by base from the right (the reverse of Python's MRO): task,
-# algorithm, generation, optimization, then this class's own; the validators below read
+# algorithm, generation, optimization, tools, then this class's own; the validators below read
 # fields of earlier bases in `info.data`.
-class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
+class JobSpec(ToolKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
     """A GRPO training job: model, data, rewards and every algorithm knob."""
 
     model_config = ConfigDict(
@@ -165,6 +166,11 @@ class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
             )
         if self.sync_ref_model and self.beta == 0:
             notes.append("sync_ref_model has no effect with beta 0 (no reference is kept)")
+        if self.tools and self.eval is not None:
+            notes.append(
+                "held-out evaluation samples single-turn completions: the tools are not "
+                "offered to the model there (multi-turn eval is not built yet)"
+            )
         return notes
 
     @property

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, field_validator
 from grpo.spec.config import SECTION_CONFIG
 from grpo.spec.sources import parse_data_source
 
-BUILTIN_TASKS = ("builtin:arith", "builtin:code")
+BUILTIN_TASKS = ("builtin:arith", "builtin:code", "builtin:tools")
 
 
 class DataSpec(BaseModel):
@@ -16,8 +16,9 @@ class DataSpec(BaseModel):
 
     model_config = SECTION_CONFIG
     source: str = Field("builtin:arith", min_length=1, max_length=500)
-    """`builtin:arith`, `builtin:code`, `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a
-    JSONL or parquet path (`file:<path>` or any other text); see grpo/spec/sources.py."""
+    """`builtin:arith`, `builtin:code`, `builtin:tools` (multiplication with a calculator tool),
+    `dataset:<id>` (uploaded), `hf:<name>[:<config>]` or a JSONL or parquet path
+    (`file:<path>` or any other text); see grpo/spec/sources.py."""
     split: str = Field("train", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
     """Split to train on."""
     subset: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")

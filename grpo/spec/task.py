@@ -10,7 +10,7 @@ from grpo.spec.data import DataSpec
 from grpo.spec.rewards import AccuracyReward, RewardSpec, check_reward_entries
 from grpo.spec.sources import parse_model_name
 
-BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith", "builtin:small")
+BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith", "builtin:tiny-tools", "builtin:small")
 
 
 class TaskKnobs(BaseModel):
@@ -20,7 +20,8 @@ class TaskKnobs(BaseModel):
     name: str | None = Field(None, max_length=200)
     """Human-readable run name."""
     model: str = Field("builtin:tiny-arith", min_length=1, max_length=500)
-    """`builtin:tiny`, `builtin:tiny-arith`, `builtin:small` (a 32k-BPE Qwen2, random), a
+    """`builtin:tiny`, `builtin:tiny-arith`, `builtin:tiny-tools` (calls a calculator),
+    `builtin:small` (a 32k-BPE Qwen2, random), a
     Hugging Face model id (`org/name` or `hf:org/name`) or a local directory (`/abs`,
     `./rel`, `~/dir` or `file:<path>`)."""
     data: DataSpec = DataSpec()

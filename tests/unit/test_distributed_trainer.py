@@ -291,3 +291,37 @@ def test_fsdp_on_two_ranks_trains_what_one_process_does_and_resumes_either_way(
     assert again.step == 2 and completions(again) == completions(one[1])  # 1 -> 2 fsdp ranks
     for key in ("loss", "kl", "grad_norm"):
         assert again.scalars[key] == pytest.approx(one[1].scalars[key], rel=STEP_REL), key
+
+
+def tools_job(ranks: int) -> JobSpec:
+    """The tools demo, one short step: trajectories of several turns with a python tool."""
+    return job(
+        ranks,
+        model="builtin:tiny-tools",
+        data={"source": "builtin:tools"},
+        tools=[{"name": "python", "function": "calc"}],
+        max_tool_calling_iterations=2,
+        rewards=[{"name": "python", "function": "final_answer"}],
+        max_steps=1,
+        max_completion_length=80,
+        max_prompt_length=32,
+        temperature=1.0,
+        num_iterations=1,
+        micro_batch_size=None,
+    )
+
+
+def trajectories(report: StepReport) -> list[Any]:
+    return [c.trajectory for g in report.groups for c in g.completions]
+
+
+def test_two_ranks_sample_the_same_tool_trajectories_as_one(tmp_path, grpo_cache_dir):
+    one = fit(tools_job(1), tmp_path / "one", grpo_cache_dir)
+    args = (tools_job(2), tmp_path / "two", grpo_cache_dir, None)
+    two = launch_ranks(fit_rank, args, num_processes=2, run_id="test-tools")
+    assert len(trajectories(one[0])) == 12 and all(trajectories(one[0]))
+    assert trajectories(two[0]) == trajectories(one[0])  # every turn, call and result
+    assert completions(two[0]) == completions(one[0])
+    assert (
+        two[0].scalars["tools/calls_per_trajectory"] == one[0].scalars["tools/calls_per_trajectory"]
+    )

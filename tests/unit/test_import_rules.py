@@ -61,6 +61,9 @@ TORCH_FREE_GRPO = (
     "grpo.rewards.registry",  # every reward kind, whose checks run at submit
     "grpo.spec.token_env",  # which worker variables a spec may name as a token, checked at submit
     "grpo.doctor",  # the run doctor's rules, run by the worker and by the API on stored runs
+    "grpo.spec.tools",  # tool entries, checked at submit
+    "grpo.tools.kind",  # what a tool kind is told at submit
+    "grpo.tools.registry",  # every tool kind, whose checks run at submit
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
 
@@ -205,8 +208,10 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "rewards": ("spec", "data", "models"),
     "report": ("spec", "data", "models"),
     "parallel": ("spec", "models", "rewards", "report"),
+    # tool kinds, tool-call parsing, trajectories: what a multi-turn rollout calls
+    "tools": ("spec", "rewards"),
     # generation engines (native, vLLM) and the multi-turn tool loop over them
-    "engines": ("spec", "data", "models", "rewards", "report", "parallel"),
+    "engines": ("spec", "data", "models", "rewards", "report", "parallel", "tools"),
     "checkpoints": ("spec", "models", "parallel", "report"),
     "eval": ("spec", "data", "models", "rewards", "report", "engines"),
     "cli": ("spec", "data", "models", "parallel", "checkpoints", "eval"),

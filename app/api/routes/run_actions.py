@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from app.api.checks.rewards import check_rewards
 from app.api.checks.spec import check_spec
+from app.api.checks.tools import check_tools
 from app.api.checks.trackers import check_trackers
 from app.api.deps import RunDep, SessionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
@@ -80,6 +81,7 @@ def clone_run(
     spec = JobSpec.model_validate(spec_data)
     check_spec(spec, settings, session)
     check_rewards(spec, settings)
+    check_tools(spec, settings)
     check_trackers(spec)
     clone, _ = runs.create_run(session, spec, package_version=PACKAGE_VERSION)
     dispatch_run(session, clone.id, queue=clone.queue)

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Header, Query, Response
 from app.api.body_cache import bodies
 from app.api.checks.rewards import check_rewards
 from app.api.checks.spec import check_spec
+from app.api.checks.tools import check_tools
 from app.api.checks.trackers import check_trackers
 from app.api.deps import (
     ReadAccess,
@@ -73,6 +74,7 @@ def submit_run(
     (the same spec again: 200; a different one: 422 naming the key)."""
     check_spec(spec, settings, session)
     check_rewards(spec, settings)
+    check_tools(spec, settings)
     check_trackers(spec)
     run, is_new = runs.create_run(
         session, spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key

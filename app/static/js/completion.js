@@ -3,6 +3,7 @@
 
 import { h } from './dom.js';
 import { num, signed } from './format.js';
+import { trajectoryTurns } from './turns.js';
 
 /** A KL scale for a group: the 95th percentile of its token KLs, so one outlier does not wash out the rest. */
 export function klScale(completions) {
@@ -53,7 +54,11 @@ export function completionRow(c, rank, { maxAdvantage, klMax = 0, functions = []
       bare || !c.note ? null : h('div', { class: 'completion-note faint', title: 'reward note' }, c.note),
       bare ? null : extrasTable(c.extras),
     ),
-    bare ? h('div', { class: 'faint' }, 'text not kept') : textWithKl(c, klMax),
+    bare
+      ? h('div', { class: 'faint' }, 'text not kept')
+      : c.trajectory
+        ? h('div', null, trajectoryTurns(c.trajectory), textWithKl(c, klMax))
+        : textWithKl(c, klMax),
   );
 }
 
@@ -121,7 +126,7 @@ function textWithKl(c, klMax) {
     return h(
       'pre',
       { class: 'completion-text', dataset: { tokens: source } },
-      pieces.map((piece, i) => tokenSpan(piece, kls[i], klMax)),
+      pieces.map((piece, i) => tokenSpan(piece, kls[i], klMax, c.model_mask?.[i] === 0)),
       empty,
     );
   }
@@ -147,8 +152,10 @@ function tokenPieces(c) {
   return [null, null];
 }
 
-// a token that adds no text (an end token, part of a split character) still shows its KL
-function tokenSpan(piece, kl, klMax) {
+// a token that adds no text (an end token, part of a split character) still shows its KL;
+// a tool-result token (masked out of the loss) is shaded as such instead
+function tokenSpan(piece, kl, klMax, isMasked = false) {
+  if (isMasked) return h('span', { class: 'tok tok-masked', title: 'tool result: masked out of the loss' }, piece);
   const title = piece ? `KL ${num(kl)}` : `KL ${num(kl)} · token with no text of its own`;
   return h('span', { class: piece ? 'tok' : 'tok tok-empty', title, style: { background: klColor(kl, klMax) } }, piece);
 }

@@ -72,6 +72,14 @@ const PANELS = [
     build: loggedPanel,
     isOptional: true,
   },
+  {
+    id: 'tools',
+    title: 'Tool calls',
+    hint: 'per trajectory · per tool · failures and iteration limit (right)',
+    value: 'tools/calls_per_trajectory',
+    build: toolsPanel,
+    isOptional: true,
+  },
   { id: 'optim', title: 'Grad norm · learning rate', hint: 'lr on the right', value: 'grad_norm', build: optimPanel },
   {
     id: 'time',
@@ -214,6 +222,29 @@ function dynamicPanel() {
     axes: [
       { min: 0, scale: false },
       { min: 0, scale: false },
+    ],
+  };
+}
+
+function toolsPanel(s) {
+  // tools/<name>/calls of each tool the run's trajectories called, as dashed lines
+  const names = s.names().filter((n) => n.startsWith('tools/') && n.endsWith('/calls'));
+  return {
+    lines: [
+      { key: 'tools/calls_per_trajectory', name: 'calls / trajectory', color: INDIGO },
+      ...names.map((key, i) => ({
+        key,
+        name: key.slice('tools/'.length, -'/calls'.length),
+        dashed: true,
+        color: ['#15b79e', '#7a5af8', '#ee46bc', '#f79009'][i % 4],
+      })),
+      { key: 'tools/failure_rate', name: 'failed', axis: 1, unit: '%', color: RED },
+      { key: 'tools/iteration_limit_share', name: 'at iteration limit', axis: 1, unit: '%', color: GREY, dashed: true },
+      { key: 'time/tools', name: 'tool time (s)', color: '#f79009', dashed: true },
+    ],
+    axes: [
+      { min: 0, scale: false },
+      { unit: '%', min: 0, max: 1, scale: false },
     ],
   };
 }

@@ -1,0 +1,66 @@
+"""`python` tools: functions that packages installed on the worker register under the
+entry-point group `grpo.tools`, sync or async, described from signature and docstring.
+
+Only installed entry points are loadable: a spec names one, never a module or a path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from grpo.spec.tools import TOOL_GROUP, PythonTool
+from grpo.tools.describe import function_schema
+from grpo.tools.kind import Prepared, Refusal, Tool, ToolKind, ToolRunFacts, ToolServerFacts
+
+
+def installed(group: str) -> list[str]:
+    """Names of the entry points of `group` in this environment."""
+    return sorted({ep.name for ep in entry_points(group=group)})
+
+
+def load_entry_point(group: str, name: str) -> Any:
+    """The object registered as `name` in `group`; ValueError naming the installed ones."""
+    found = entry_points(group=group, name=name)
+    if not found:
+        names = ", ".join(installed(group)) or "none"
+        raise ValueError(
+            f"no {name!r} is installed in entry-point group {group!r} (installed: {names})"
+        )
+    return next(iter(found)).load()
+
+
+def call_sync(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+    """function(**arguments); a coroutine function runs to completion in its own loop (the
+    loop's worker threads have none)."""
+    if inspect.iscoroutinefunction(function):
+        return asyncio.run(function(**arguments))
+    return function(**arguments)
+
+
+def check_installed(entry: PythonTool, server: ToolServerFacts) -> Refusal | None:
+    """The function must be installed here too: the API and the workers share packages."""
+    if entry.function in installed(TOOL_GROUP):
+        return None
+    names = ", ".join(installed(TOOL_GROUP)) or "none"
+    return Refusal(
+        "function",
+        f"no tool {entry.function!r} is installed in entry-point group {TOOL_GROUP!r} "
+        f"(installed: {names})",
+    )
+
+
+def prepare_function(entry: PythonTool, run: ToolRunFacts) -> Prepared:
+    function = load_entry_point(TOOL_GROUP, entry.function)
+    if not callable(function):
+        raise ValueError(f"entry point {entry.function!r} of group {TOOL_GROUP!r} is not callable")
+    schema = function_schema(function, name=entry.label)
+    return Prepared(
+        [Tool(entry.label, schema, lambda arguments, env: call_sync(function, arguments))]
+    )
+
+
+PYTHON_TOOL = ToolKind("python", check_installed, prepare_function)
