@@ -298,9 +298,7 @@ class Diagnosis(Base):
 
     __tablename__ = "diagnosis"
 
-    run_id: Mapped[str] = mapped_column(
-        ForeignKey("run.id", ondelete="CASCADE"), primary_key=True
-    )
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
     step: Mapped[int] = mapped_column(Integer)
     rules_version: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(

@@ -162,9 +162,7 @@ def check_endpoint(entry: HttpReward, server: ServerFacts) -> Refusal | None:
             "url",
             f"host {endpoint_host(entry.url)!r} is not an allowed reward host; allowed: {allowed}",
         )
-    if entry.token_env is not None and not is_allowed_token_env(
-        entry.token_env, server.token_envs
-    ):
+    if entry.token_env is not None and not is_allowed_token_env(entry.token_env, server.token_envs):
         rule = token_env_rule(server.token_envs)
         return Refusal("token_env", f"{entry.token_env!r} may not be used: {rule}")
     return None

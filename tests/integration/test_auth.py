@@ -124,6 +124,6 @@ def test_a_viewer_cannot_write_anything(roles: Stack) -> None:
     assert httpx.get(url, headers=bearer("vic-token")).status_code == 200
     run_id = httpx.post(url, json=SPEC, headers=bearer("ann-token")).json()["id"]
     for method, path in (("POST", "cancel"), ("POST", "resume"), ("DELETE", "")):
-        answer = httpx.request(method, f"{url}/{run_id}/{path}".rstrip("/"), headers=bearer("vic-token"))
+        target = f"{url}/{run_id}/{path}".rstrip("/")
+        answer = httpx.request(method, target, headers=bearer("vic-token"))
         assert answer.status_code == 403, (method, path)
-

@@ -44,12 +44,15 @@ def local_port(response: httpx.Response) -> int:
 def test_postgres_stopped_mid_run_is_503_everywhere_and_the_run_finishes_once(
     tmp_path: Path,
 ) -> None:
-    with own_postgres() as postgres, running_stack(
-        tmp_path / "stack", database_url=postgres.url, broker_url=REDIS_URL
-    ) as stack, stack.client() as client:
+    with (
+        own_postgres() as postgres,
+        running_stack(tmp_path / "stack", database_url=postgres.url, broker_url=REDIS_URL) as stack,
+        stack.client() as client,
+    ):
         spec = tiny_spec(stack, max_steps=12, save_steps=4)
         run = client.post("/api/runs", json=spec).json()
-        assert wait_for(lambda: client.get(f"/api/runs/{run['id']}").json()["step"] >= 2, timeout=180)
+        url = f"/api/runs/{run['id']}"
+        assert wait_for(lambda: client.get(url).json()["step"] >= 2, timeout=180)
         postgres.stop()
         try:
             first_port = None
@@ -80,7 +83,7 @@ def full_disk_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     own (this test sees it through /proc/<pid>/root); the database is SQLite outside it."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    mount = 'mount -t tmpfs -o size={} tmpfs "$0" && exec "$@"'.format(FULL_DISK_BYTES)
+    mount = f'mount -t tmpfs -o size={FULL_DISK_BYTES} tmpfs "$0" && exec "$@"'
     url = f"sqlite:///{tmp_path / 'grpo.db'}"
     for key in [k for k in os.environ if k.startswith("GRPO_")]:
         monkeypatch.delenv(key)
@@ -104,7 +107,8 @@ def full_disk_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 def seed_checkpoint(seen: Path) -> str:
     """A run with a checkpoint of 256 KiB written into the API's data directory (`seen`:
     that directory as this process sees it); returns the run's id."""
-    run, _ = db.call(runs.create_run, JobSpec(model="builtin:tiny", max_steps=1), package_version="t")
+    spec = JobSpec(model="builtin:tiny", max_steps=1)
+    run, _ = db.call(runs.create_run, spec, package_version="t")
     held = Lease.of(db.call(runs.claim_run, run.id, worker="w1", device="cpu"))
     model = seen / "runs" / run.id / "checkpoints" / "step-000001" / "model"
     model.mkdir(parents=True)

@@ -30,7 +30,9 @@ except BaseException as exc:
 """
 
 
-def test_a_checkpoint_that_does_not_fit_says_no_space_left(tmp_path: Path, grpo_cache_dir: Path) -> None:
+def test_a_checkpoint_that_does_not_fit_says_no_space_left(
+    tmp_path: Path, grpo_cache_dir: Path
+) -> None:
     mount = 'mount -t tmpfs -o size=64m tmpfs "$0" && exec "$@"'
     done = subprocess.run(
         ["unshare", "-rm", "sh", "-c", mount, str(tmp_path), sys.executable, "-c", SCRIPT,

@@ -39,4 +39,7 @@ def test_a_finding_reads_as_its_sentence_evidence_groups_and_changes() -> None:
     assert lines[2] == "  evidence: completions/clipped_ratio ▁█  completions/clipped_ratio 0.87"
     assert lines[3] == "  group: http://h/runs/r1/steps/9/groups/1  (2 of 2 cut at the limit)"
     assert lines[4] == "  try: max_completion_length: 4  - room"
-    assert lines[5] == "  clone with this change: http://h/runs/new?from=r1&set=max_completion_length%3D4"
+    assert (
+        lines[5]
+        == "  clone with this change: http://h/runs/new?from=r1&set=max_completion_length%3D4"
+    )

@@ -1,8 +1,9 @@
 """A run's checkpoints: the list, and each one's model as a `.tar.gz` download.
 
 Weights are the valuable part: reading them needs a token whenever tokens are configured,
-even where other reads are open, and downloading them is for the run's owner or an admin. The archive is a cached file served with `Content-Length`
-and `Range` (a cut download resumes). Only files inside the run's directory are served.
+even where other reads are open, and downloading them is for the run's owner or an admin.
+The archive is a cached file served with `Content-Length` and `Range` (a cut download
+resumes). Only files inside the run's directory are served.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from app.api.checkpoint_archive import (
     is_lora_checkpoint,
     prune_archives,
 )
-from app.api.deps import RunDep, SessionDep, SettingsDep, WeightsAccess, WeightsReaderDep, check_owner
+from app.api.deps import (
+    RunDep,
+    SessionDep,
+    SettingsDep,
+    WeightsAccess,
+    WeightsReaderDep,
+    check_owner,
+)
 from app.api.errors import ApiError
 from app.api.responses import ErrorOut, errors
 from app.api.schemas import CheckpointList, CheckpointOut
