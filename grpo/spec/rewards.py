@@ -162,7 +162,9 @@ class CodeReward(RewardEntry):
 
     name: Literal["code"] = "code"
     tests_field: str = Field("tests", min_length=1, max_length=100)
-    """Record field with the tests: a list of Python statements (asserts), or one string."""
+    """Record field with the tests: a list of `{"call": "f(1)", "expected": 2}` objects (the
+    value compared outside the sandbox: unforgeable) and Python statements (asserts, judged
+    inside the program's interpreter: forgeable), or one string of statements."""
     timeout_s: float = Field(5.0, gt=0, le=120)
     """CPU and wall-clock seconds the program and all its tests may take."""
     memory_mb: int = Field(512, ge=64, le=65536)
