@@ -9,6 +9,7 @@ imports without torch. Knows nothing of HTTP servers, SQL or Celery.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -18,6 +19,9 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from grpo.spec.config import SECTION_CONFIG
 from grpo.spec.patterns import check_pattern
 from grpo.spec.token_env import is_reserved_name, token_env_rule
+
+_NETLOC = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::[0-9]{1,5})?", re.ASCII)
+"""host[:port] of a reward URL: one colon at most (outside IPv6 brackets), ASCII digits."""
 
 DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
 LABEL_PATTERN = r"^[A-Za-z0-9_.\-]*$"
@@ -132,6 +136,23 @@ class HttpReward(RewardEntry):
     """Groups sent in one request; a step's requests run concurrently."""
     max_concurrency: int = Field(4, ge=1, le=64)
     """Requests in flight at once for this endpoint."""
+
+    @field_validator("url")
+    @classmethod
+    def _well_formed_port(cls, url: str) -> str:
+        netloc = urlsplit(url).netloc
+        if not _NETLOC.fullmatch(netloc):
+            raise ValueError(
+                f"malformed host or port in {netloc!r}: write host[:port], the port in ASCII "
+                "digits (IPv6 hosts in brackets)"
+            )
+        try:
+            port = urlsplit(url).port
+        except ValueError as exc:
+            raise ValueError(f"malformed port in {netloc!r}: {exc}") from None
+        if port == 0:
+            raise ValueError(f"port 0 in {netloc!r} is not a port a server listens on")
+        return url
 
     @field_validator("token_env")
     @classmethod
