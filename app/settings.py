@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     mlflow_uri: str | None = None
     """MLflow tracking URI that runs with `logging.report_to: [mlflow]` log to (a server, or
     `sqlite:////abs/mlflow.db` offline); default a SQLite store in each run's directory."""
+    header_timeout_seconds: float = Field(10.0, gt=0)
+    """How long a connection may take to send a request's headers (from its opening, or
+    from its previous response) before the server closes it (app/server.py)."""
     max_body_bytes: int = 1_000_000
     """Largest request body accepted (datasets have their own limit)."""
     max_dataset_bytes: int = 64_000_000

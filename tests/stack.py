@@ -1,4 +1,5 @@
-"""Start the real service for tests: migrations, a `celery worker` process and uvicorn.
+"""Start the real service for tests: migrations, a `celery worker` process and the API
+(`python -m app.server`: uvicorn with a header read timeout).
 
 Used by integration and browser tests; nothing here mocks our code.
 """
@@ -92,8 +93,7 @@ class Stack:
                 *self.api_wrapper,
                 sys.executable,
                 "-m",
-                "uvicorn",
-                "app.main:app",
+                "app.server",
                 "--host",
                 "127.0.0.1",
                 "--port",
