@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from grpo.spec.config import SECTION_CONFIG
 from grpo.spec.patterns import check_pattern
+from grpo.spec.sources import parse_model_name
 from grpo.spec.token_env import is_reserved_name, token_env_rule
 
 _NETLOC = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::[0-9]{1,5})?", re.ASCII)
@@ -175,6 +176,12 @@ class ModelReward(RewardEntry):
     """Which output logit is the reward."""
     max_length: int = Field(1024, ge=8, le=131072)
     """Prompt + completion tokens kept (from the left) per scored text."""
+
+    @field_validator("model")
+    @classmethod
+    def _model_named_cleanly(cls, value: str) -> str:
+        parse_model_name(value)  # a hub id or a path, as the policy's `model`
+        return value
 
 
 class CodeReward(RewardEntry):
