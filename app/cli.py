@@ -48,7 +48,7 @@ def up(*, host: str, port: int) -> int:
     )  # fmt: skip
     api = Child(
         "API",
-        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", host, "--port", str(port),
+        [sys.executable, "-m", "app.server", "--host", host, "--port", str(port),
          "--log-level", "warning", "--workers", str(settings.resolved_api_processes)],
     )  # fmt: skip
     print(

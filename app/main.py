@@ -10,6 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from app.api.errors import install_error_handlers
 from app.api.guards import RequestGuard
 from app.api.limits import BodySizeLimit
+from app.api.outages import install_outage_handlers
 from app.api.responses import EVERY_ROUTE, errors
 from app.api.routes import (
     checkpoints,
@@ -36,6 +37,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 def create_app() -> FastAPI:
     app = FastAPI(title="GRPO Service", version="0.1.0")
     install_error_handlers(app)
+    install_outage_handlers(app)
     app.add_middleware(
         BodySizeLimit, max_bytes=get_settings().max_body_bytes, exempt_prefixes=("/api/datasets",)
     )

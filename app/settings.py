@@ -11,16 +11,22 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.identity import Identity, parse_api_tokens
 
 
 class Settings(BaseSettings):
     """The service's configuration: one field per GRPO_* environment variable."""
 
-    # attribute docstrings: the docs' settings reference is written from them
+    # attribute docstrings: the docs' settings reference is written from them; a bad value
+    # is named, never echoed (tokens, URLs with passwords)
     model_config = SettingsConfigDict(
-        env_prefix="GRPO_", extra="ignore", use_attribute_docstrings=True
+        env_prefix="GRPO_",
+        extra="ignore",
+        use_attribute_docstrings=True,
+        hide_input_in_errors=True,
     )
 
     data_dir: Path = Path("data")
@@ -48,7 +54,8 @@ class Settings(BaseSettings):
     port: int = 8000
     """Port the server listens on (`grpo up`)."""
     api_tokens: str = ""
-    """Comma-separated bearer tokens; when set, every write needs one."""
+    """Comma-separated bearer tokens, each `name:role:token` (role `admin`, `member` or
+    `viewer`) or a bare token (an admin); when set, every write needs one (app/identity.py)."""
     read_requires_token: bool = False
     """When tokens are set, also require one for reads."""
     url: str | None = None
@@ -76,6 +83,9 @@ class Settings(BaseSettings):
     mlflow_uri: str | None = None
     """MLflow tracking URI that runs with `logging.report_to: [mlflow]` log to (a server, or
     `sqlite:////abs/mlflow.db` offline); default a SQLite store in each run's directory."""
+    header_timeout_seconds: float = Field(10.0, gt=0)
+    """How long a connection may take to send a request's headers (from its opening, or
+    from its previous response) before the server closes it (app/server.py)."""
     max_body_bytes: int = 1_000_000
     """Largest request body accepted (datasets have their own limit)."""
     max_dataset_bytes: int = 64_000_000
@@ -101,6 +111,12 @@ class Settings(BaseSettings):
     redispatch_after_seconds: float = Field(300.0, gt=0)
     """A queued run nobody claimed this long after its task was sent is sent again (a send
     that failed is sent again at the next sweep)."""
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _check_api_tokens(cls, value: str) -> str:
+        parse_api_tokens(value)
+        return value
 
     @property
     def resolved_database_url(self) -> str:
@@ -139,8 +155,8 @@ class Settings(BaseSettings):
         return self.cache_dir or Path.home() / ".cache" / "grpo"
 
     @property
-    def token_list(self) -> list[str]:
-        return [t.strip() for t in self.api_tokens.split(",") if t.strip()]
+    def token_identities(self) -> list[tuple[str, Identity]]:
+        return parse_api_tokens(self.api_tokens)
 
     @property
     def reward_host_list(self) -> list[str]:

@@ -55,6 +55,11 @@ class OutOfMemory(StepFailure):
     """The device ran out of memory during a step."""
 
 
+class OutOfSpace(StepFailure):
+    """A checkpoint could not be written: no space left on its disk (torch words this as
+    "unexpected pos N vs M", its writer hiding the errno)."""
+
+
 class Diverged(StepFailure):
     """The loss of a step is NaN or infinite: training has diverged."""
 

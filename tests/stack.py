@@ -1,4 +1,5 @@
-"""Start the real service for tests: migrations, a `celery worker` process and uvicorn.
+"""Start the real service for tests: migrations, a `celery worker` process and the API
+(`python -m app.server`: uvicorn with a header read timeout).
 
 Used by integration and browser tests; nothing here mocks our code.
 """
@@ -44,6 +45,8 @@ class Stack:
     data_dir: Path
     queue: str
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    api_wrapper: list[str] = field(default_factory=list)
+    """A command the API process runs under (a mount namespace of its own, say)."""
 
     def client(self, **kwargs: object) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
@@ -87,10 +90,10 @@ class Stack:
         log = open(self.data_dir / "api.log", "ab")  # noqa: SIM115
         self.processes["api"] = subprocess.Popen(
             [
+                *self.api_wrapper,
                 sys.executable,
                 "-m",
-                "uvicorn",
-                "app.main:app",
+                "app.server",
                 "--host",
                 "127.0.0.1",
                 "--port",
@@ -256,6 +259,7 @@ def running_stack(
     extra_env: dict[str, str] | None = None,
     with_worker: bool = True,
     api_workers: int = 1,
+    api_wrapper: list[str] | None = None,
 ) -> Iterator[Stack]:
     """The embedded default when no URLs are given; PostgreSQL/Redis when they are."""
     # Embedded brokers live in data_dir, so "default" is private; Redis is shared: isolate.
@@ -284,7 +288,13 @@ def running_stack(
         env["GRPO_BROKER_URL"] = broker_url
     data_dir.mkdir(parents=True, exist_ok=True)
     migrate(env)
-    stack = Stack(url=f"http://127.0.0.1:{free_port()}", env=env, data_dir=data_dir, queue=queue)
+    stack = Stack(
+        url=f"http://127.0.0.1:{free_port()}",
+        env=env,
+        data_dir=data_dir,
+        queue=queue,
+        api_wrapper=api_wrapper or [],
+    )
     try:
         stack.start_api(workers=api_workers)
         if with_worker:

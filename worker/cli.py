@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 
 from app.settings import get_settings
 from worker.celery_app import celery_app
@@ -32,9 +33,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def settle_in_neutral_directory() -> None:
+    """Run in an empty directory of the worker's own: a hub id (`org/name`, `hf:org/name`)
+    is never read as a path under the directory the worker was started in (the hub
+    libraries look there first), so `"model": "app/main.py"` fails exactly as a name that
+    exists nowhere. The settings' relative paths keep the meaning they had where it was
+    started: they are made absolute in the environment (which the ranks inherit) first."""
+    settings = get_settings()
+    os.environ["GRPO_DATA_DIR"] = str(settings.data_dir.resolve())
+    if settings.cache_dir is not None:
+        os.environ["GRPO_CACHE_DIR"] = str(settings.cache_dir.resolve())
+    if settings.model_roots:
+        os.environ["GRPO_MODEL_ROOTS"] = ",".join(str(p) for p in settings.model_root_list)
+    if settings.database_url is None:
+        os.environ["GRPO_DATABASE_URL"] = settings.resolved_database_url
+    get_settings.cache_clear()
+    os.chdir(tempfile.mkdtemp(prefix="grpo-worker-"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    settle_in_neutral_directory()
     settings = get_settings()
     try:
         hold_devices(machine_devices(args.devices or settings.worker_devices))
@@ -65,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     # Celery is done (tasks acked, connection closed); skip the interpreter's teardown of
     # torch and the rest, seconds of garbage collection on a busy machine, so a stop is prompt
     logging.shutdown()
+    try:
+        os.rmdir(os.getcwd())  # the neutral directory, empty unless something wrote there
+    except OSError:
+        pass
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -1,8 +1,10 @@
 """A checkpoint's `save_pretrained` directory as a `.tar.gz`, built once into a cache file.
 
-The archive is built next to the run's checkpoints (`<run dir>/exports/`), written to a temp
-file and renamed into place, so a download that is resumed with `Range` reads the very bytes
-it started on. Only regular files of the checkpoint's `model/` directory go in (no links),
+The archive is built next to the run's checkpoints (`<run dir>/exports/`), once: one builder
+at a time (single_flight.py), written to a temp file and renamed into place, and never
+replaced, so every client of a checkpoint gets the same bytes and a download that is
+resumed with `Range` reads the very bytes it started on. Merges also wait for a slot of a
+small pool. Only regular files of the checkpoint's `model/` directory go in (no links),
 and the checkpoint must lie inside the run's directory. A checkpoint is looked up by its
 name under this server's run directory, not by the path its worker recorded: a worker on
 another node may mount the shared data directory elsewhere. Knows nothing of HTTP or torch.
@@ -18,6 +20,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from app.api.single_flight import lock_path, merge_slots, single_flight
 from app.store.models import Checkpoint
 
 MODEL_DIR = "model"
@@ -65,8 +68,12 @@ def cached_archive(run_id: str, checkpoint: Checkpoint, run_dir: Path) -> Path:
     """
     source = model_dir(checkpoint, run_dir)
     target = run_dir.resolve() / "exports" / cache_name(checkpoint)
-    if not target.is_file():
-        build_archive(source, target, top=archive_name(run_id, checkpoint)[: -len(".tar.gz")])
+    if target.is_file():
+        return target
+    with single_flight(target):
+        if not target.is_file():
+            top = archive_name(run_id, checkpoint)[: -len(".tar.gz")]
+            build_archive(source, target, top=top)
     return target
 
 
@@ -88,7 +95,16 @@ def cached_merged_archive(
     target = run_dir.resolve() / "exports" / cache_name(checkpoint, is_merged=True)
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    with single_flight(target):
+        if not target.is_file():
+            with merge_slots:
+                _merge_into(run_id, checkpoint, run_dir, target, merge_args)
+    return target
+
+
+def _merge_into(
+    run_id: str, checkpoint: Checkpoint, run_dir: Path, target: Path, merge_args: list[str]
+) -> None:
     work = Path(tempfile.mkdtemp(prefix=".merge-", dir=target.parent))
     try:
         source = str(checkpoint_dir(checkpoint, run_dir))
@@ -102,7 +118,6 @@ def cached_merged_archive(
         build_archive(work / "model", target, top=top)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return target
 
 
 def build_archive(source: Path, target: Path, *, top: str) -> None:
@@ -134,3 +149,4 @@ def prune_archives(run_dir: Path, checkpoints: list[Checkpoint]) -> None:
     for path in exports.glob("step-*.tar.gz"):
         if path.name not in keep:
             path.unlink(missing_ok=True)
+            lock_path(path).unlink(missing_ok=True)

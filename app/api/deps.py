@@ -1,5 +1,5 @@
-"""Shared route dependencies: the request's database session, bearer-token checks, and
-loading a run or answering 404.
+"""Shared route dependencies: the request's database session, bearer-token checks (who
+is calling, and whether they own a run), and loading a run or answering 404.
 
 Those that do no I/O are `async def`: FastAPI would run a plain `def` in the thread pool,
 a hop that costs more than the check itself on every request.
@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api.errors import ApiError
 from app.api.params import RunIdPath
+from app.identity import OPEN, Identity
 from app.settings import Settings, get_settings
 from app.store import db, events, runs
 from app.store.db import Session
@@ -48,23 +49,28 @@ async def get_session() -> AsyncIterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
-def check_token(settings: Settings, authorization: str | None) -> None:
-    tokens = settings.token_list
-    if not tokens:
-        return
+def check_token(settings: Settings, authorization: str | None) -> Identity:
+    """The caller's identity (app/identity.py); 401 without a token, 403 with a wrong one."""
+    pairs = settings.token_identities
+    if not pairs:
+        return OPEN
     if not authorization or not authorization.lower().startswith("bearer "):
         raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer …)")
     given = authorization[7:].strip().encode()
     # Compare against every token in constant time, so timing leaks neither which nor how much.
-    matches = [hmac.compare_digest(given, t.encode()) for t in tokens]
+    matches = [hmac.compare_digest(given, token.encode()) for token, _ in pairs]
     if not any(matches):
         raise ApiError(403, "forbidden", "invalid token")
+    return pairs[matches.index(True)][1]
 
 
 async def require_write(
     settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
-) -> None:
-    check_token(settings, authorization)
+) -> Identity:
+    caller = check_token(settings, authorization)
+    if not caller.can_write:
+        raise ApiError(403, "forbidden", f"{caller.name} is a viewer: it may only read")
+    return caller
 
 
 async def require_read(
@@ -76,10 +82,19 @@ async def require_read(
 
 async def require_weights(
     settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
-) -> None:
+) -> Identity:
     """Checkpoints are the valuable part: a token whenever tokens are configured, whatever
     GRPO_READ_REQUIRES_TOKEN says."""
-    check_token(settings, authorization)
+    return check_token(settings, authorization)
+
+
+def check_owner(caller: Identity, run: Run, action: str) -> None:
+    """403 unless the caller submitted the run or is an admin."""
+    if not caller.owns(run.submitted_by):
+        owner = run.submitted_by or "an admin"
+        raise ApiError(
+            403, "forbidden", f"run {run.id} is {owner}'s: only its owner or an admin may {action}"
+        )
 
 
 def load_run(run_id: RunIdPath, session: SessionDep) -> Run:
@@ -111,5 +126,7 @@ async def load_run_version(run_id: RunIdPath) -> int:
 WriteAccess = Depends(require_write)
 ReadAccess = Depends(require_read)
 WeightsAccess = Depends(require_weights)
+WriterDep = Annotated[Identity, Depends(require_write)]
+WeightsReaderDep = Annotated[Identity, Depends(require_weights)]
 RunDep = Annotated[Run, Depends(load_run)]
 RunVersionDep = Annotated[int, Depends(load_run_version)]

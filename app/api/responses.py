@@ -29,15 +29,16 @@ class ErrorOut(BaseModel):
 WHY = {
     400: "Malformed request: a Host this server does not answer to, a bad cursor",
     401: "A bearer token is required (GRPO_API_TOKENS is set)",
-    403: "Invalid token, or a request from a foreign Origin",
+    403: "Invalid token, a role or a run's owner that this is not for, or a foreign Origin",
     404: "No such run, step, group or dataset",
     409: "The run is not in a state that allows this",
     413: "The request body is larger than the server accepts",
     415: "The request body is not of the content type this route takes",
     422: "A field, query parameter or header is invalid; the error names it",
-    503: "The database or the broker is not reachable",
+    503: "The database or the broker is not reachable (`database_unavailable`, Retry-After)",
+    507: "No space left on the server's disk (`no_space`)",
 }
-EVERY_ROUTE = (400, 401, 403, 422)
+EVERY_ROUTE = (400, 401, 403, 422, 503, 507)
 WRITES = (413, 415)
 
 

@@ -24,6 +24,10 @@ class RunOut(BaseModel):
     status: RunStatus
     spec: dict[str, Any]
     package_version: str
+    submitted_by: str | None = None
+    """The name of the token that submitted it; null on an open service (no tokens) and for
+    runs from before owners. Cancel, resume, delete and weight downloads are for this owner
+    or an admin."""
     step: int
     total_steps: int
     last_metrics: dict[str, float] | None

@@ -83,6 +83,9 @@ class Run(Base):
     package_version: Mapped[str] = mapped_column(String(40))
     queue: Mapped[str] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+    submitted_by: Mapped[str | None] = mapped_column(String(200))
+    """The name of the token that submitted it (app/identity.py); NULL on an open service
+    and for runs from before owners: those are an admin's to act on."""
     step: Mapped[int] = mapped_column(Integer, default=0)
     total_steps: Mapped[int] = mapped_column(Integer)
     last_metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)

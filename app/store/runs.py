@@ -46,6 +46,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "status": run.status,
         "spec": run.spec,
         "package_version": run.package_version,
+        "submitted_by": run.submitted_by,
         "step": run.step,
         "total_steps": run.total_steps,
         "last_metrics": run.last_metrics,
@@ -67,7 +68,12 @@ def add_status_event(session: Session, run: Run) -> None:
 
 
 def create_run(
-    session: Session, spec: JobSpec, *, package_version: str, idempotency_key: str | None = None
+    session: Session,
+    spec: JobSpec,
+    *,
+    package_version: str,
+    idempotency_key: str | None = None,
+    submitted_by: str | None = None,
 ) -> tuple[Run, bool]:
     """Insert a queued run; with an idempotency key already used, return that run instead.
 
@@ -86,6 +92,7 @@ def create_run(
         package_version=package_version,
         queue=spec.resources.queue,
         idempotency_key=idempotency_key,
+        submitted_by=submitted_by,
         step=0,
         total_steps=spec.max_steps,
         attempts=0,

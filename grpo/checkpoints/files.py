@@ -9,6 +9,7 @@ Knows nothing of the GRPO math.
 
 from __future__ import annotations
 
+import errno
 import random
 import re
 import shutil
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 
+from grpo.failures import OutOfSpace
 from grpo.models.lora import is_lora
 from grpo.parallel.sharding import is_sharded, load_full_model_state
 from grpo.report import SavedCheckpoint
@@ -29,6 +31,8 @@ KEEP_CHECKPOINTS = 3
 KEPT_MARK = "KEPT"
 """A file in a checkpoint that the rotation never deletes (spec save_final)."""
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+LOW_SPACE_BYTES = 1 << 20
+"""A write that failed with less than this free on its disk failed for space."""
 
 
 def checkpoint_root(workdir: Path) -> Path:
@@ -67,15 +71,15 @@ def save_checkpoint(
     target = root / f"step-{step:06d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".step-{step:06d}-", dir=root))
     try:
-        with _quiet_progress():
+        with _space_named(root, step), _quiet_progress():
             extra = {} if weights is None else {"state_dict": weights}
             model.save_pretrained(tmp / "model", **extra)
             tokenizer.save_pretrained(tmp / "model")
-        torch.save({**state, "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
-        if spec_json is not None:
-            (tmp / "spec.json").write_text(spec_json)
-        if is_kept:
-            (tmp / KEPT_MARK).touch()
+            torch.save({**state, "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
+            if spec_json is not None:
+                (tmp / "spec.json").write_text(spec_json)
+            if is_kept:
+                (tmp / KEPT_MARK).touch()
         before_rename()
         if target.exists():
             shutil.rmtree(target)
@@ -86,6 +90,23 @@ def save_checkpoint(
         if not (old / KEPT_MARK).exists():
             shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+@contextmanager
+def _space_named(root: Path, step: int) -> Iterator[None]:
+    """A write that failed for space says so: ENOSPC/EDQUOT, or any failure (torch's
+    "unexpected pos") with under LOW_SPACE_BYTES left on the disk, is OutOfSpace."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        free = shutil.disk_usage(root).free
+        is_errno = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if not is_errno and free >= LOW_SPACE_BYTES:
+            raise
+        raise OutOfSpace(
+            f"no space left on device: the checkpoint of step {step} could not be written "
+            f"under {root} ({free} bytes free); free space or point GRPO_DATA_DIR elsewhere"
+        ) from exc
 
 
 def saved_checkpoint(path: Path, *, is_final: bool) -> SavedCheckpoint:

@@ -124,6 +124,7 @@ def load_examples(
     roots = roots or LocalRoots(base=Path.cwd(), allowed=None)
     return file_examples(resolve_local(source.value, roots, what="data.source"), data)
 
+
 def epoch_order(num_examples: int, *, seed: int, epoch: int) -> list[int]:
     """A seeded permutation of 0..n-1 for one epoch (str seeds hash with SHA-512: stable)."""
     order = list(range(num_examples))

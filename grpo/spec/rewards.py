@@ -9,6 +9,7 @@ imports without torch. Knows nothing of HTTP servers, SQL or Celery.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -17,7 +18,11 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from grpo.spec.config import SECTION_CONFIG
 from grpo.spec.patterns import check_pattern
+from grpo.spec.sources import parse_model_name
 from grpo.spec.token_env import is_reserved_name, token_env_rule
+
+_NETLOC = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::[0-9]{1,5})?", re.ASCII)
+"""host[:port] of a reward URL: one colon at most (outside IPv6 brackets), ASCII digits."""
 
 DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
 LABEL_PATTERN = r"^[A-Za-z0-9_.\-]*$"
@@ -133,6 +138,23 @@ class HttpReward(RewardEntry):
     max_concurrency: int = Field(4, ge=1, le=64)
     """Requests in flight at once for this endpoint."""
 
+    @field_validator("url")
+    @classmethod
+    def _well_formed_port(cls, url: str) -> str:
+        netloc = urlsplit(url).netloc
+        if not _NETLOC.fullmatch(netloc):
+            raise ValueError(
+                f"malformed host or port in {netloc!r}: write host[:port], the port in ASCII "
+                "digits (IPv6 hosts in brackets)"
+            )
+        try:
+            port = urlsplit(url).port
+        except ValueError as exc:
+            raise ValueError(f"malformed port in {netloc!r}: {exc}") from None
+        if port == 0:
+            raise ValueError(f"port 0 in {netloc!r} is not a port a server listens on")
+        return url
+
     @field_validator("token_env")
     @classmethod
     def _not_a_setting(cls, name: str | None) -> str | None:
@@ -155,6 +177,12 @@ class ModelReward(RewardEntry):
     max_length: int = Field(1024, ge=8, le=131072)
     """Prompt + completion tokens kept (from the left) per scored text."""
 
+    @field_validator("model")
+    @classmethod
+    def _model_named_cleanly(cls, value: str) -> str:
+        parse_model_name(value)  # a hub id or a path, as the policy's `model`
+        return value
+
 
 class CodeReward(RewardEntry):
     """Fraction of the record's tests the completion's program passes, run in a bubblewrap
@@ -162,7 +190,9 @@ class CodeReward(RewardEntry):
 
     name: Literal["code"] = "code"
     tests_field: str = Field("tests", min_length=1, max_length=100)
-    """Record field with the tests: a list of Python statements (asserts), or one string."""
+    """Record field with the tests: a list of `{"call": "f(1)", "expected": 2}` objects (the
+    value compared outside the sandbox: unforgeable) and Python statements (asserts, judged
+    inside the program's interpreter: forgeable), or one string of statements."""
     timeout_s: float = Field(5.0, gt=0, le=120)
     """CPU and wall-clock seconds the program and all its tests may take."""
     memory_mb: int = Field(512, ge=64, le=65536)

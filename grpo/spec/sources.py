@@ -18,6 +18,7 @@ Standard library only (the API imports it: no torch). Knows nothing of settings 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,11 +124,22 @@ def resolve_local(path: str, roots: LocalRoots, *, what: str) -> Path:
     and the roots, never whether anything exists there.
     """
     expanded = Path(path).expanduser() if path.startswith("~") else Path(path)
-    resolved = (roots.base / expanded).resolve()  # an absolute `expanded` replaces base
+    joined = roots.base / expanded  # an absolute `expanded` replaces base
+    try:
+        resolved = joined.resolve()
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
+        lexical = Path(os.path.normpath(joined))
+        if roots.allowed is not None and not is_inside(lexical, roots.allowed):
+            raise _outside(path, roots.allowed, what) from None
+        raise ValueError(f"{what} {path!r} leads into a symlink loop") from None
     if roots.allowed is not None and not is_inside(resolved, roots.allowed):
-        allowed = ", ".join(str(r) for r in roots.allowed) or "none configured"
-        raise ValueError(f"{what} {path!r} is outside the allowed roots ({allowed})")
+        raise _outside(path, roots.allowed, what)
     return resolved
+
+
+def _outside(path: str, allowed: tuple[Path, ...], what: str) -> ValueError:
+    listed = ", ".join(str(r) for r in allowed) or "none configured"
+    return ValueError(f"{what} {path!r} is outside the allowed roots ({listed})")
 
 
 def is_inside(path: Path, roots: tuple[Path, ...]) -> bool:

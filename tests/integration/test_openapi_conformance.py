@@ -16,16 +16,21 @@ from tests.stack import ROOT, Stack, create_pg_database, drop_pg_database, runni
 
 CONFIG = ROOT / "tests" / "schemathesis" / "schemathesis.toml"
 STORES = ("postgres", "embedded")
+# roles configured: schemathesis calls as a member (its runs are its own), beside an admin
+# and a viewer it never uses
+ROLES = {"GRPO_API_TOKENS": "st:member:st-token,ann:admin:ann-token,vic:viewer:vic-token"}
 
 
 def bare_api(store: str, data_dir: Path, resources: ExitStack) -> Stack:
     """The API alone: no worker (generated specs must not train) and the filesystem broker
     (generated queue names leave nothing behind in a shared Redis)."""
     if store == "embedded":
-        return resources.enter_context(running_stack(data_dir, with_worker=False))
+        return resources.enter_context(running_stack(data_dir, extra_env=ROLES, with_worker=False))
     url = create_pg_database()
     resources.callback(drop_pg_database, url)
-    return resources.enter_context(running_stack(data_dir, database_url=url, with_worker=False))
+    return resources.enter_context(
+        running_stack(data_dir, database_url=url, extra_env=ROLES, with_worker=False)
+    )
 
 
 def start_schemathesis(api: Stack) -> subprocess.Popen[bytes]:
@@ -33,7 +38,8 @@ def start_schemathesis(api: Stack) -> subprocess.Popen[bytes]:
     with open(api.data_dir / "schemathesis.out", "wb") as output:
         return subprocess.Popen(
             [str(Path(sys.executable).parent / "st"), "--config-file", str(CONFIG), "--no-color",
-             "run", "--checks", "all", f"{api.url}/openapi.json"],
+             "run", "--checks", "all", "--header", "Authorization: Bearer st-token",
+             f"{api.url}/openapi.json"],
             cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
         )  # fmt: skip
 

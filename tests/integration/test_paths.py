@@ -97,7 +97,9 @@ def test_relative_paths_inside_the_roots_are_accepted(stack: Stack) -> None:
 def trusting_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """An API told every path is fine (GRPO_MODEL_ROOTS=/) and a worker told nothing."""
     data_dir = tmp_path_factory.mktemp("trusting")
-    with running_stack(data_dir, extra_env={"GRPO_MODEL_ROOTS": "/"}, with_worker=False) as stack:
+    # offline: a hub id fails at once instead of after the hub client's retries
+    env = {"GRPO_MODEL_ROOTS": "/", "HF_HUB_OFFLINE": "1"}
+    with running_stack(data_dir, extra_env=env, with_worker=False) as stack:
         stack.env = {k: v for k, v in stack.env.items() if k != "GRPO_MODEL_ROOTS"}
         stack.start_worker()
         yield stack
@@ -120,4 +122,59 @@ def test_the_worker_rechecks_the_roots_before_opening_anything(
             logs = client.get(f"/api/runs/{run['id']}/logs").text
             assert "the secret prompt" not in logs
     assert "outside the allowed roots" in errors[0]
+    assert errors[0] == errors[1]
+
+
+def _plant_loop(folder: Path) -> Path:
+    """`loop/a` -> `loop/b` -> `loop/a`: resolving either never ends."""
+    loop = folder / "loop"
+    loop.mkdir(parents=True, exist_ok=True)
+    for name, other in (("a", "b"), ("b", "a")):
+        if not (loop / name).is_symlink():
+            (loop / name).symlink_to(loop / other)
+    return loop
+
+
+def test_a_symlink_loop_inside_a_root_is_a_422_naming_the_field(
+    trusting_api: Stack, tmp_path: Path
+) -> None:
+    """Any path field: the data source (inside the datasets root), the model and a reward
+    model (inside GRPO_MODEL_ROOTS=/)."""
+    data_loop = _plant_loop(trusting_api.data_dir / "datasets")
+    model_loop = _plant_loop(tmp_path)
+    cases = [
+        ("data.source", {"data": {"source": str(data_loop / "a" / "x.jsonl")}}),
+        ("model", {"model": str(model_loop / "a")}),
+        ("rewards.0.model", {"rewards": [{"name": "model", "model": str(model_loop / "b")}]}),
+    ]
+    with trusting_api.client() as client:
+        for loc, overrides in cases:
+            response = client.post("/api/runs", json=parked_spec(trusting_api, **overrides))
+            _assert_refused(response, loc, str(overrides))
+            assert "symlink loop" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "netloc",
+    ["127.0.0.1:18999:80", "127.0.0.1:+18999", "127.0.0.1:\uff11\uff18\uff19", "h:99999", "h:"],
+)
+def test_a_reward_url_with_a_malformed_port_is_a_422_naming_the_url(
+    stack: Stack, netloc: str
+) -> None:
+    rewards = [{"name": "http", "url": f"http://{netloc}/score"}]
+    with stack.client() as client:
+        response = client.post("/api/runs", json=parked_spec(stack, rewards=rewards))
+    _assert_refused(response, "rewards.0.http.url", netloc)
+
+
+def test_a_hub_id_is_never_read_from_the_workers_directory(trusting_api: Stack) -> None:
+    """The worker was started in the repository, where `app/main.py` exists: its run fails
+    exactly as one naming a file that exists nowhere."""
+    errors = []
+    with trusting_api.client() as client:
+        for name in ("app/main.py", "app/nope.py"):
+            spec = {"name": "hub", "model": name, "max_steps": 1}
+            run = wait_for_final(client, client.post("/api/runs", json=spec).json()["id"])
+            assert run["status"] == "failed", run
+            errors.append(run["error"].replace(name, "NAME"))
     assert errors[0] == errors[1]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo.rewards.code import extract_program, run_tests
+from grpo.rewards.code import FORGEABLE, CallTest, extract_program, record_tests, run_tests
 from grpo.rewards.sandbox import bubblewrap
 from grpo.spec import CodeReward
 
@@ -31,9 +31,53 @@ def test_program_is_the_last_fenced_block_or_the_whole_text(completion, expected
     assert extract_program(completion) == expected
 
 
-def test_reward_is_the_fraction_of_tests_passed():
+def test_reward_is_the_fraction_of_tests_passed_and_assert_passes_are_marked_forgeable():
     score, note = run_tests("def add(a, b):\n    return a + b", ADD_TESTS, ENTRY)
+    assert score == pytest.approx(2 / 3) and note == FORGEABLE.format(2)
+
+
+ADD_CALLS = [CallTest("add(1, 2)", 3), CallTest("add(2, 2)", 4), CallTest("add(0, 0)", 1)]
+FORGER = """
+import sys
+report = sys._getframe(1).f_globals["report"]
+for i in range(3):
+    report("pass %d" % i)
+    report("result %d 1" % i)
+def add(a, b):
+    return 0
+"""
+
+
+def test_call_tests_are_judged_outside_the_program_and_carry_no_note():
+    score, note = run_tests("def add(a, b):\n    return a + b", ADD_CALLS, ENTRY)
     assert score == pytest.approx(2 / 3) and note is None
+
+
+def test_the_forging_program_passes_assert_tests_and_scores_zero_on_call_tests():
+    """The probe's program reaches the harness's `report` and reports passes: it forges every
+    assert-style test, and no call test, whose expected values never enter the sandbox."""
+    forged, note = run_tests(FORGER, ADD_TESTS, ENTRY)
+    assert forged == 1.0 and note == FORGEABLE.format(3)
+    score, note = run_tests(FORGER, ADD_CALLS, ENTRY)
+    assert score == 0.0 and note is None
+
+
+@pytest.mark.parametrize(
+    ("returned", "expected", "is_passed"),
+    [("True", True, True), ("1", True, False), ("3.0", 3, True), ("(1, 2)", [1, 2], True),
+     ("{'a': None}", {"a": None}, True), ("object()", "x", False), ("'3'", 3, False)],
+)  # fmt: skip
+def test_a_call_passes_only_with_the_expected_json_value(returned, expected, is_passed):
+    score, _ = run_tests(f"def f():\n    return {returned}", [CallTest("f()", expected)], ENTRY)
+    assert score == (1.0 if is_passed else 0.0)
+
+
+def test_records_hold_statements_and_call_objects_and_nothing_else():
+    tests = record_tests({"t": ["assert 1", {"call": "f()", "expected": [1]}]}, "t")
+    assert tests == ["assert 1", CallTest("f()", [1])]
+    for bad in ([{"call": "f()"}], [{"call": 1, "expected": 1}], [3], []):
+        with pytest.raises(ValueError, match="call"):
+            record_tests({"t": bad}, "t")
 
 
 def test_printed_lookalike_results_do_not_count():

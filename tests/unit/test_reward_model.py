@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, LlamaConfig
 
@@ -61,3 +62,14 @@ def test_rewarder_scores_prompt_plus_completion_per_label(tmp_path):
     scores = rewarder.score(batch).scores["rm"]
     direct = RewardModel(ModelReward(model=str(path)), device="cpu", cache_dir=tmp_path, roots=None)
     assert scores == direct.score_texts([direct.text("1+1=", "2"), direct.text("1+1=", "3")])
+
+
+def test_a_reward_model_that_is_neither_a_hub_id_nor_a_path_is_refused_in_the_spec() -> None:
+    """Schemathesis found `"model": "\\u0002\\u00fa"` a 500 at submit: the spec refuses it."""
+    from pydantic import ValidationError
+
+    from grpo.spec import JobSpec
+
+    with pytest.raises(ValidationError, match="neither a Hugging Face model id") as caught:
+        JobSpec(model="builtin:tiny", rewards=[{"name": "model", "model": "\x02\xfa"}])
+    assert caught.value.errors()[0]["loc"][:3] == ("rewards", 0, "model")

@@ -1,8 +1,9 @@
 """A run's checkpoints: the list, and each one's model as a `.tar.gz` download.
 
 Weights are the valuable part: reading them needs a token whenever tokens are configured,
-even where other reads are open. The archive is a cached file served with `Content-Length`
-and `Range` (a cut download resumes). Only files inside the run's directory are served.
+even where other reads are open, and downloading them is for the run's owner or an admin.
+The archive is a cached file served with `Content-Length` and `Range` (a cut download
+resumes). Only files inside the run's directory are served.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from app.api.checkpoint_archive import (
     is_lora_checkpoint,
     prune_archives,
 )
-from app.api.deps import RunDep, SessionDep, SettingsDep, WeightsAccess
+from app.api.deps import (
+    RunDep,
+    SessionDep,
+    SettingsDep,
+    WeightsAccess,
+    WeightsReaderDep,
+    check_owner,
+)
 from app.api.errors import ApiError
 from app.api.responses import ErrorOut, errors
 from app.api.schemas import CheckpointList, CheckpointOut
@@ -68,7 +76,6 @@ def pick_checkpoint(found: list[Checkpoint], which: str) -> Checkpoint:
 
 @router.get(
     "/{run_id}/checkpoints/{which}/download",
-    dependencies=[WeightsAccess],
     response_class=FileResponse,
     responses={
         200: {
@@ -82,13 +89,16 @@ def pick_checkpoint(found: list[Checkpoint], which: str) -> Checkpoint:
 )
 async def download_checkpoint(
     run: RunDep,
+    caller: WeightsReaderDep,
     settings: SettingsDep,
     session: SessionDep,
     which: Annotated[str, Path(pattern=STEP_OR_LATEST, description="a step, or `latest`")],
     merge: bool = False,
 ) -> FileResponse:
     """The model of a checkpoint (full weights, or the LoRA adapter) with its tokenizer;
-    `merge=true` turns a LoRA adapter into merged full weights (a full model is unchanged)."""
+    `merge=true` turns a LoRA adapter into merged full weights (a full model is unchanged).
+    For the run's owner or an admin."""
+    check_owner(caller, run, "download its weights")
     found = await run_in_threadpool(checkpoints.list_checkpoints, session, run.id)
     checkpoint = pick_checkpoint(found, which)
     run_dir = settings.runs_dir / run.id

@@ -1,4 +1,6 @@
-"""Actions on a run: cancel, resume, clone, delete."""
+"""Actions on a run: cancel, resume, clone, delete.
+
+Cancel, resume and delete are for the run's owner or an admin; a clone is the cloner's run."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from app.api.checks.rewards import check_rewards
 from app.api.checks.spec import check_spec
 from app.api.checks.tools import check_tools
 from app.api.checks.trackers import check_trackers
-from app.api.deps import RunDep, SessionDep, SettingsDep, WriteAccess
+from app.api.deps import RunDep, SessionDep, SettingsDep, WriteAccess, WriterDep, check_owner
 from app.api.errors import ApiError
 from app.api.responses import WRITES, errors
 from app.api.routes.runs import PACKAGE_VERSION, run_out
@@ -36,16 +38,18 @@ class ClonePatch(BaseModel):
 
 
 @router.post("/{run_id}/cancel")
-def cancel_run(run: RunDep, session: SessionDep) -> RunOut:
+def cancel_run(run: RunDep, caller: WriterDep, session: SessionDep) -> RunOut:
     """Queued runs never start; running runs stop at the next step boundary with a checkpoint."""
+    check_owner(caller, run, "cancel it")
     updated = runs.request_cancel(session, run.id)
     assert updated is not None
     return run_out(updated)
 
 
 @router.post("/{run_id}/resume")
-def resume_run(run: RunDep, session: SessionDep) -> RunOut:
+def resume_run(run: RunDep, caller: WriterDep, session: SessionDep) -> RunOut:
     """A cancelled or failed run continues from its last checkpoint."""
+    check_owner(caller, run, "resume it")
     updated = runs.requeue_run(session, run.id)
     if updated is None:  # re-read: a concurrent resume may have just moved it
         status = runs.get_status(session, run.id) or "deleted"
@@ -69,6 +73,7 @@ def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 @router.post("/{run_id}/clone", status_code=201)
 def clone_run(
     run: RunDep,
+    caller: WriterDep,
     response: Response,
     settings: SettingsDep,
     session: SessionDep,
@@ -83,15 +88,20 @@ def clone_run(
     check_rewards(spec, settings)
     check_tools(spec, settings)
     check_trackers(spec)
-    clone, _ = runs.create_run(session, spec, package_version=PACKAGE_VERSION)
+    clone, _ = runs.create_run(
+        session, spec, package_version=PACKAGE_VERSION, submitted_by=caller.name
+    )
     dispatch_run(session, clone.id, queue=clone.queue)
     response.headers["Location"] = f"/api/runs/{clone.id}"
     return run_out(clone)
 
 
 @router.delete("/{run_id}", status_code=204)
-def delete_run(run: RunDep, settings: SettingsDep, session: SessionDep) -> Response:
+def delete_run(
+    run: RunDep, caller: WriterDep, settings: SettingsDep, session: SessionDep
+) -> Response:
     """Only finished runs; removes their rows and their files (checkpoints)."""
+    check_owner(caller, run, "delete it")
     if not runs.delete_run(session, run.id):
         raise ApiError(409, "conflict", f"run {run.id} is {run.status}; cancel it before deleting")
     shutil.rmtree(settings.runs_dir / run.id, ignore_errors=True)

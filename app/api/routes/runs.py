@@ -26,6 +26,7 @@ from app.api.deps import (
     SessionDep,
     SettingsDep,
     WriteAccess,
+    WriterDep,
 )
 from app.api.errors import ApiError
 from app.api.params import AfterStepQuery, MetricKeysQuery, RunIdPath, SearchQuery, StepQuery
@@ -65,6 +66,7 @@ def run_out(run: Run, mark: tuple[int, str] | None = None) -> RunOut:
 )
 def submit_run(
     spec: JobSpec,
+    caller: WriterDep,
     response: Response,
     settings: SettingsDep,
     session: SessionDep,
@@ -77,7 +79,11 @@ def submit_run(
     check_tools(spec, settings)
     check_trackers(spec)
     run, is_new = runs.create_run(
-        session, spec, package_version=PACKAGE_VERSION, idempotency_key=idempotency_key
+        session,
+        spec,
+        package_version=PACKAGE_VERSION,
+        idempotency_key=idempotency_key,
+        submitted_by=caller.name,
     )
     if is_new:
         dispatch_run(session, run.id, queue=run.queue)

@@ -27,6 +27,7 @@ export function renderHeader(el, run, { onAction }) {
       { class: 'run-meta' },
       progressBar(run),
       h('span', null, 'created ', h('b', null, dateTime(run.created_at))),
+      run.submitted_by ? h('span', null, 'by ', h('b', { class: 'run-owner' }, run.submitted_by)) : null,
       run.started_at ? h('span', null, 'ran ', h('b', { class: 'run-duration' }, duration(runSeconds(run)))) : null,
       run.worker ? h('span', null, 'worker ', h('b', null, run.worker)) : null,
       run.device ? h('span', null, 'on ', h('b', { class: 'run-device' }, run.device)) : null,

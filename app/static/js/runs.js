@@ -170,6 +170,7 @@ function row(run) {
         ' · ',
         spec.model || '',
         spec.num_generations ? ` · G=${spec.num_generations}` : '',
+        run.submitted_by ? h('span', { class: 'run-owner' }, ` · by ${run.submitted_by}`) : '',
       ),
     ),
     h(
