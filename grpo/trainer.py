@@ -16,10 +16,11 @@ import torch
 
 from grpo.checkpoints.training_state import resume_training, save_training, start_fresh
 from grpo.data.example import Example
+from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
 from grpo.dynamic_sampling import Batch
-from grpo.eval.heldout import evaluate, is_eval_step, load_eval_examples
+from grpo.eval.heldout import evaluate, holdout_fraction, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
@@ -89,7 +90,8 @@ class Trainer:
         self.device = pick_device(spec.device)
         self.dtype = compute_dtype(spec.precision, self.device)
         torch.manual_seed(spec.seed)  # LoRA initialisation
-        self.examples = load_nonempty(spec.data, datasets_dir, data_roots)
+        examples = load_nonempty(spec.data, datasets_dir, data_roots)
+        self.examples = holdout_split(examples, holdout_fraction(spec), seed=spec.seed)[0]
         self.datasets_dir, self.data_roots = datasets_dir, data_roots
         self.eval_examples: list[Example] | None = None  # loaded at the first evaluation
         model, self.tokenizer = load_policy(

@@ -174,3 +174,15 @@ def test_a_jsonl_body_without_its_newlines_is_refused_saying_so(api: TestClient)
         422,
     )
     assert "--data-binary" not in broken["message"]  # extra data that is not a record
+
+
+def test_eval_on_an_uploaded_dataset_names_a_held_out_source(api: TestClient) -> None:
+    body = '{"prompt": "2+2=", "answer": "4"}\n{"prompt": "3+5=", "answer": "8"}\n'
+    uploaded = api.post("/api/datasets", params={"name": "two"}, content=body, headers=JSONL)
+    source = uploaded.json()["source"]
+    error = error_of(api.post("/api/runs", json={**SPEC, "data": {"source": source},
+                                                 "eval": {"every_steps": 2}}), 422)  # fmt: skip
+    (field,) = error["fields"]
+    assert field["loc"] == "eval"
+    assert "eval.source" in field["message"] and "eval.holdout_fraction" in field["message"]
+    submit(api, data={"source": source}, eval={"holdout_fraction": 0.5})
