@@ -47,8 +47,8 @@ TORCH_FREE_GRPO = (
     "grpo.spec.sources",  # what `model` and `data.source` point at
     "grpo.spec.records",  # a JSONL record, checked at upload
     "grpo.spec.hints",  # the words of a spec's errors: did you mean, TRL's names, bounds
-    "grpo.cli.commands",
-    "grpo.spec.demo",  # what the demo promises, quoted by its preset  # every command's one-line summary, for both parsers
+    "grpo.cli.commands",  # every command's one-line summary, for both parsers
+    "grpo.spec.demo",  # what the demo promises, quoted by its preset
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
     "grpo.rewards.kind",  # what a reward kind is told at submit
     "grpo.rewards.registry",  # every reward kind, whose checks run at submit
