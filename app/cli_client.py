@@ -39,7 +39,7 @@ def follow_run(client: GrpoClient, run: dict[str, Any]) -> int:
             elif kind == "status":
                 status = data["status"]
                 bar.set_description(f"{run['id']} {status}")
-            elif kind == "log" and data["level"] in ("warning", "error"):
+            elif kind == "log":  # info too: building or loading a model is no silent wait
                 bar.write(f"{data['level']}: {data['message']}")
             elif kind == "diagnosis" and _is_news(data, told):
                 bar.write(f"doctor ({data['severity']}): {data['title']}: {data['message']}")

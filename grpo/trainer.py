@@ -100,6 +100,7 @@ class Trainer:
             device=self.device,
             progress=progress,
             roots=model_roots,
+            log=self.log,
         )
         self.model = prepare_policy(model, spec)
         rewarder = partial(
