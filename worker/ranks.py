@@ -1,5 +1,6 @@
-"""A run's processes, one per rank (one for most runs): the worker starts them with torch's elastic launcher (the API
-behind `torchrun`, grpo/parallel/launch.py) and supervises them; rank 0 alone writes to the store.
+"""A run's processes, one per rank (one for most runs): the worker starts them with torch's
+elastic launcher (the API behind `torchrun`, grpo/parallel/launch.py) and supervises them;
+rank 0 alone writes to the store.
 
 Rank 0 trains under the worker's lease in its own process (its own database connections):
 it writes every step (the whole step, gathered from every rank), log line, checkpoint and
