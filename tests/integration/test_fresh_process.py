@@ -14,7 +14,7 @@ from tests.integration.conftest import tiny_spec
 from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import Stack, running_stack
 
-PLUGIN = '''\
+PLUGIN = """\
 import ctypes
 import os
 from pathlib import Path
@@ -27,7 +27,7 @@ def late_reward(prompts, completions, **kwargs):
 
 def crash(prompts, completions, **kwargs):
     ctypes.string_at(0)  # SIGSEGV: what a broken native extension does
-'''
+"""
 
 
 def install_plugin(site: Path) -> None:
