@@ -17,6 +17,8 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 .PHONY: up test install install-test lint docs bench clean
 
 up: install
+	@echo 'the grpo command is $(abspath $(BIN))/grpo; to type `grpo` anywhere:'
+	@echo '  export PATH="$(abspath $(BIN)):$$PATH"   (GRPO_PORT=8001 make up: another port)'
 	$(BIN)/grpo up
 
 test: lint

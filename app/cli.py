@@ -7,6 +7,7 @@ imports the server.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import socket
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from app.settings import get_settings
 from app.supervisor import Child, Supervisor
+from grpo.cli.commands import SUMMARIES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,8 +31,42 @@ def migrate() -> None:
     command.upgrade(config, "head")
 
 
+def port_problem(host: str, port: int) -> str | None:
+    """Why the API cannot listen on host:port (taken, or not an address here), or None.
+    Bound as uvicorn binds (SO_REUSEADDR), then closed at once."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            return f"cannot listen on {host}:{port}: {exc.strerror}; set GRPO_HOST or --host"
+        free = next((p for p in range(port + 1, port + 50) if _is_free(host, p)), port + 1)
+        return (
+            f"port {port} on {host} is already in use (another GRPO Service, or another "
+            f"program): set GRPO_PORT to a free port, e.g. `GRPO_PORT={free} make up` or "
+            f"`grpo up --port {free}`"
+        )
+    return None
+
+
+def _is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def up(*, host: str, port: int) -> int:
-    """Migrate, then supervise one worker and the API until Ctrl-C; stop both cleanly."""
+    """Migrate, then supervise one worker and the API until Ctrl-C; stop both cleanly.
+    A port that is taken is one error line and exit 1, before anything else."""
+    problem = port_problem(host, port)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     from app.queue import requeue_lost_runs  # loads Celery: not for the client commands
     from app.store import db
 
@@ -63,37 +99,63 @@ def up(*, host: str, port: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The service commands' parser (the CLI reference of the docs is written from it)."""
     parser = argparse.ArgumentParser(prog="grpo")
-    sub = parser.add_subparsers(dest="command", required=True)
-    up_parser = sub.add_parser("up", help="start API, dashboard and one worker (embedded default)")
-    up_parser.add_argument("--host", default=None)
-    up_parser.add_argument("--port", type=int, default=None)
-    sub.add_parser("migrate", help="alembic upgrade head")
-    submit = sub.add_parser("submit", help="submit a spec (YAML or JSON) to the server")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=SUMMARIES[name], description=SUMMARIES[name])
+
+    up_parser = command("up")
+    up_parser.add_argument("--host", default=None, help="address to bind (default GRPO_HOST)")
+    up_parser.add_argument("--port", type=int, default=None, help="port (default GRPO_PORT, 8000)")
+    command("migrate")
+    submit = command("submit")
     submit.add_argument("spec")
     submit.add_argument("--follow", "-f", action="store_true", help="follow with a progress bar")
-    runs_parser = sub.add_parser("runs", help="list runs")
+    runs_parser = command("runs")
     runs_parser.add_argument("--status", default=None)
-    for name in ("cancel", "logs"):
-        sub.add_parser(name).add_argument("run_id")
-    sub.add_parser(
-        "doctor", help="what is going wrong with a run, the evidence, and what to change"
-    ).add_argument("run_id")
-    export = sub.add_parser("export", help="download a run's checkpoint model into a directory")
+    for name in ("cancel", "logs", "doctor", "resume"):
+        command(name).add_argument("run_id")
+    clone = command("clone")
+    clone.add_argument("run_id")
+    clone.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a field of the spec (dotted for a section: data.split=test; the value "
+        "is read as YAML: 0.1, true, [a, b]); repeatable",
+    )
+    clone.add_argument("--follow", "-f", action="store_true", help="follow with a progress bar")
+    add_datasets_parser(command("datasets"))
+    export = command("export")
     export.add_argument("run_id")
     export.add_argument("directory")
     export.add_argument("--step", default="latest", help="a checkpoint's step (default latest)")
     export.add_argument("--merge", action="store_true", help="LoRA: merged full weights")
-    for client_parser in (
-        submit,
-        runs_parser,
-        export,
-        *(sub.choices[n] for n in ("cancel", "logs", "doctor")),
-    ):
-        client_parser.add_argument("--url", default=None, help="server (default GRPO_URL)")
-        client_parser.add_argument(
-            "--token", default=None, help="bearer token (default GRPO_TOKEN)"
-        )
+    for name, client_parser in sub.choices.items():
+        if name not in ("up", "migrate", "datasets"):  # datasets: on its actions
+            add_server_options(client_parser)
     return parser
+
+
+def add_datasets_parser(parser: argparse.ArgumentParser) -> None:
+    """`grpo datasets upload FILE` and `grpo datasets list`."""
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    upload = actions.add_parser("upload", help="upload a JSONL file: one JSON record a line")
+    upload.add_argument("file", help="the JSONL file")
+    upload.add_argument("--name", default=None, help="a name to find it by (default: file name)")
+    for field in ("prompt", "answer"):
+        upload.add_argument(
+            f"--{field}-field", default=field, help=f"the {field}'s key (default {field})"
+        )
+    actions.add_parser("list", help="uploaded datasets with their source names")
+    for action in actions.choices.values():
+        add_server_options(action)
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=None, help="server (default GRPO_URL)")
+    parser.add_argument("--token", default=None, help="bearer token (default GRPO_TOKEN)")
 
 
 def main(argv: list[str] | None = None) -> int:

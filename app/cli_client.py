@@ -1,8 +1,8 @@
-"""Client commands of the `grpo` CLI: submit (and follow), runs, cancel, logs, export, doctor."""
+"""Client commands of the `grpo` CLI: submit (and follow), runs, cancel, resume, clone, logs,
+export, doctor, datasets."""
 
 from __future__ import annotations
 
-import json
 import sys
 import tarfile
 import uuid
@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from tqdm import tqdm
 
+from app.cli_datasets import datasets
 from app.cli_doctor import doctor
 from app.client import ApiClientError, GrpoClient
 
@@ -38,7 +39,7 @@ def follow_run(client: GrpoClient, run: dict[str, Any]) -> int:
             elif kind == "status":
                 status = data["status"]
                 bar.set_description(f"{run['id']} {status}")
-            elif kind == "log" and data["level"] in ("warning", "error"):
+            elif kind == "log":  # info too: building or loading a model is no silent wait
                 bar.write(f"{data['level']}: {data['message']}")
             elif kind == "diagnosis" and _is_news(data, told):
                 bar.write(f"doctor ({data['severity']}): {data['title']}: {data['message']}")
@@ -83,6 +84,35 @@ def cancel(client: GrpoClient, run_id: str) -> int:
     return 0
 
 
+def resume(client: GrpoClient, run_id: str) -> int:
+    run = client.resume(run_id)
+    print(f"run {run['id']} {run['status']}: resumes from its last checkpoint")
+    return 0
+
+
+def clone(client: GrpoClient, run_id: str, sets: list[str], *, follow: bool) -> int:
+    """A new run with `run_id`'s spec, each FIELD=VALUE of `sets` changed."""
+    run = client.clone(run_id, patch_of(sets))
+    print(f"run {run['id']} {run['status']}: {run['name']}")
+    return follow_run(client, run) if follow else 0
+
+
+def patch_of(sets: list[str]) -> dict[str, Any]:
+    """`["beta=0", "data.split=test"]` -> {"beta": 0, "data": {"split": "test"}}: dotted
+    fields nest, values are read as YAML (numbers, booleans, lists)."""
+    patch: dict[str, Any] = {}
+    for item in sets:
+        field, is_set, text = item.partition("=")
+        if not is_set or not field.strip():
+            raise ValueError(f"--set {item!r}: write FIELD=VALUE, e.g. --set beta=0.01")
+        *sections, name = field.strip().split(".")
+        node = patch
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = yaml.safe_load(text) if text.strip() else ""
+    return patch
+
+
 def logs(client: GrpoClient, run_id: str) -> int:
     for line in client.logs(run_id):
         print(f"{line['created_at']}  {line['level']:<7}  {line['message']}")
@@ -117,6 +147,12 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
                 return list_runs(client, status=args.status)
             case "cancel":
                 return cancel(client, args.run_id)
+            case "resume":
+                return resume(client, args.run_id)
+            case "clone":
+                return clone(client, args.run_id, args.set, follow=args.follow)
+            case "datasets":
+                return datasets(client, args)
             case "doctor":
                 return doctor(client, args.run_id)
             case "export":
@@ -127,6 +163,6 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
     except ApiClientError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (OSError, yaml.YAMLError, json.JSONDecodeError, tarfile.TarError) as exc:
+    except (OSError, ValueError, yaml.YAMLError, tarfile.TarError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -55,6 +55,30 @@ class GrpoClient:
     def cancel(self, run_id: str) -> dict[str, Any]:
         return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))  # type: ignore[no-any-return]
 
+    def resume(self, run_id: str) -> dict[str, Any]:
+        return self._json(self.http.post(f"/api/runs/{run_id}/resume"))  # type: ignore[no-any-return]
+
+    def clone(self, run_id: str, patch: dict[str, Any]) -> dict[str, Any]:
+        body = {"patch": patch}
+        return self._json(self.http.post(f"/api/runs/{run_id}/clone", json=body))  # type: ignore[no-any-return]
+
+    def upload_dataset(
+        self, path: Path, *, name: str, prompt_field: str, answer_field: str
+    ) -> dict[str, Any]:
+        """POST the file as it is, newlines kept (what curl's --data-binary does)."""
+        params = {"name": name, "prompt_field": prompt_field, "answer_field": answer_field}
+        with path.open("rb") as body:
+            response = self.http.post(
+                "/api/datasets",
+                params=params,
+                content=body,
+                headers={"content-type": "application/x-ndjson"},
+            )
+        return self._json(response)  # type: ignore[no-any-return]
+
+    def datasets(self) -> list[dict[str, Any]]:
+        return self._json(self.http.get("/api/datasets"))["items"]  # type: ignore[no-any-return]
+
     def diagnostics(self, run_id: str) -> dict[str, Any]:
         """The run doctor's findings: {step, rules_version, items}."""
         return self._json(self.http.get(f"/api/runs/{run_id}/diagnostics"))  # type: ignore[no-any-return]

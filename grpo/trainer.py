@@ -17,13 +17,14 @@ import torch
 
 from grpo.checkpoints.training_state import resume_training, save_training, start_fresh
 from grpo.data.example import Example
+from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
 from grpo.dynamic_sampling import Batch
 from grpo.engines.engine import Engine
 from grpo.engines.native import NativeEngine
 from grpo.engines.tool_loop import build_tool_loop
-from grpo.eval.heldout import evaluate, is_eval_step, load_eval_examples
+from grpo.eval.heldout import evaluate, holdout_fraction, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
@@ -102,7 +103,8 @@ class Trainer:
         self.dtype = compute_dtype(spec.precision, self.device)
         torch.manual_seed(spec.seed)  # LoRA initialisation
         check_answers_present(spec)
-        self.examples = load_nonempty(spec.data, datasets_dir, data_roots)
+        examples = load_nonempty(spec.data, datasets_dir, data_roots)
+        self.examples = holdout_split(examples, holdout_fraction(spec), seed=spec.seed)[0]
         self.datasets_dir, self.data_roots = datasets_dir, data_roots
         self.eval_examples: list[Example] | None = None  # loaded at the first evaluation
         model, self.tokenizer = load_policy(
@@ -111,6 +113,7 @@ class Trainer:
             device=self.device,
             progress=progress,
             roots=model_roots,
+            log=self.log,
         )
         self.model = prepare_policy(model, spec)
         rewarder = partial(

@@ -10,8 +10,9 @@ import sys
 import tempfile
 
 from app.settings import get_settings
+from grpo.parallel.threads import apply_threads, prefer_passive_wait
 from worker.celery_app import celery_app
-from worker.device import hold_devices, machine_devices
+from worker.device import hold_devices, hold_threads, machine_devices
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,14 +53,19 @@ def settle_in_neutral_directory() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    prefer_passive_wait()  # before torch loads (machine_devices imports it)
     parser = build_parser()
     args = parser.parse_args(argv)
     settle_in_neutral_directory()
     settings = get_settings()
     try:
-        hold_devices(machine_devices(args.devices or settings.worker_devices))
+        devices = machine_devices(args.devices or settings.worker_devices)
     except ValueError as exc:
         parser.error(str(exc))  # exits 2
+    hold_devices(devices)
+    threads = apply_threads(devices.kind, devices.count)
+    hold_threads(threads)
+    print(f"grpo worker: holds {devices.label}; {threads.label}", file=sys.stderr, flush=True)
     worker_args = [
         "worker",
         "--pool",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from grpo.parallel.threads import ThreadChoice, available_cpus
 from grpo.spec import JobSpec
 
 
@@ -38,6 +39,7 @@ class Devices:
 
 
 _held: dict[str, Devices] = {}
+_threads: dict[str, ThreadChoice] = {}
 
 
 def parse_devices(text: str | None, *, visible_gpus: tuple[str, ...], cpus: int) -> Devices:
@@ -85,12 +87,12 @@ def _present(indices: list[int], available: int, what: str, text: str) -> list[i
 
 def machine_devices(text: str | None) -> Devices:
     """parse_devices on this machine: the GPUs torch sees (without initialising CUDA, so
-    CUDA_VISIBLE_DEVICES can still be narrowed) and os.cpu_count()."""
+    CUDA_VISIBLE_DEVICES can still be narrowed) and the CPUs this process may run on."""
     import torch
 
     # CUDA_VISIBLE_DEVICES is the CUDA runtime's own variable
     visible = visible_ids(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
-    return parse_devices(text, visible_gpus=visible, cpus=os.cpu_count() or 1)
+    return parse_devices(text, visible_gpus=visible, cpus=available_cpus())
 
 
 def visible_ids(cuda_visible_devices: str | None, count: int) -> tuple[str, ...]:
@@ -105,6 +107,15 @@ def hold_devices(devices: Devices) -> None:
     _held["devices"] = devices
     if devices.kind == "cuda":  # read by CUDA at its start here, and inherited by the ranks
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices.ids)
+
+
+def hold_threads(choice: ThreadChoice) -> None:
+    """What apply_threads chose for this worker's runs, for its reports."""
+    _threads["choice"] = choice
+
+
+def held_threads() -> ThreadChoice | None:
+    return _threads.get("choice")
 
 
 def held_devices() -> Devices:

@@ -9,6 +9,11 @@ worker that is told to stop hands the run back to the queue at the next step bou
 with a checkpoint. Errors become a failed run with a message a user understands; the
 worker process goes on to the next job. A run on several ranks is launched and supervised
 by worker/ranks.py; its steps are written as worker/training.py writes a one-process run's.
+
+Every run trains in processes of its own, one per rank (one for most runs), started for it
+and gone when it ends: reward and tool plugins installed after the worker started are found,
+the run's memory and CUDA context are returned, and a crash in the run (a segfault in a
+native extension, the out-of-memory killer) fails that run while the worker takes the next.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from grpo.trainer import FitResult
 from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
 from worker.ranks import StoppedStarting, ranks_label, train_on_ranks
-from worker.training import outcome_of, train
+from worker.training import outcome_of
 
 log = logging.getLogger(__name__)
 DECLINES_REMEMBERED = 1024
@@ -55,10 +60,7 @@ def run_job(run_id: str) -> None:
     current_run["lease"] = held  # the housekeeping loop beats its heartbeat from now on
     try:
         spec = JobSpec.model_validate(run.spec)
-        if spec.resources.num_processes > 1:
-            _train_on_ranks(held, spec, queue=run.queue)
-        else:
-            _end(held, train(held, spec, should_stop=stopping.is_set), queue=run.queue)
+        _train_on_ranks(held, spec, queue=run.queue)  # in fresh processes, even for one rank
     except LeaseLost as exc:
         log.warning("run %s: lost it, stopped without writing more: %s", run_id, exc)
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run

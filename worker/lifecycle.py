@@ -29,7 +29,7 @@ from app.queue import dispatch_run, redispatch_due, requeue_lost_runs
 from app.settings import get_settings
 from app.store import db, lease, runs, workers
 from app.store.lease import Lease, LeaseLost
-from worker.device import free_memory_mb, held_devices
+from worker.device import free_memory_mb, held_devices, held_threads
 
 log = logging.getLogger(__name__)
 current_run: dict[str, Lease | None] = {"lease": None}
@@ -48,6 +48,7 @@ def _report() -> None:
     device = _identity["device"]
     held = current_run["lease"]
     holds = held_devices()
+    threads = held_threads()
     db.call(
         workers.report_worker,
         _identity["name"],
@@ -57,6 +58,8 @@ def _report() -> None:
         devices=list(holds.ids),
         free_memory_mb=free_memory_mb(device),
         run_id=held.run_id if held else None,
+        threads=threads.threads if threads else None,
+        omp_wait_policy=threads.wait_policy if threads else None,
     )
 
 

@@ -1,5 +1,6 @@
-"""A run on several ranks: the worker starts them with torch's elastic launcher (the API
-behind `torchrun`, grpo/parallel/launch.py) and supervises them; rank 0 alone writes to the store.
+"""A run's processes, one per rank (one for most runs): the worker starts them with torch's
+elastic launcher (the API behind `torchrun`, grpo/parallel/launch.py) and supervises them;
+rank 0 alone writes to the store.
 
 Rank 0 trains under the worker's lease in its own process (its own database connections):
 it writes every step (the whole step, gathered from every rank), log line, checkpoint and
@@ -35,19 +36,24 @@ from concurrent.futures import Future, wait
 from multiprocessing.synchronize import Event as ProcessEvent
 from typing import Any
 
+import torch
+
 from app.settings import get_settings
 from app.store.lease import Lease
 from grpo.failures import StepFailure
 from grpo.parallel.launch import (
     ChildFailedError,
+    RankError,
     failure_message,
     launch_ranks,
+    root_failure,
     uses_cuda,
     worded_rank,
 )
+from grpo.parallel.threads import threads_for, user_threads
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult
-from worker.device import Devices
+from worker.device import Devices, held_devices
 from worker.training import train, train_silently
 
 log = logging.getLogger(__name__)
@@ -79,6 +85,8 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
     spawn = multiprocessing.get_context("spawn")
     stop, started = spawn.Event(), spawn.Event()
     ranks = spec.resources.num_processes
+    held_here = held_devices()
+    threads = threads_for(held_here.kind, held_here.count, ranks=ranks)
     others = {child.pid for child in multiprocessing.active_children()}
     launched: Future[FitResult] = Future()
 
@@ -87,7 +95,7 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
             launched.set_result(
                 launch_ranks(
                     rank_main,
-                    (held, spec.model_dump(mode="json"), stop, started, os.getpid()),
+                    (held, spec.model_dump(mode="json"), stop, started, os.getpid(), threads),
                     num_processes=ranks,
                     run_id=held.run_id,
                     log_dir=get_settings().runs_dir / held.run_id / "ranks",
@@ -96,7 +104,7 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             launched.set_exception(exc)
 
-    log.info("run %s: launching %d ranks", held.run_id, ranks)
+    log.info("run %s: launching %d rank%s", held.run_id, ranks, "s" if ranks > 1 else "")
     launcher = threading.Thread(target=launch, name=f"ranks-{held.run_id}")
     launcher.start()
     while not launched.done():
@@ -112,6 +120,8 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
         raise StoppedStarting("handed the run back to the queue before its ranks started")
     error = launched.exception()
     if isinstance(error, ChildFailedError):
+        if ranks == 1:
+            raise RanksFailed(one_process_failure(error)) from error
         raise RanksFailed(failure_message(error, num_processes=ranks)) from error
     return launched.result()  # or the launcher's other error, raised here
 
@@ -125,15 +135,39 @@ def _end_starting_ranks(others: set[int | None]) -> None:
             child.kill()
 
 
+def one_process_failure(exc: ChildFailedError) -> str:
+    """A one-rank run's failure as the worker words a failed run: the error the run raised
+    as it is, or the signal that killed its process."""
+    _, failure = root_failure(exc)
+    if failure.exitcode < 0:
+        return (
+            f"the run's process was killed by {failure.signal_name()} (a crash in native "
+            "code, or the out-of-memory killer); the worker goes on with the next run"
+        )
+    message = failure.message
+    text = str(message.get("message")) if isinstance(message, dict) else None
+    if text is None:
+        return f"the run's process exited with code {failure.exitcode}"
+    return text.removeprefix(f"{RankError.__name__}: ")
+
+
 def rank_main(
-    held: Lease, spec_json: dict[str, Any], stop: ProcessEvent, started: ProcessEvent, worker: int
+    held: Lease,
+    spec_json: dict[str, Any],
+    stop: ProcessEvent,
+    started: ProcessEvent,
+    worker: int,
+    threads: int,
 ) -> Any:
-    """One rank, in the process the launcher spawned."""
+    """One rank, in the process the launcher spawned; `threads`: its torch threads, unless
+    the user set OMP_NUM_THREADS (grpo/parallel/threads.py)."""
     _die_with(worker)
     os.setpgid(0, 0)  # out of the terminal's job: its Ctrl-C (or a group's SIGTERM) is the
     # worker's to act on, by stopping every rank at a step boundary
     spec = JobSpec.model_validate(spec_json)
     with worded_rank(spec.device) as ranks:
+        if user_threads() is None:
+            torch.set_num_threads(threads)  # init_rank gave a CPU rank one
         if ranks.is_main:
             # from now on a stop waits for a step boundary; the other ranks are past their
             # setpgid too (the group's gloo part, on CUDA too, is made by all ranks at once)

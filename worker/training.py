@@ -1,8 +1,8 @@
 """The trainer of a run, wired to the store: every step, log line, checkpoint and evaluation
 is written under the worker's lease, and a cancel or a stop ends the run at a step boundary.
 
-The same wiring serves a one-process run (in the worker process) and rank 0 of a run on
-several ranks (in the rank's own process); the other ranks are given no lease and write
+It runs in rank 0's process, which the worker starts for the run (worker/ranks.py; one
+process for most runs); the other ranks of a run on several are given no lease and write
 nothing to the store.
 """
 

@@ -15,6 +15,9 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
+from grpo.spec import JobSpec
+from grpo.spec.hints import worded_errors
+
 log = logging.getLogger(__name__)
 
 
@@ -33,15 +36,10 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 def field_errors(
     errors: list[Any], *, drop_prefix: tuple[str, ...] = ("body",)
 ) -> list[dict[str, str]]:
-    fields = []
-    for err in errors:
-        loc = [str(p) for p in err.get("loc", ())]
-        while loc and loc[0] in drop_prefix:
-            loc = loc[1:]
-        # Discriminated unions add the tag as a path element (rewards.0.accuracy.weight).
-        message = str(err.get("msg", "")).removeprefix("Value error, ")
-        fields.append({"loc": ".".join(loc) or "(body)", "message": message})
-    return fields
+    """One row per error naming its field's path, worded as grpo/spec/hints.py words a
+    spec's errors (did you mean ..., TRL's name for it here, why a bound is there).
+    Discriminated unions add the tag as a path element (rewards.0.accuracy.weight)."""
+    return worded_errors(errors, JobSpec, drop=drop_prefix)
 
 
 def validation_response(errors: list[Any]) -> JSONResponse:

@@ -190,6 +190,13 @@ class WorkerOut(BaseModel):
     it takes runs whose `resources.num_processes` is at most their number (`grpo worker
     --devices`)."""
     free_memory_mb: int | None
+    threads: int | None
+    """torch's intra-op threads its runs train with: its CPU slots on a CPU worker, a few on a
+    GPU worker, or OMP_NUM_THREADS where the user set it; null for a worker of an older
+    version."""
+    omp_wait_policy: str | None
+    """OMP_WAIT_POLICY of the worker's process: PASSIVE (waiting threads sleep) unless the
+    user set it."""
     run_id: str | None
     started_at: str
     last_seen_at: str

@@ -254,6 +254,10 @@ class WorkerState(Base):
     devices: Mapped[list[Any]] = mapped_column(JSON, server_default=text("'[\"0\"]'"))
     """The GPUs it holds (CUDA_VISIBLE_DEVICES ids) or its CPU slots (0..n-1): one rank each."""
     free_memory_mb: Mapped[int | None] = mapped_column(Integer)
+    threads: Mapped[int | None] = mapped_column(Integer)
+    """torch's intra-op threads its runs train with (grpo/parallel/threads.py)."""
+    omp_wait_policy: Mapped[str | None] = mapped_column(String(16))
+    """OMP_WAIT_POLICY of its process: PASSIVE unless the user set it."""
     run_id: Mapped[str | None] = mapped_column(String(32))
     started_at: Mapped[datetime] = mapped_column(
         UtcDateTime(), default=utcnow, server_default=func.now()

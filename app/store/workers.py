@@ -22,6 +22,8 @@ def report_worker(
     devices: list[str],
     free_memory_mb: int | None,
     run_id: str | None,
+    threads: int | None = None,
+    omp_wait_policy: str | None = None,
 ) -> None:
     row = session.get(WorkerState, name)
     if row is None:
@@ -29,6 +31,7 @@ def report_worker(
         session.add(row)
     row.queues, row.device, row.free_memory_mb = queues, device, free_memory_mb
     row.device_kind, row.devices = device_kind, devices
+    row.threads, row.omp_wait_policy = threads, omp_wait_policy
     row.run_id, row.last_seen_at = run_id, utcnow()
 
 

@@ -12,8 +12,8 @@ import yaml
 from grpo.spec.trl_config import convert, spec_yaml
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser("convert", help="turn a TRL GRPOConfig YAML into a JobSpec YAML")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`grpo convert`'s arguments (its summary is in grpo/cli/commands.py)."""
     parser.add_argument("config", type=Path, help="GRPOConfig YAML (script arguments too)")
     parser.add_argument(
         "--processes",

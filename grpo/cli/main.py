@@ -14,24 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grpo.cli.convert import add_parser as add_convert_parser
+from grpo.cli.commands import COMMANDS, SERVICE_COMMANDS
+from grpo.cli.convert import add_arguments as add_convert_arguments
 from grpo.cli.convert import run_convert
-
-SERVICE_COMMANDS = {
-    "up": "app.cli",
-    "submit": "app.cli",
-    "runs": "app.cli",
-    "cancel": "app.cli",
-    "logs": "app.cli",
-    "doctor": "app.cli",
-    "export": "app.cli",
-    "migrate": "app.cli",
-    "worker": "worker.cli",
-}
+from grpo.parallel.threads import prefer_passive_wait
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    prefer_passive_wait()  # before torch loads here, and for the worker this process becomes
     if argv and argv[0] in SERVICE_COMMANDS:
         delegate(argv)
     args = build_parser().parse_args(argv)
@@ -61,11 +52,12 @@ def delegate(argv: list[str]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo",
-        description="GRPO training and evaluation. "
-        f"Service commands: {', '.join(sorted(SERVICE_COMMANDS))}.",
+        description="GRPO training and evaluation in this terminal, and the service's "
+        "commands. `grpo COMMAND --help` for a command's options.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    train_parser = sub.add_parser("train", help="train from a spec YAML in this terminal")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parsers = {c.name: sub.add_parser(c.name, help=c.summary) for c in COMMANDS}
+    train_parser = parsers["train"]
     train_parser.add_argument("spec", type=Path, help="JobSpec as YAML (or JSON)")
     train_parser.add_argument(
         "--workdir",
@@ -100,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated environment variables an http reward's token_env may name, "
         "besides GRPO_REWARD_TOKEN_* (default: none); never other GRPO_* variables",
     )
-    eval_parser = sub.add_parser("eval", help="greedy accuracy on a task's test split")
+    eval_parser = parsers["eval"]
     eval_parser.add_argument(
         "--model",
         required=True,
@@ -115,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_parser.add_argument("--split", default="test")
     eval_parser.add_argument("--max-new-tokens", type=int, default=16)
     eval_parser.add_argument("--device", default="auto")
-    add_convert_parser(sub)
+    add_convert_arguments(parsers["convert"])
     for each in (train_parser, eval_parser):
         each.add_argument(
             "--cache-dir",

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 def train(args: argparse.Namespace) -> int:
@@ -46,6 +46,7 @@ def train(args: argparse.Namespace) -> int:
     )
 
     here = ranks // args.nnodes
+    share_threads(spec.device, ranks=here)
     where = f" here, of {ranks} on {args.nnodes} nodes" if args.nnodes > 1 else ""
     plural = "s" if here > 1 else ""
     print(f"launching {here} rank{plural}{where} (torch elastic launcher)", file=sys.stderr)
@@ -139,9 +140,13 @@ def fit_here(
     from tqdm import tqdm
 
     from grpo.parallel.ranks import current_ranks
+    from grpo.parallel.threads import apply_threads, available_cpus
     from grpo.trainer import Trainer
 
     is_main = current_ranks().is_main
+    threads = apply_threads(device_kind(spec.device), available_cpus())
+    if is_main:
+        print(f"threads: {threads.label}", file=sys.stderr)
     trainer = Trainer(
         spec,
         workdir=workdir,
@@ -172,12 +177,36 @@ def fit_here(
     return result
 
 
+def device_kind(device: str) -> Literal["cuda", "cpu"]:
+    """Where this process's run trains, for its thread count: its spec's device here."""
+    import torch
+
+    if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
+        return "cuda"
+    return "cpu"
+
+
+def share_threads(device: str, *, ranks: int) -> None:
+    """The ranks launched here share this machine's CPUs: each gets its share through
+    OMP_NUM_THREADS, which they read when torch loads (unless the user set it)."""
+    from grpo.parallel.threads import available_cpus, threads_for, user_threads
+
+    if user_threads() is None:
+        count = threads_for(device_kind(device), available_cpus(), ranks=ranks)
+        os.environ["OMP_NUM_THREADS"] = str(count)
+
+
 def load_spec(path: Path) -> Any:
     import yaml
+    from pydantic import ValidationError
 
     from grpo.spec import JobSpec
+    from grpo.spec.hints import invalid_spec_text
 
-    return JobSpec.model_validate(yaml.safe_load(path.read_text()))
+    try:
+        return JobSpec.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as exc:  # the same field list as the API's 422
+        raise ValueError(invalid_spec_text(exc.errors(), JobSpec)) from None
 
 
 class StopOnInterrupt:

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from grpo.data.example import Example
+from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_examples
 from grpo.data.prompt_fit import fit_prompt
 from grpo.models.precision import autocast
@@ -47,6 +48,11 @@ def is_eval_step(spec: JobSpec, step: int) -> bool:
     return step in (0, spec.max_steps) or (every > 0 and step % every == 0)
 
 
+def holdout_fraction(spec: JobSpec) -> float | None:
+    """The share of the training source held out for eval (eval.holdout_fraction), if any."""
+    return spec.eval.holdout_fraction if spec.eval is not None else None
+
+
 def load_eval_examples(
     spec: JobSpec,
     train: Sequence[Example],
@@ -57,7 +63,11 @@ def load_eval_examples(
 ) -> list[Example]:
     """The first max_examples of the eval split; prompts also trained on are reported."""
     assert spec.eval is not None
-    examples = load_examples(spec.eval_data, datasets_dir=datasets_dir, roots=roots)
+    if spec.eval.holdout_fraction is None:
+        examples = load_examples(spec.eval_data, datasets_dir=datasets_dir, roots=roots)
+    else:  # the share of the training source the trainer left out (the same seeded split)
+        whole = load_examples(spec.data, datasets_dir=datasets_dir, roots=roots)
+        examples = holdout_split(whole, spec.eval.holdout_fraction, seed=spec.seed)[1]
     examples = examples[: spec.eval.max_examples]
     if not examples:
         raise ValueError(f"eval split {spec.eval.split!r} of {spec.eval_data.source!r} is empty")

@@ -12,6 +12,7 @@ import fcntl
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +31,7 @@ from grpo.models.builtin_small import SMALL_VERSION, build_small
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.random_init import save_random_model
 from grpo.models.tool_warmup import TOOLS_RECIPE_VERSION, build_tiny_tools
-from grpo.models.warmup import RECIPE_VERSION, build_tiny_arith
+from grpo.models.warmup import RECIPE_VERSION, Log, build_tiny_arith
 from grpo.spec.sources import LocalRoots, parse_model_name, resolve_local
 
 TINY_VERSION = "v2"
@@ -83,8 +84,11 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def materialise(target: Path, build: Callable[[Path], None]) -> Path:
-    """Run `build` into a temp dir next to `target` and rename it into place, once.
+def materialise(
+    target: Path, build: Callable[[Path], None], *, log: Log | None = None, what: str = ""
+) -> Path:
+    """Run `build` into a temp dir next to `target` and rename it into place, once; `log`
+    hears when it starts and ends (`what` names it), so a first use is no silent wait.
 
     Safe across processes: a file lock serialises builders, the rename is atomic, so a
     reader sees either no directory or a complete one.
@@ -95,9 +99,14 @@ def materialise(target: Path, build: Callable[[Path], None]) -> Path:
         if (target / "config.json").is_file():
             return target
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
+        started = time.perf_counter()
+        if log is not None:
+            log("info", f"building {what or target.name} on first use (kept in {target})")
         try:
             tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by workers
             build(tmp)
+            if log is not None:
+                log("info", f"built {what or target.name} in {time.perf_counter() - started:.0f} s")
             if target.exists():  # an incomplete leftover from a killed builder
                 shutil.rmtree(target)
             tmp.rename(target)
@@ -106,19 +115,30 @@ def materialise(target: Path, build: Callable[[Path], None]) -> Path:
     return target
 
 
-def builtin_dir(name: str, cache_dir: Path, *, progress: bool) -> Path:
-    """Directory of a built-in model, created on first use."""
+def builtin_dir(name: str, cache_dir: Path, *, progress: bool, log: Log | None = None) -> Path:
+    """Directory of a built-in model, created on first use (said to `log`)."""
     if name == "builtin:small":
-        return materialise(cache_dir / f"builtin-small-{SMALL_VERSION}", build_small)
-    tiny = materialise(cache_dir / f"builtin-tiny-{TINY_VERSION}", build_tiny)
+        target = cache_dir / f"builtin-small-{SMALL_VERSION}"
+        return materialise(target, build_small, log=log, what=name)
+    tiny = materialise(
+        cache_dir / f"builtin-tiny-{TINY_VERSION}", build_tiny, log=log, what="builtin:tiny"
+    )
     if name == "builtin:tiny":
         return tiny
     if name == "builtin:tiny-arith":
         target = cache_dir / f"builtin-tiny-arith-{RECIPE_VERSION}"
-        return materialise(target, lambda tmp: build_tiny_arith(tiny, tmp, progress=progress))
+
+        def warm_up(tmp: Path) -> None:
+            build_tiny_arith(tiny, tmp, progress=progress, log=log)
+
+        return materialise(target, warm_up, log=log, what=name)
     if name == "builtin:tiny-tools":
         target = cache_dir / f"builtin-tiny-tools-{TOOLS_RECIPE_VERSION}"
-        return materialise(target, lambda tmp: build_tiny_tools(tiny, tmp, progress=progress))
+
+        def warm_up_tools(tmp: Path) -> None:
+            build_tiny_tools(tiny, tmp, progress=progress)
+
+        return materialise(target, warm_up_tools, log=log, what=name)
     raise ValueError(f"unknown built-in model {name!r}")
 
 
@@ -136,7 +156,12 @@ def _progress_bars(enabled: bool) -> Iterator[None]:
 
 
 def resolve_model_path(
-    name: str, cache_dir: Path, *, progress: bool, roots: LocalRoots | None = None
+    name: str,
+    cache_dir: Path,
+    *,
+    progress: bool,
+    roots: LocalRoots | None = None,
+    log: Log | None = None,
 ) -> str:
     """What to hand to `from_pretrained`: a built-in's directory, a local dir, or the hub id.
 
@@ -145,7 +170,7 @@ def resolve_model_path(
     source = parse_model_name(name)
     match source.kind:
         case "builtin":
-            return str(builtin_dir(name, cache_dir, progress=progress))
+            return str(builtin_dir(name, cache_dir, progress=progress, log=log))
         case "hub":
             return _hub_snapshot(source.value)
     path = resolve_local(source.value, roots or LocalRoots(Path.cwd(), None), what="model path")
@@ -178,12 +203,16 @@ def load_policy(
     device: torch.device | str = "cpu",
     progress: bool = True,
     roots: LocalRoots | None = None,
+    log: Log | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Model (fp32 master weights, eval mode) and tokenizer on `device`. The tokenizer keeps
     its own padding side (it is saved in checkpoints as it came); code that pads for
-    generation asks for left padding where it pads."""
+    generation asks for left padding where it pads. `log` hears each wait: a built-in built
+    on first use, the loading of the weights."""
     with _progress_bars(progress):
-        source = resolve_model_path(name, Path(cache_dir), progress=progress, roots=roots)
+        source = resolve_model_path(name, Path(cache_dir), progress=progress, roots=roots, log=log)
+        if log is not None:
+            log("info", f"loading model {name}" + (f" from {source}" if source != name else ""))
         try:
             tokenizer = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,6 +41,10 @@ BATCH_SIZE = 64
 LEARNING_RATE = 3e-3
 WARMUP_STEPS = 50
 EVAL_EVERY = 10
+LOG_EVERY = 50
+"""Warm-up steps between the progress lines a run's log gets (a few seconds apart)."""
+Log = Callable[[str, str], None]
+"""(level, message): how a build says what it is doing (the trainer's log)."""
 VALIDATION_SIZE = 300
 """The first examples of the train split: held out from the warm-up, used to stop it."""
 TARGET_ACCURACY = 0.32
@@ -86,9 +90,10 @@ def greedy_accuracy(model: PreTrainedModel, tokenizer: Tokenizer, examples: list
 
 
 def train_until_target(
-    model: PreTrainedModel, tokenizer: Tokenizer, *, progress: bool
+    model: PreTrainedModel, tokenizer: Tokenizer, *, progress: bool, log: Log | None = None
 ) -> tuple[int, float]:
-    """Supervised steps until held-out accuracy reaches TARGET_ACCURACY (or MAX_STEPS).
+    """Supervised steps until held-out accuracy reaches TARGET_ACCURACY (or MAX_STEPS);
+    `log` hears the progress every LOG_EVERY steps (a run's page and `--follow` show it).
 
     Returns the steps taken and the last held-out accuracy.
     """
@@ -115,6 +120,12 @@ def train_until_target(
             bar.set_postfix(loss=f"{loss.item():.3f}", accuracy=f"{accuracy:.2f}")
             if accuracy >= TARGET_ACCURACY:
                 break
+            if log is not None and step % LOG_EVERY == 0:
+                log(
+                    "info",
+                    f"building builtin:tiny-arith: warm-up step {step} (at most {MAX_STEPS}), "
+                    f"held-out accuracy {accuracy:.2f}, done at {TARGET_ACCURACY:.2f}",
+                )
     bar.close()
     model.eval()
     return step, accuracy
@@ -133,13 +144,17 @@ def _seeded_single_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def build_tiny_arith(tiny_dir: Path, target: Path, *, progress: bool) -> None:
+def build_tiny_arith(
+    tiny_dir: Path, target: Path, *, progress: bool, log: Log | None = None
+) -> None:
     """Warm up the model saved in `tiny_dir`; save it, its tokenizer and warmup.json to `target`."""
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
     with _seeded_single_thread():
-        steps, validation_accuracy = train_until_target(model, tokenizer, progress=progress)
+        steps, validation_accuracy = train_until_target(
+            model, tokenizer, progress=progress, log=log
+        )
         test_accuracy = greedy_accuracy(model, tokenizer, arith_examples("test"))
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)

@@ -36,6 +36,7 @@ from grpo.spec.rewards import (
     endpoint_host,
     is_allowed_host,
 )
+from grpo.spec.sources import parse_data_source
 from grpo.spec.task import TaskKnobs
 from grpo.spec.tools import ToolKnobs
 
@@ -138,6 +139,23 @@ class JobSpec(ToolKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, Tas
             raise ValueError(
                 "sharding fsdp is for full fine-tuning: with lora only the adapters train, "
                 "so the frozen base fits where ddp does; use sharding ddp"
+            )
+        return value
+
+    @field_validator("eval")
+    @classmethod
+    def _eval_held_out(cls, value: EvalSpec | None, info: ValidationInfo) -> EvalSpec | None:
+        data = info.data.get("data")
+        if value is None or data is None or value.source or value.holdout_fraction:
+            return value
+        kind = parse_data_source(data.source).kind
+        if kind in ("dataset", "local"):
+            what = "an uploaded dataset" if kind == "dataset" else "a local file"
+            raise ValueError(
+                f"data.source is {what}, which has one split: eval would score the prompts "
+                "the run trains on. Set eval.source to a held-out dataset, or "
+                "eval.holdout_fraction (e.g. 0.1) to keep a seeded share of this one out of "
+                "training"
             )
         return value
 

@@ -17,7 +17,14 @@ class EvalSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
     source: str | None = Field(None, min_length=1, max_length=500)
-    """Data source as in `data.source`; None: the run's own source."""
+    """Data source as in `data.source`; None: the run's own source (its `split`, or the
+    share `holdout_fraction` keeps out of training). An uploaded dataset or a local file
+    has a single split: give it another source here, or a holdout_fraction."""
+    holdout_fraction: float | None = Field(None, gt=0.0, lt=1.0)
+    """Keep this share of the training source's examples out of training and evaluate on
+    them: a split seeded by the run's `seed`, never overlapping (grpo/data/holdout.py);
+    None: no split. For a source with one split (an upload, a local file); not with
+    `source`. TRL has no such knob (its eval_dataset is given whole)."""
     split: str = Field("test", pattern=r"^[A-Za-z0-9_.\-\[\]:%]+$")
     """Split to evaluate on."""
     prompt_field: str | None = Field(None, min_length=1, max_length=100)
@@ -47,6 +54,11 @@ class EvalSpec(BaseModel):
     def _samples_differ(self) -> EvalSpec:
         if self.source is not None:
             parse_data_source(self.source)
+            if self.holdout_fraction is not None:
+                raise ValueError(
+                    "holdout_fraction keeps a share of the training source for eval; with "
+                    "eval.source set, leave it out"
+                )
         if self.num_samples > 1 and self.temperature == 0:
             raise ValueError("num_samples > 1 needs temperature > 0 (greedy samples are equal)")
         return self

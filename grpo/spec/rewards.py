@@ -115,7 +115,20 @@ class PythonReward(RewardEntry):
 
     name: Literal["python"] = "python"
     function: str = Field(max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
-    """Entry point name in group `grpo.rewards`; the API accepts only installed ones."""
+    """Entry point name in group `grpo.rewards`; the API accepts only installed ones. It is
+    also the entry's default `label` (its metrics are `rewards/<function>/...`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _label_defaults_to_name(cls, data: Any) -> Any:
+        """The function's name, not `python`: two python rewards need no labels to differ."""
+        if (
+            isinstance(data, dict)
+            and not data.get("label")
+            and isinstance(data.get("function"), str)
+        ):
+            return {**data, "label": data["function"][:64]}
+        return data
 
 
 class HttpReward(RewardEntry):

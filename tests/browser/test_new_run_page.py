@@ -106,3 +106,30 @@ def test_edit_as_new_loads_a_runs_spec(
     expect(page.locator("#spec-text")).to_have_value(re.compile(r"name: browser-finished \(copy\)"))
     expect(page.locator("#presets .preset").first).to_have_attribute("aria-pressed", "true")
     assert console.unexpected() == []
+
+
+def test_a_dataset_is_previewed_uploaded_and_used_from_the_upload_box(
+    page: Any, api: httpx.Client, console: Console
+) -> None:
+    page.goto("/runs/new")
+    page.locator("#presets .preset").first.wait_for()
+
+    def choose(name: str, content: bytes) -> None:
+        file = {"name": name, "mimeType": "application/x-ndjson", "buffer": content}
+        page.set_input_files("#upload-file", files=[file])
+
+    choose("joined.jsonl", b'{"q": "2+2=", "a": "4"}{"q": "3+5=", "a": "8"}')
+    expect(page.locator("#upload-preview")).to_contain_text("were the newlines stripped?")
+
+    choose("sums.jsonl", b'{"q": "2+2=", "a": "4"}\n{"q": "3+5=", "a": "8"}\n')
+    expect(page.locator("#upload-preview")).to_contain_text("sums.jsonl: 2 records, fields q, a")
+    expect(page.locator("#upload-preview pre")).to_contain_text('{"q":"2+2=","a":"4"}')
+    assert page.input_value("#upload-prompt-field") == "q"
+    assert page.input_value("#upload-answer-field") == "a"
+    page.click("#upload-use")
+    expect(page.locator("#upload-status")).to_contain_text("2 records")
+    source = page.locator("#upload-status").inner_text().split(":")[0:2]
+    text = page.input_value("#spec-text")
+    assert f"source: {':'.join(source)}" in text and "prompt_field: q" in text, text
+    assert any(d["source"] == ":".join(source) for d in api.get("/api/datasets").json()["items"])
+    assert console.unexpected() == []

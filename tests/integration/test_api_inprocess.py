@@ -149,3 +149,40 @@ def test_a_dataset_is_uploaded_listed_and_a_bad_line_named(api: TestClient) -> N
     bad_lines = b'{"prompt": "x"}\nnot json\n'
     bad = api.post("/api/datasets", params={"name": "bad"}, content=bad_lines, headers=JSONL)
     assert bad.status_code == 422 and "line" in bad.text
+
+
+def test_a_spec_error_finishes_the_sentence(api: TestClient) -> None:
+    """The 422 words fields as grpo train does (grpo/spec/hints.py; cases in
+    tests/unit/test_spec_hints.py)."""
+    error = error_of(api.post("/api/runs", json={"num_generation": 4, "bf16": True}), 422)
+    fields = {f["loc"]: f["message"] for f in error["fields"]}
+    assert "did you mean num_generations?" in fields["num_generation"]
+    assert "TRL's bf16 is precision: bf16 here" in fields["bf16"]
+    assert "did you mean num_generations?" in error["message"]
+
+
+def test_a_jsonl_body_without_its_newlines_is_refused_saying_so(api: TestClient) -> None:
+    """What `curl -d @file` sends: the records of a JSONL file on one line."""
+    stripped = '{"prompt": "2+2=", "answer": "4"}{"prompt": "3+5=", "answer": "8"}'
+    error = error_of(
+        api.post("/api/datasets", params={"name": "joined"}, content=stripped, headers=JSONL), 422
+    )
+    assert error["message"].startswith("line 1: invalid JSON (Extra data); a second record")
+    assert "--data-binary" in error["message"] and "grpo datasets upload" in error["message"]
+    broken = error_of(
+        api.post("/api/datasets", params={"name": "b"}, content='{"prompt": 1} x', headers=JSONL),
+        422,
+    )
+    assert "--data-binary" not in broken["message"]  # extra data that is not a record
+
+
+def test_eval_on_an_uploaded_dataset_names_a_held_out_source(api: TestClient) -> None:
+    body = '{"prompt": "2+2=", "answer": "4"}\n{"prompt": "3+5=", "answer": "8"}\n'
+    uploaded = api.post("/api/datasets", params={"name": "two"}, content=body, headers=JSONL)
+    source = uploaded.json()["source"]
+    error = error_of(api.post("/api/runs", json={**SPEC, "data": {"source": source},
+                                                 "eval": {"every_steps": 2}}), 422)  # fmt: skip
+    (field,) = error["fields"]
+    assert field["loc"] == "eval"
+    assert "eval.source" in field["message"] and "eval.holdout_fraction" in field["message"]
+    submit(api, data={"source": source}, eval={"holdout_fraction": 0.5})

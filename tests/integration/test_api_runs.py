@@ -231,7 +231,9 @@ def test_workers_endpoint_lists_the_live_worker_and_its_device(stack: Stack) -> 
         time.sleep(0.5)
     assert items and items[0]["device"].startswith(("cpu", "cuda"))
     assert stack.queue in items[0]["queues"]
-    if items[0]["device_kind"] == "cpu":  # no --devices: one CPU slot per CPU
-        assert items[0]["devices"] == [str(i) for i in range(os.cpu_count() or 1)]
+    # the stack's OMP_NUM_THREADS=1 is kept (grpo/parallel/threads.py), the wait made passive
+    assert (items[0]["threads"], items[0]["omp_wait_policy"]) == (1, "PASSIVE")
+    if items[0]["device_kind"] == "cpu":  # no --devices: one CPU slot per CPU it may run on
+        assert items[0]["devices"] == [str(i) for i in range(len(os.sched_getaffinity(0)))]
     else:
         assert items[0]["device_kind"] == "cuda" and items[0]["devices"]

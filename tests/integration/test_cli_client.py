@@ -43,3 +43,39 @@ def test_submit_follow_runs_logs_and_cancel(embedded_stack: Stack, tmp_path: Pat
     bad.write_text("num_generations: 1\n")
     rejected = grpo(embedded_stack, "submit", str(bad))
     assert rejected.returncode == 2 and "num_generations" in rejected.stderr
+
+
+def test_resume_clone_and_datasets(embedded_stack: Stack, tmp_path: Path) -> None:
+    data = tmp_path / "sums.jsonl"
+    data.write_text('{"q": "2+2=", "a": "4"}\n{"q": "3+5=", "a": "8"}\n')
+    upload = ["datasets", "upload", str(data), "--prompt-field", "q", "--answer-field", "a"]
+    uploaded = grpo(embedded_stack, *upload)
+    assert uploaded.returncode == 0, uploaded.stderr
+    assert "'sums': 2 records, fields a, q" in uploaded.stdout
+    source = uploaded.stdout.split("source: ")[1].split(",")[0]
+    assert source.startswith("dataset:")
+    listed = grpo(embedded_stack, "datasets", "list")
+    assert f"{source}        2 records  sums  (fields a, q)" in listed.stdout
+
+    parked = tmp_path / "parked.yaml"
+    parked.write_text(json.dumps(tiny_spec(embedded_stack, resources={"queue": "parked"})))
+    run_id = grpo(embedded_stack, "submit", str(parked)).stdout.split()[1]
+    assert grpo(embedded_stack, "cancel", run_id).returncode == 0
+    resumed = grpo(embedded_stack, "resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"run {run_id} queued" in resumed.stdout
+    again = grpo(embedded_stack, "resume", run_id)  # queued already: the API's 409, worded
+    assert again.returncode == 2 and "only cancelled or failed runs resume" in again.stderr
+
+    cloned = grpo(
+        embedded_stack, "clone", run_id, "--set", "max_steps=2", "--set", "data.split=test"
+    )
+    assert cloned.returncode == 0, cloned.stderr
+    clone_id = cloned.stdout.split()[1]
+    with embedded_stack.client() as client:
+        spec = client.get(f"/api/runs/{clone_id}").json()["spec"]
+    assert (spec["max_steps"], spec["data"]["split"]) == (2, "test")
+    typo = grpo(embedded_stack, "clone", run_id, "--set", "num_generation=4")
+    assert typo.returncode == 2 and "did you mean num_generations?" in typo.stderr
+    assert grpo(embedded_stack, "cancel", clone_id).returncode == 0
+    assert grpo(embedded_stack, "cancel", run_id).returncode == 0

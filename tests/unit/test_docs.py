@@ -100,10 +100,25 @@ def test_rest_and_cli_references_have_every_route_and_command(site: Path) -> Non
     for path, item in create_app().openapi()["paths"].items():
         for method in item:
             assert f"{method.upper()} {path}" in rest, (method, path)
+    from grpo.cli.commands import COMMANDS
+
     cli = (site / "reference" / "cli" / "index.html").read_text()
-    for command in ("train", "eval", "up", "worker", "submit", "runs", "cancel", "logs",
-                    "export", "migrate"):  # fmt: skip
+    for command in [c.name for c in COMMANDS] + ["datasets upload", "datasets list"]:
         assert f"<code>grpo {command}</code>" in cli, command
+
+
+def test_grpo_help_lists_every_command_with_its_summary() -> None:
+    import subprocess
+    import sys
+
+    from grpo.cli.commands import COMMANDS
+
+    grpo = Path(sys.executable).parent / "grpo"
+    shown = subprocess.run([grpo, "--help"], capture_output=True, text=True, check=True).stdout
+    for command in COMMANDS:
+        assert re.search(rf"^\s+{command.name}\s+{re.escape(command.summary)}$", shown, re.M), (
+            command.name
+        )
 
 
 def test_readme_is_a_short_front_door_whose_links_exist() -> None:

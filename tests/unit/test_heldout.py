@@ -109,3 +109,23 @@ def test_eval_rewards_replace_the_runs_for_scoring_and_passing(
     # no accuracy-like reward: a pass is a total reward of logging.pass_threshold (1.0)
     assert [row["passes"] for row in final.examples] == [[m] for m in matches]
     assert final.scalars["eval/regex/mean"] == pytest.approx(sum(matches) / len(matches))
+
+
+def test_holdout_fraction_evaluates_on_the_share_of_the_file_it_never_trains_on(
+    tmp_path: Path, grpo_cache_dir: Path
+) -> None:
+    data = tmp_path / "sums.jsonl"
+    data.write_text("".join(f'{{"prompt": "{a}+{a}=", "answer": "{2 * a}"}}\n' for a in range(40)))
+    base = spec(holdout_fraction=0.25).model_dump(exclude={"data"})
+    s = JobSpec.model_validate({**base, "data": {"source": str(data)}})
+    logs: list[str] = []
+    trainer = Trainer(s, workdir=tmp_path / "run", cache_dir=grpo_cache_dir,
+                      log=lambda level, message: logs.append(message))  # fmt: skip
+    evals: list[EvalReport] = []
+    trainer.fit(lambda report: None, on_eval=evals.append)
+    trained = {str(e.prompt) for e in trainer.examples}
+    held = [str(e.prompt) for e in trainer.eval_examples or []]
+    assert (len(trained), len(held)) == (30, 10)
+    assert not trained & set(held)
+    assert "eval: 10 examples, 0 of them also training prompts" in logs
+    assert [e.step for e in evals] == [0, 2, 4]

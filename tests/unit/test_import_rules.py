@@ -56,6 +56,9 @@ TORCH_FREE_GRPO = (
     "grpo.spec.parquet",  # a parquet dataset read a batch at a time, checked at upload
     "grpo.spec.trl_config",  # a TRL GRPOConfig as a JobSpec (POST /api/specs/convert)
     "grpo.spec.record_files",  # a dataset file's records one at a time, scanned at submit
+    "grpo.spec.hints",  # the words of a spec's errors: did you mean, TRL's names, bounds
+    "grpo.cli.commands",  # every command's one-line summary, for both parsers
+    "grpo.spec.demo",  # what the demo promises, quoted by its preset
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
     "grpo.rewards.kind",  # what a reward kind is told at submit
     "grpo.rewards.registry",  # every reward kind, whose checks run at submit

@@ -109,13 +109,13 @@ def test_the_example_plugin_is_called_with_trl_signature_and_may_return_none():
     # installed by `make install-test` (examples/reward-plugin)
     rewarder = Rewarder([PythonReward(function="contains_answer")])
     outcome = rewarder.score(_batch(["it is 2", "3", "4", "so 4"]))
-    assert outcome.scores["python"] == [1.0, 0.0, 1.0, 1.0]
+    assert outcome.scores["contains_answer"] == [1.0, 0.0, 1.0, 1.0]
     no_answer = [*EXAMPLES, Example(id="q2", prompt="?", answer="")]
     outcome = Rewarder([PythonReward(function="contains_answer"), RegexReward(pattern="x")]).score(
         _batch(["2", "x", "4", "x", "x", "y"], no_answer)
     )
-    assert outcome.scores["python"] == [1.0, 0.0, 1.0, 0.0, None, None]
-    with pytest.raises(NoApplicableReward, match="python"):
+    assert outcome.scores["contains_answer"] == [1.0, 0.0, 1.0, 0.0, None, None]
+    with pytest.raises(NoApplicableReward, match="contains_answer"):
         rewarder.score(_batch(["2", "x", "4", "x", "x", "y"], no_answer))
 
 
@@ -149,7 +149,7 @@ def test_chat_prompts_reach_plugins_as_trl_hands_them_over():
         [{"role": "assistant", "content": "3"}],
     ]
     outcome = Rewarder([PythonReward(function="contains_answer")]).score(batch)
-    assert outcome.scores["python"] == [1.0, 0.0]
+    assert outcome.scores["contains_answer"] == [1.0, 0.0]
 
 
 def test_text_prompts_reach_plugins_as_the_records_prompt():

@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator
 
 from app.cli import build_parser as service_parser
+from grpo.cli.commands import SERVICE_COMMANDS, SUMMARIES
 from grpo.cli.main import build_parser as library_parser
 from tools.reference.markdown import GENERATED
 from worker.cli import build_parser as worker_parser
@@ -17,9 +18,10 @@ COLUMNS = "100"  # argparse wraps help to the terminal; the page must not depend
 INTRO = """\
 `grpo train` and `grpo eval` run the library in this terminal, with no server. The other
 commands are the service's: `grpo up` and `grpo worker` start it, and the client commands
-(`submit`, `runs`, `cancel`, `logs`, `export`) talk to a running server at `GRPO_URL` with
-the bearer token `GRPO_TOKEN` (or `--url`, `--token`). `python -m grpo.cli` is the same
-command."""
+(`submit`, `runs`, `logs`, `cancel`, `resume`, `clone`, `datasets`, `doctor`, `export`) talk
+to a running server at `GRPO_URL` with the bearer token `GRPO_TOKEN` (or `--url`,
+`--token`). Every command and its one-line summary are in one table, grpo/cli/commands.py.
+`python -m grpo.cli` is the same command."""
 
 
 def page() -> str:
@@ -28,8 +30,9 @@ def page() -> str:
     os.environ["COLUMNS"] = COLUMNS
     try:
         parts.append(help_block(library_parser()))
-        commands = [*subcommands(library_parser()), *subcommands(service_parser())]
-        commands.append(("worker", "", worker_parser()))
+        here = [c for c in subcommands(library_parser()) if c[0] not in SERVICE_COMMANDS]
+        commands = [*here, *with_actions(subcommands(service_parser()))]
+        commands.append(("worker", SUMMARIES["worker"], worker_parser()))
         parts += [section(name, summary, parser) for name, summary, parser in commands]
     finally:
         if previous is None:
@@ -47,6 +50,16 @@ def subcommands(
             summaries = {a.dest: a.help or "" for a in action._choices_actions}
             for name, sub in action.choices.items():
                 yield name, summaries.get(name, ""), sub
+
+
+def with_actions(
+    commands: Iterator[tuple[str, str, argparse.ArgumentParser]],
+) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
+    """Each command, then its own subcommands (`datasets upload`) as commands of their own."""
+    for name, summary, parser in commands:
+        yield name, summary, parser
+        for action, action_summary, sub in subcommands(parser):
+            yield f"{name} {action}", action_summary, sub
 
 
 def section(name: str, summary: str, parser: argparse.ArgumentParser) -> str:

@@ -65,7 +65,9 @@ def _parse_line(raw: bytes, number: int) -> object:
     try:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise bad_dataset(f"line {number}: invalid JSON ({exc.msg})") from exc
+        raise bad_dataset(
+            f"line {number}: invalid JSON ({exc.msg}){_joined_hint(text, exc)}"
+        ) from exc
     except (ValueError, RecursionError) as exc:  # 5,000-digit integers, deep nesting
         raise bad_dataset(
             f"line {number}: invalid JSON ({type(exc).__name__}: {exc})"[:300]
@@ -80,6 +82,21 @@ def _parse_line(raw: bytes, number: int) -> object:
                 f"line {number}: lone surrogate {text_value[exc.start]!r} in a string"
             ) from exc
     return record
+
+
+STRIPPED_NEWLINES_HINT = (
+    "; a second record starts on the same line, so the newlines between records were "
+    "probably stripped: `curl -d @file` strips them, `curl --data-binary @file` and "
+    "`grpo datasets upload FILE` keep them"
+)
+
+
+def _joined_hint(text: str, exc: json.JSONDecodeError) -> str:
+    """What to do when one record follows another on the same line (`Extra data` before
+    a `{`): the body lost its newlines on the way."""
+    if exc.msg == "Extra data" and text[exc.pos :].lstrip().startswith(("{", "[")):
+        return STRIPPED_NEWLINES_HINT
+    return ""
 
 
 def texts_of(value: object) -> Iterator[str]:

@@ -27,6 +27,8 @@ def list_workers(settings: SettingsDep, session: SessionDep) -> WorkerList:
                 device_kind="cuda" if w.device_kind == "cuda" else "cpu",
                 devices=[str(d) for d in w.devices],
                 free_memory_mb=w.free_memory_mb,
+                threads=w.threads,
+                omp_wait_policy=w.omp_wait_policy,
                 run_id=w.run_id,
                 started_at=w.started_at.isoformat(),
                 last_seen_at=w.last_seen_at.isoformat(),

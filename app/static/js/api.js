@@ -22,6 +22,7 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').HistogramList['bin_edges']} BinEdges
  * @typedef {import('./openapi').DiagnosisOut} DiagnosisOut
  * @typedef {import('./openapi').FindingOut} FindingOut
+ * @typedef {import('./openapi').DatasetOut} DatasetOut
  * @typedef {{ loc: string, message: string }} FieldError
  * @typedef {{ params?: Record<string, unknown>, body?: unknown }} RequestOptions
  */
@@ -90,6 +91,27 @@ export async function fetchFile(url) {
   const disposition = response.headers.get('Content-Disposition') || '';
   const filename = /filename="?([^";]+)"?/.exec(disposition)?.[1] || url.split('/').pop().split('?')[0];
   return { blob: await response.blob(), filename };
+}
+
+/**
+ * Upload a JSONL file as it is (its newlines kept) to POST /api/datasets.
+ * @param {Blob} file
+ * @param {Record<string, string>} params name, prompt_field, answer_field
+ * @returns {Promise<DatasetOut>}
+ */
+export async function uploadDataset(file, params) {
+  const url = new URL('/api/datasets', window.location.origin);
+  for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
+  const headers = { ...authHeaders('application/json'), 'Content-Type': 'application/x-ndjson' };
+  let response;
+  try {
+    response = await fetch(url, { method: 'POST', headers, body: file });
+  } catch {
+    throw new ApiError(0, null);
+  }
+  const data = await response.json().catch(() => null);
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
 }
 
 const run = (id) => `/api/runs/${seg(id)}`;

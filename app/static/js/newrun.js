@@ -4,6 +4,7 @@
 
 import { dump, load } from '../vendor/js-yaml.mjs';
 import { convertTrlConfig, createRun, getRun, listPresets } from './api.js';
+import { mountUpload, withDataset } from './datasetupload.js';
 import { $, $$, fill, h, seg } from './dom.js';
 import { SpecEditor } from './editor.js';
 import { describeType, loadSchema } from './schema.js';
@@ -314,6 +315,8 @@ async function main() {
     setSpec({ model: 'builtin:tiny-arith', max_steps: 30 }, 'blank');
   }
   renderPresets(extra);
+  const useData = (data, name) => setSpec(withDataset(parse(editor.value).spec || {}, data), `dataset ${name}`);
+  mountUpload($('#upload'), useData);
 }
 
 main();

@@ -1,0 +1,31 @@
+"""worker.threads and worker.omp_wait_policy: the torch threads a worker trains with
+
+A worker sets torch's intra-op threads from the devices it holds and a passive OpenMP wait
+policy, unless the user set them (grpo/parallel/threads.py); GET /api/workers shows what
+it chose. Rows reported before this revision read back as unknown (null).
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-12-02 00:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0008"
+down_revision: str | None = "0007_doctor"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+# Plain ALTER TABLE (as 0006): SQLite adds and drops these columns in place.
+def upgrade() -> None:
+    op.add_column("worker", sa.Column("threads", sa.Integer(), nullable=True))
+    op.add_column("worker", sa.Column("omp_wait_policy", sa.String(16), nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("worker", "omp_wait_policy")
+    op.drop_column("worker", "threads")
