@@ -4,8 +4,8 @@ A worker sets torch's intra-op threads from the devices it holds and a passive O
 policy, unless the user set them (grpo/parallel/threads.py); GET /api/workers shows what
 it chose. Rows reported before this revision read back as unknown (null).
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009_worker_threads
+Revises: 0008_run_submitted_by
 Create Date: 2026-12-02 00:00:00
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0008"
-down_revision: str | None = "0007_doctor"
+revision: str = "0009_worker_threads"
+down_revision: str | None = "0008_run_submitted_by"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
