@@ -88,7 +88,14 @@ export function mountUpload(box, use) {
   async function show(file) {
     status.textContent = '';
     if (file.name.endsWith('.parquet')) {
-      fill(preview, h('p', { class: 'error' }, 'This box previews JSONL only: upload a parquet file with `grpo datasets upload FILE` (or POST /api/datasets), then use dataset:<id>.'));
+      fill(
+        preview,
+        h(
+          'p',
+          { class: 'error' },
+          'This box previews JSONL only: upload a parquet file with `grpo datasets upload FILE` (or POST /api/datasets), then use dataset:<id>.',
+        ),
+      );
       return;
     }
     const found = previewJsonl(await file.text());
