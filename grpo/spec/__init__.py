@@ -37,6 +37,7 @@ from grpo.spec.rewards import (
     is_allowed_host,
 )
 from grpo.spec.task import TaskKnobs
+from grpo.spec.vllm import VllmKnobs
 
 # the reward entries live in grpo/spec/rewards.py; they are also this module's names
 __all__ = [
@@ -58,9 +59,9 @@ __all__ = [
 
 
 # pydantic orders fields base by base from the right (the reverse of Python's MRO): task,
-# algorithm, generation, optimization, then this class's own; the validators below read
+# algorithm, generation, optimization, vllm, then this class's own; the validators below read
 # fields of earlier bases in `info.data`.
-class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
+class JobSpec(VllmKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
     """A GRPO training job: model, data, rewards and every algorithm knob."""
 
     model_config = ConfigDict(
@@ -147,6 +148,7 @@ class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
                 "eval with resources.sharding fsdp is not supported yet: held-out evaluation "
                 "runs on rank 0 alone and a sharded model needs every rank to gather it"
             )
+        _check_vllm(self)
         if self.sync_ref_model and self.lora is not None and self.ref_model_mixup_alpha != 1:
             raise ValueError(
                 "with lora, ref_model_mixup_alpha must be 1: a mix of two LoRA factor pairs "
@@ -186,3 +188,22 @@ class JobSpec(OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
     def display_name(self) -> str:
         """Name shown in lists."""
         return self.name or f"{self.model} on {self.data.source}"
+
+
+def _check_vllm(spec: JobSpec) -> None:
+    """Combinations use_vllm does not support (yet), refused before the run is queued."""
+    if not spec.use_vllm:
+        return
+    if spec.vllm_enable_sleep_mode and spec.device == "cpu":
+        raise ValueError("vllm_enable_sleep_mode is CUDA only: vLLM has no sleep mode on CPU")
+    if spec.resources.sharding == "fsdp":
+        raise ValueError(
+            "use_vllm with resources.sharding fsdp is not supported yet: the engine takes "
+            "whole weights on every rank; use sharding ddp"
+        )
+    length = spec.vllm_max_model_length
+    if length is not None and length < spec.max_prompt_length + spec.max_completion_length:
+        raise ValueError(
+            f"vllm_max_model_length ({length}) must hold max_prompt_length + "
+            f"max_completion_length ({spec.max_prompt_length + spec.max_completion_length})"
+        )
