@@ -46,7 +46,7 @@ def importance_weights(
         log_ratio = log_ratio.sum(dim=1, keepdim=True)  # (N, 1)
     ratio = torch.exp(log_ratio.float())
     if mode.endswith("truncate"):
-        return ratio.clamp(min=clip_min, max=clip_max)
+        return ratio if clip_min is None and clip_max is None else ratio.clamp(clip_min, clip_max)
     low = -math.inf if clip_min is None else clip_min
     high = math.inf if clip_max is None else clip_max
     return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)

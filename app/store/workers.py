@@ -20,6 +20,7 @@ def report_worker(
     device: str,
     device_kind: str,
     devices: list[str],
+    engines: list[str] | None = None,
     free_memory_mb: int | None,
     run_id: str | None,
 ) -> None:
@@ -29,6 +30,7 @@ def report_worker(
         session.add(row)
     row.queues, row.device, row.free_memory_mb = queues, device, free_memory_mb
     row.device_kind, row.devices = device_kind, devices
+    row.engines = engines or ["native"]
     row.run_id, row.last_seen_at = run_id, utcnow()
 
 

