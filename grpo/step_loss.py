@@ -18,8 +18,8 @@ from torch import Tensor
 
 from grpo.importance_sampling import corrected_share, importance_weights
 from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
-from grpo.report.metrics import masked_mean
 from grpo.parallel.ranks import SINGLE, Ranks
+from grpo.report.metrics import masked_mean
 from grpo.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
 
@@ -149,7 +149,9 @@ class LossTerms:
         )
         return loss, {**metrics, **corrected}
 
-    def _importance(self, old_logps: Tensor, rows: Tensor) -> tuple[Tensor | None, dict[str, float]]:
+    def _importance(
+        self, old_logps: Tensor, rows: Tensor
+    ) -> tuple[Tensor | None, dict[str, float]]:
         """The engine's off-policy correction of these rows (vllm_importance_sampling_*),
         and the share of their loss tokens whose weight its bound truncated or masked."""
         spec = self.spec

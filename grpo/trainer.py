@@ -19,8 +19,8 @@ from grpo.data.example import Example
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
 from grpo.dynamic_sampling import Batch
-from grpo.engines.engine import Engine
 from grpo.engines.choice import build_engine
+from grpo.engines.engine import Engine
 from grpo.eval.heldout import evaluate, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.kl_control import adapt_beta

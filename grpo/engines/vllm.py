@@ -54,7 +54,23 @@ class VllmEngine:
             policy.log("warning", "vllm_enable_sleep_mode ignored: sleep mode is CUDA only")
         _launcher_environment()
         model_dir = save_engine_copy(policy.model, policy.tokenizer, Path(workdir) / "vllm-model")
-        self.llm: Any = LLM(
+        try:
+            self.llm: Any = self._start(LLM, model_dir)
+        except RuntimeError as exc:
+            if "Unsupported CPU attention configuration" not in str(exc):
+                raise
+            raise ValueError(
+                f"vLLM's CPU attention cannot run {spec.model} (its head dimension is not one "
+                "vLLM's CPU kernels support; builtin:tiny and builtin:tiny-arith have 16): "
+                "set use_vllm false, or use a model such as builtin:small"
+            ) from exc
+        self.is_asleep = False
+        self.is_stale_cache = False
+
+    def _start(self, llm_class: Any, model_dir: Path) -> Any:
+        """The vllm.LLM of this run's knobs over `model_dir`."""
+        policy, spec = self.policy, self.policy.spec
+        return llm_class(
             model=str(model_dir),
             distributed_executor_backend="external_launcher",
             dtype="bfloat16" if policy.dtype == torch.bfloat16 else "float32",
@@ -68,8 +84,6 @@ class VllmEngine:
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
         )
-        self.is_asleep = False
-        self.is_stale_cache = False
 
     def generate(self, request: GenerationRequest) -> Rollout:
         from vllm import SamplingParams
@@ -141,7 +155,8 @@ class VllmEngine:
             self.llm.wake_up(tags=["weights"])
         weights = list(policy_weights(model))
         self.llm.collective_rpc(
-            "reload_weights", kwargs={"weights_iterator": iter(weights), "is_checkpoint_format": True}
+            "reload_weights",
+            kwargs={"weights_iterator": iter(weights), "is_checkpoint_format": True},
         )
         self.is_stale_cache = True
 
@@ -167,7 +182,10 @@ class VllmEngine:
 def _sampled_logps(completion: Any) -> list[float]:
     """vLLM's log-prob of each sampled token (logprobs=0 returns just that one)."""
     entries = completion.logprobs or []
-    return [float(step[token].logprob) for step, token in zip(entries, completion.token_ids, strict=True)]
+    return [
+        float(step[token].logprob)
+        for step, token in zip(entries, completion.token_ids, strict=True)
+    ]
 
 
 def _with_entropy(policy: PolicyView, rollout: Rollout, temperature: float) -> Rollout:
@@ -187,7 +205,8 @@ def _with_entropy(policy: PolicyView, rollout: Rollout, temperature: float) -> R
 def _prompt_rows(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
     """Each prompt's tokens without its left padding."""
     return [
-        ids[row.bool()].tolist() for ids, row in zip(prompt_ids.cpu(), prompt_mask.cpu(), strict=True)
+        ids[row.bool()].tolist()
+        for ids, row in zip(prompt_ids.cpu(), prompt_mask.cpu(), strict=True)
     ]
 
 

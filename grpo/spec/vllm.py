@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from grpo.spec.config import SECTION_CONFIG
 
-ImportanceSamplingMode = Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+ImportanceSamplingMode = Literal[
+    "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
+]
 
 
 class VllmKnobs(BaseModel):

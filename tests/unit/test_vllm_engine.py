@@ -25,6 +25,7 @@ from grpo.spec.generation import Sampling
 from grpo.trainer import Trainer
 
 TOLERANCE = 1e-4
+DEFAULT = Sampling()
 PROMPT_TOKENS = 300  # over two of vLLM's KV blocks: a prompt's KV is cached and reused
 
 
@@ -41,7 +42,9 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
     trained.engine.close()
 
 
-def request(seeds: list[int] | None = (11, 12), sampling: Sampling = Sampling()) -> GenerationRequest:  # type: ignore[assignment]
+def request(
+    seeds: tuple[int, ...] | None = (11, 12), sampling: Sampling = DEFAULT
+) -> GenerationRequest:
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(100, 20000, (2, PROMPT_TOKENS), generator=gen)
     mask = torch.ones_like(ids)
@@ -74,8 +77,10 @@ def test_seeds_fix_each_completion_whatever_the_batch(trainer: Trainer) -> None:
             request().prompt_ids[1:], request().prompt_mask[1:], 4, 12, Sampling(), [12]
         )
     )
-    assert torch.equal(both.completion_ids[4:, : alone.completion_ids.shape[1]], alone.completion_ids)
-    other = trainer.engine.generate(request(seeds=[21, 22]))
+    assert torch.equal(
+        both.completion_ids[4:, : alone.completion_ids.shape[1]], alone.completion_ids
+    )
+    other = trainer.engine.generate(request(seeds=(21, 22)))
     assert not torch.equal(both.completion_ids, other.completion_ids)
 
 
