@@ -52,18 +52,11 @@ class VllmEngine:
         self.is_sleepy = spec.vllm_enable_sleep_mode and policy.device.type == "cuda"
         if spec.vllm_enable_sleep_mode and not self.is_sleepy:
             policy.log("warning", "vllm_enable_sleep_mode ignored: sleep mode is CUDA only")
+        if policy.device.type == "cpu":
+            _check_cpu_head_size(policy)
         _launcher_environment()
         model_dir = save_engine_copy(policy.model, policy.tokenizer, Path(workdir) / "vllm-model")
-        try:
-            self.llm: Any = self._start(LLM, model_dir)
-        except RuntimeError as exc:
-            if "Unsupported CPU attention configuration" not in str(exc):
-                raise
-            raise ValueError(
-                f"vLLM's CPU attention cannot run {spec.model} (its head dimension is not one "
-                "vLLM's CPU kernels support; builtin:tiny and builtin:tiny-arith have 16): "
-                "set use_vllm false, or use a model such as builtin:small"
-            ) from exc
+        self.llm: Any = self._start(LLM, model_dir)
         self.is_asleep = False
         self.is_stale_cache = False
 
@@ -177,6 +170,22 @@ class VllmEngine:
         if callable(shutdown):
             shutdown()
         del llm
+
+
+def _check_cpu_head_size(policy: PolicyView) -> None:
+    """vLLM's CPU attention has kernels for some head sizes only; another fails at the
+    first generation deep inside vLLM, so it is refused here with the way out."""
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    config = policy.model.config
+    head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head not in supported:
+        raise ValueError(
+            f"use_vllm on CPU: vLLM's CPU attention has no kernel for {policy.spec.model}'s "
+            f"head size {head} (it supports {supported}; builtin:tiny and builtin:tiny-arith "
+            "have 16): set use_vllm false, or use a model such as builtin:small"
+        )
 
 
 def _sampled_logps(completion: Any) -> list[float]:

