@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +56,9 @@ class VllmEngine:
             policy.log("warning", "vllm_enable_sleep_mode ignored: sleep mode is CUDA only")
         if policy.device.type == "cpu":
             _check_cpu_head_size(policy)
-        _launcher_environment()
         model_dir = save_engine_copy(policy.model, policy.tokenizer, Path(workdir) / "vllm-model")
-        self.llm: Any = self._start(LLM, model_dir)
+        with _launcher_environment():
+            self.llm: Any = self._start(LLM, model_dir)
         self.is_asleep = False
         self.is_stale_cache = False
 
@@ -219,15 +221,24 @@ def _prompt_rows(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
     ]
 
 
-def _launcher_environment() -> None:
-    """external_launcher reads the torch.distributed variables; a single process started
-    without a launcher gets those of a world of one (a free local port)."""
+@contextmanager
+def _launcher_environment() -> Iterator[None]:
+    """external_launcher reads the torch.distributed variables while the engine starts; a
+    single process started without a launcher gets those of a world of one (a free local
+    port) for that time only: left set, LOCAL_RANK would make later runs in this process
+    (a worker's next job) look like launched ranks (grpo/parallel/launch.py is_launched)."""
     if "RANK" in os.environ and "MASTER_PORT" in os.environ:
+        yield
         return
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     defaults = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
-    for key, value in defaults.items():
-        os.environ.setdefault(key, value)
+    added = [key for key in defaults if key not in os.environ]
+    os.environ.update({key: defaults[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)

@@ -8,6 +8,8 @@ kernel for its head size 16 (refused at the engine's start, tests/unit/test_vllm
 
 from __future__ import annotations
 
+import time
+
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_chat_run import chat_dataset
 from tests.integration.test_run_lifecycle import wait_for_final
@@ -17,7 +19,10 @@ from tests.stack import Stack
 def test_a_use_vllm_chat_run_succeeds_with_eval_and_charts_the_gap(embedded_stack: Stack) -> None:
     stack = embedded_stack
     with stack.client() as client:
-        workers = client.get("/api/workers").json()["items"]
+        deadline, workers = time.monotonic() + 60, []
+        while not workers and time.monotonic() < deadline:  # the worker reports itself
+            workers = client.get("/api/workers").json()["items"]
+            time.sleep(0.5)
         assert workers and all("vllm" in w["engines"] for w in workers)
         uploaded = client.post(
             "/api/datasets",

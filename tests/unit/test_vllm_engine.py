@@ -20,6 +20,7 @@ import torch
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.vllm import VllmEngine
 from grpo.logprobs import completion_logps
+from grpo.parallel.launch import is_launched
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.trainer import Trainer
@@ -60,6 +61,8 @@ def gap(trainer: Trainer, rollout, model_logps=None) -> float:  # type: ignore[n
 
 def test_the_engine_is_chosen_by_use_vllm(trainer: Trainer) -> None:
     assert isinstance(trainer.engine, VllmEngine)
+    # the launcher variables it needed to start are gone: this process is no launched rank
+    assert not is_launched()
 
 
 def test_vllm_logps_of_its_samples_are_the_trainers_recomputation(trainer: Trainer) -> None:
