@@ -3,7 +3,8 @@
 step's rollouts and the held-out evaluation (Kwon et al. 2023, PagedAttention,
 arXiv:2309.06180).
 
-It starts from a copy of the policy written once to `workdir/vllm-model` (LoRA: merged);
+It starts from a copy of the policy written once to `workdir/vllm-model-rank<r>` (LoRA:
+merged);
 after each optimizer step the new weights go in memory through the model runner's
 `reload_weights` and the prefix cache is reset (else a prompt's KV computed under the old
 weights is reused). Sampling follows the native engine's promises: every knob maps, the
@@ -56,7 +57,9 @@ class VllmEngine:
             policy.log("warning", "vllm_enable_sleep_mode ignored: sleep mode is CUDA only")
         if policy.device.type == "cpu":
             _check_cpu_head_size(policy)
-        model_dir = save_engine_copy(policy.model, policy.tokenizer, Path(workdir) / "vllm-model")
+        rank = int(os.environ.get("RANK", "0"))  # ranks may share the workdir
+        copy = Path(workdir) / f"vllm-model-rank{rank}"
+        model_dir = save_engine_copy(policy.model, policy.tokenizer, copy)
         with _launcher_environment():
             self.llm: Any = self._start(LLM, model_dir)
         self.is_asleep = False

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 from torch import Tensor
 
 from grpo.models.lora import is_lora
@@ -55,12 +56,20 @@ def _base_name(name: str) -> str:
 
 def save_engine_copy(model: Any, tokenizer: Any, target: Path) -> Path:
     """The policy (LoRA merged) and tokenizer saved to `target` (replaced), for an engine
-    that loads a model directory at start; later weights go in memory (policy_weights)."""
+    that loads a model directory at start; later weights go in memory (policy_weights).
+
+    Written by every rank (each has its engine): transformers' save_pretrained writes on
+    rank 0 only once a process group exists, so the weights go through safetensors here,
+    tied ones as separate copies."""
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
     plain = model.get_base_model() if is_lora(model) else model
-    state = dict(policy_weights(model))
-    plain.save_pretrained(target, state_dict=state)
+    state = {name: value.contiguous().clone() for name, value in policy_weights(model)}
+    save_file(state, str(target / "model.safetensors"), metadata={"format": "pt"})
+    plain.config.save_pretrained(target)
+    generation = getattr(plain, "generation_config", None)
+    if generation is not None:
+        generation.save_pretrained(target)
     tokenizer.save_pretrained(target)
     return target
