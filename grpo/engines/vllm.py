@@ -4,10 +4,9 @@ step's rollouts and the held-out evaluation (Kwon et al. 2023, PagedAttention,
 arXiv:2309.06180).
 
 It starts from a copy of the policy written once to `workdir/vllm-model-rank<r>` (LoRA:
-merged);
-after each optimizer step the new weights go in memory through the model runner's
-`reload_weights` and the prefix cache is reset (else a prompt's KV computed under the old
-weights is reused). Sampling follows the native engine's promises: every knob maps, the
+merged); after each optimizer step the new weights go in memory through the model
+runner's `reload_weights` and the prefix cache is reset (else a prompt's KV computed under
+the old weights is reused). Sampling follows the native engine's promises: every knob maps, the
 model's EOS ids end a completion (kept in it), a stop string ends it as EOS does, and each
 completion j of a group draws from its own seed derived from the group's seed, so what is
 sampled does not depend on batching or on the number of ranks. vLLM's log-probs of its
