@@ -26,6 +26,7 @@ from grpo.spec.generation import Sampling
 from grpo.trainer import Trainer
 
 TOLERANCE = 1e-4
+STOP = "e"  # frequent in builtin:small's random output: many completions end on it
 DEFAULT = Sampling()
 PROMPT_TOKENS = 300  # over two of vLLM's KV blocks: a prompt's KV is cached and reused
 
@@ -36,7 +37,7 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
     spec = JobSpec(
         model="builtin:small", use_vllm=True, device="cpu", precision="fp32", beta=0.0,
         prompts_per_step=2, num_generations=4, max_prompt_length=512,
-        max_completion_length=12, learning_rate=0.05, save_steps=0,
+        max_completion_length=12, learning_rate=0.05, save_steps=0, stop=(STOP,),
     )  # fmt: skip
     trained = Trainer(spec, workdir=root / "run", cache_dir=Path("/tmp/grpo-test-cache"))
     yield trained
@@ -105,13 +106,41 @@ def test_after_a_step_the_engine_samples_from_the_new_weights(trainer: Trainer) 
     assert gap(trainer, fresh) < TOLERANCE
 
 
+def test_eos_stop_strings_and_length_finish_as_native(trainer: Trainer) -> None:
+    """A completion ends at its first EOS or at the token that completes the stop string
+    (kept, as native); one that reaches neither is truncated at max tokens."""
+    rollout = trainer.engine.generate(request())
+    texts = [
+        trainer.tokenizer.decode(ids[:n].tolist())
+        for ids, n in zip(rollout.completion_ids, rollout.lengths.tolist(), strict=True)
+    ]
+    heads = [
+        trainer.tokenizer.decode(ids[: n - 1].tolist())
+        for ids, n in zip(rollout.completion_ids, rollout.lengths.tolist(), strict=True)
+    ]
+    eos = torch.tensor(trainer.eos_token_ids)
+    last = rollout.completion_ids.gather(1, (rollout.lengths - 1)[:, None]).squeeze(1)
+    ended = torch.isin(last, eos).tolist()
+    stopped = [STOP in text and STOP not in head for text, head in zip(texts, heads, strict=True)]
+    assert any(stopped), texts  # the case is exercised
+    for is_truncated, is_eos, is_stop, head in zip(
+        rollout.is_truncated.tolist(), ended, stopped, heads, strict=True
+    ):
+        assert STOP not in head  # nothing runs past the first stop string
+        assert is_truncated == (not is_eos and not is_stop)
+
+
 def test_greedy_eos_and_length_finish_as_native(trainer: Trainer) -> None:
     rollout = trainer.engine.generate(request(seeds=None, sampling=Sampling(top_k=1)))
     lengths = rollout.completion_mask.sum(dim=1)
     eos = torch.tensor(trainer.eos_token_ids)
     last = rollout.completion_ids.gather(1, (lengths - 1)[:, None]).squeeze(1)
-    ended = torch.isin(last, eos)
-    # a completion is truncated exactly when it ran to max tokens without EOS
+    texts = [
+        trainer.tokenizer.decode(ids[:n].tolist())
+        for ids, n in zip(rollout.completion_ids, lengths.tolist(), strict=True)
+    ]
+    ended = torch.isin(last, eos) | torch.tensor([STOP in t for t in texts])
+    # a completion is truncated exactly when it ran to max tokens without EOS or the stop
     assert torch.equal(rollout.is_truncated, ~ended)
     assert bool((lengths[rollout.is_truncated] == 12).all())
     # greedy: the 4 completions of a prompt are identical
