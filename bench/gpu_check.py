@@ -16,6 +16,10 @@ gradient-accumulation steps and a generation batch of 128), beta 0.04, one updat
 generation batch. Each side runs in its own process so its peak CUDA memory
 (`torch.cuda.max_memory_allocated`, reset after the model is loaded) is its own.
 
+With vLLM installed a third side, `ours-vllm`, trains the same spec generating on the
+colocated vLLM engine (use_vllm, vllm_gpu_memory_utilization 0.3, sleep mode on CUDA):
+`--sides ours ours-vllm` for just those two.
+
 Prints, per side, the median seconds per step, completion tokens per second of the whole
 step and (ours) of each phase, and the peak memory; the last line reads
 `gpu_check: ours <s>/step <tok/s> tok/s peak <GiB> GiB; TRL ...`.
@@ -107,8 +111,10 @@ def reset_peak(device: str) -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
-def ours(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Our trainer for args.steps steps: seconds and phase seconds per step, tokens, peak."""
+def ours(model_dir: str, args: argparse.Namespace, use_vllm: bool = False) -> dict[str, Any]:
+    """Our trainer for args.steps steps: seconds and phase seconds per step, tokens, peak.
+    use_vllm: generation on the colocated vLLM engine, 0.3 of the GPU, sleeping during the
+    update on CUDA (vllm_enable_sleep_mode)."""
     from grpo.data.prompts import R1_TEMPLATE
     from grpo.spec import JobSpec
     from grpo.spec.data import DataSpec
@@ -129,6 +135,9 @@ def ours(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
         beta=0.04,
         learning_rate=1e-6,
         save_steps=0,
+        use_vllm=use_vllm,
+        vllm_gpu_memory_utilization=0.3,
+        vllm_enable_sleep_mode=use_vllm and args.device.startswith("cuda"),
     )
     steps: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="gpu-check-ours-") as workdir:
@@ -229,7 +238,10 @@ def side_main(name: str, model_dir: str, args: argparse.Namespace, out: Any) -> 
 
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
-    out.put((name, (ours if name == "ours" else trl)(model_dir, args)))
+    if name == "trl":
+        out.put((name, trl(model_dir, args)))
+    else:
+        out.put((name, ours(model_dir, args, use_vllm=name == "ours-vllm")))
 
 
 def run_side(name: str, model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -260,6 +272,14 @@ def summary(name: str, result: dict[str, Any], warmup: int) -> str:
     )
 
 
+def default_sides() -> list[str]:
+    """ours, ours generating on vLLM (when vllm is installed), TRL."""
+    import importlib.util
+
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    return ["ours", "ours-vllm", "trl"] if has_vllm else ["ours", "trl"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
@@ -271,7 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--completion-tokens", type=int, default=256, help="(default 256)")
     parser.add_argument("--micro-batch", type=int, default=16, help="completions a pass (16)")
     parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
-    parser.add_argument("--sides", nargs="+", choices=["ours", "trl"], default=["ours", "trl"])
+    parser.add_argument(
+        "--sides", nargs="+", choices=["ours", "ours-vllm", "trl"], default=default_sides()
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads on CPU")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a side may take")
     return parser
@@ -299,7 +321,7 @@ def main() -> int:
         )
         for side in args.sides:
             result = run_side(side, model_dir, args)
-            lines.append(summary("ours" if side == "ours" else "TRL", result, args.warmup))
+            lines.append(summary({"trl": "TRL"}.get(side, side), result, args.warmup))
             print(lines[-1], flush=True)
     print("gpu_check: " + "; ".join(lines))
     return 0

@@ -50,6 +50,7 @@ def grpo_loss(
     entropy_coef: float = 0.0,
     normalizer: float | None = None,
     entropy_tokens: float | None = None,
+    is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Scalar loss and token-mean metrics (kl, clip_ratio/low|high|region).
 
@@ -60,6 +61,8 @@ def grpo_loss(
     `loss_normalizer` and `entropy_tokens` the step's count of tokens in the entropy bonus:
     each piece's loss is then its partial sum over the step's denominators, so the pieces'
     losses (and gradients) add up to the whole step's. None: the rows are the whole step.
+    is_weights ((n, T) or (n, 1), constants): the engine's off-policy correction
+    (grpo/importance_sampling.py), multiplying the policy term before the KL is added, as TRL.
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
     if beta != 0 and ref_logps is None:
@@ -72,6 +75,8 @@ def grpo_loss(
     per_token = objective.per_token(ratio, adv, logps, clip)  # (N, T)
     if entropy_mask is not None:
         per_token = per_token * entropy_mask.to(per_token.dtype)
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach().to(per_token.dtype)
     kl = k3_kl(logps, ref_logps.detach()) if ref_logps is not None and beta != 0 else None
     if kl is not None:
         per_token = per_token + beta * kl
@@ -263,6 +268,7 @@ METRIC_KEYS = (
     "kl",
     "clip_ratio/delta",
     "clip_ratio/cispo",
+    "generation/is_corrected_share",
 )
 """Every metric grpo_loss can return (which ones depends on beta, delta and loss_type)."""
 

@@ -102,5 +102,7 @@ class PolicyView(Protocol):
     log: Callable[[str, str], None]
     engine: Engine
     """Samples the rollouts (grpo/engines/); rounds.py asks it, never the model."""
+    eval_engine: Engine
+    """The single-turn engine held-out evaluation samples with (the run's, without tools)."""
     tool_schemas: list[dict[str, Any]] | None
     """The spec's tools as the chat template shows them to the model; None without tools."""

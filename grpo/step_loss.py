@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from grpo.importance_sampling import corrected_share, importance_weights
 from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
 from grpo.parallel.ranks import SINGLE, Ranks
+from grpo.report.metrics import masked_mean
 from grpo.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
 
@@ -94,6 +96,7 @@ def step_loss_terms(
         beta=beta,
         step_tokens=tokens,
         ranks=ranks,
+        sampling_logps=rollout.sampling_logps,
     )
 
 
@@ -115,13 +118,16 @@ class LossTerms:
     step_tokens: float
     """Unmasked tokens of the whole step, every rank's (the metrics' weight)."""
     ranks: Ranks
+    sampling_logps: Tensor | None = None
+    """(N, T) the engine's log-probs of the step's tokens (vLLM); None: the trainer sampled."""
 
     def loss(
         self, logps: Tensor, entropies: Tensor | None, old_logps: Tensor, piece: slice
     ) -> tuple[Tensor, dict[str, float]]:
         """This micro-batch's share of the step's loss, and its token-mean metrics."""
         rows, spec = self.rows[piece], self.spec
-        return grpo_loss(
+        weights, corrected = self._importance(old_logps, rows)
+        loss, metrics = grpo_loss(
             logps,
             old_logps,
             None if self.ref_logps is None else self.ref_logps[rows],
@@ -139,7 +145,29 @@ class LossTerms:
             entropy_coef=spec.entropy_coef,
             normalizer=self.normalizer,
             entropy_tokens=self.entropy_tokens,
+            is_weights=weights,
         )
+        return loss, {**metrics, **corrected}
+
+    def _importance(
+        self, old_logps: Tensor, rows: Tensor
+    ) -> tuple[Tensor | None, dict[str, float]]:
+        """The engine's off-policy correction of these rows (vllm_importance_sampling_*),
+        and the share of their loss tokens whose weight its bound truncated or masked."""
+        spec = self.spec
+        if self.sampling_logps is None or not spec.vllm_importance_sampling_correction:
+            return None, {}
+        sampled, mask = self.sampling_logps[rows], self.loss_mask[rows]
+        weights = importance_weights(
+            old_logps,
+            sampled,
+            mask,
+            mode=spec.vllm_importance_sampling_mode,
+            clip_min=spec.vllm_importance_sampling_clip_min,
+            clip_max=spec.vllm_importance_sampling_clip_max,
+        )
+        share = corrected_share(old_logps, sampled, mask, weights)
+        return weights, {"generation/is_corrected_share": masked_mean(share, mask)}
 
 
 def _global_rows(rollout: Rollout, groups: Tensor | None) -> Tensor:

@@ -21,8 +21,8 @@ from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
 from grpo.dynamic_sampling import Batch
+from grpo.engines.choice import build_engine
 from grpo.engines.engine import Engine
-from grpo.engines.native import NativeEngine
 from grpo.engines.tool_loop import build_tool_loop
 from grpo.eval.heldout import evaluate, holdout_fraction, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
@@ -138,7 +138,8 @@ class Trainer:
         self.stop_strings = StopStrings(self.tokenizer, spec.stop) if spec.stop else None
         self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
         check_prompts_render(self.examples, spec.data, self.tokenizer)
-        self.engine: Engine = NativeEngine(self)
+        self.engine: Engine = build_engine(self, self.workdir)
+        self.eval_engine: Engine = self.engine  # held-out evaluation stays single-turn
         self.tool_schemas: list[dict[str, Any]] | None = None
         if spec.tools:
             hosts = reward_hosts if tool_hosts is None else tool_hosts
@@ -173,7 +174,23 @@ class Trainer:
         `on_checkpoint` hears of each checkpoint once it is in place; `on_eval` of each
         held-out evaluation (grpo/eval/heldout.py), whose scalars also join its step's.
         """
+        try:
+            return self._fit(on_step, should_stop, resume, fence, on_checkpoint, on_eval)
+        finally:
+            self.engine.close()  # vLLM's memory and processes; native has none
+
+    def _fit(
+        self,
+        on_step: Callable[[StepReport], None],
+        should_stop: Callable[[], bool],
+        resume: bool,
+        fence: Callable[[], object],
+        on_checkpoint: Callable[[SavedCheckpoint], object],
+        on_eval: Callable[[EvalReport], object],
+    ) -> FitResult:
         step = resume_training(self) if resume else start_fresh(self)
+        if step > 0:  # resumed: the engine started from the weights before the checkpoint's
+            self.engine.load_weights(self.model)
         saved = step
         # held-out evaluation: rank 0 alone (it runs no collective; only rank 0 reports)
         if step == 0 and self.ranks.is_main and is_eval_step(self.spec, 0):

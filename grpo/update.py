@@ -26,6 +26,7 @@ from torch import Tensor
 from torch.distributed.tensor import DTensor
 
 from grpo.failures import Diverged
+from grpo.importance_sampling import logprob_gap
 from grpo.logprobs import completion_logps, completion_logps_entropy
 from grpo.loss import METRIC_KEYS
 from grpo.parallel.ranks import SINGLE, Ranks
@@ -115,8 +116,24 @@ def policy_update(
         history.append({**metric_sums(), **_optimizer_step(model, optimizer, spec)})
         first = logps if first is None else first
     assert first is not None
-    masked = mask_share(terms)
+    masked = {**mask_share(terms), **_gap_metrics(first, batch, terms)}
     return UpdateResult({**_mean_metrics(history), **masked}, _spread(first, terms.rows, rollout))
+
+
+def _gap_metrics(logps: Tensor, batch: Rollout, terms: LossTerms) -> dict[str, float]:
+    """generation/logprob_diff_mean and _max: |trainer's pre-update log-prob - engine's
+    sampling log-prob| over the loss tokens of the rows trained, every rank's; none when the
+    trainer sampled itself (no sampling_logps)."""
+    if batch.sampling_logps is None:
+        return {}
+    mask = terms.loss_mask[terms.rows].to(logps.dtype)
+    total, largest = logprob_gap(logps, batch.sampling_logps, mask)
+    total_sum, count = terms.ranks.sum([float(total), float(mask.sum())])
+    (top,) = terms.ranks.max([float(largest)])
+    return {
+        "generation/logprob_diff_mean": total_sum / max(count, 1.0),
+        "generation/logprob_diff_max": top,
+    }
 
 
 def _accumulate_gradients(

@@ -11,6 +11,7 @@ another worker.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -147,10 +148,16 @@ def free_memory_mb(device: str) -> int | None:
     return None
 
 
-def fit_problem(spec: JobSpec, held: Devices) -> str | None:
-    """Why a worker holding `held` cannot run `spec`, or None when it can."""
+def fit_problem(spec: JobSpec, held: Devices, engines: Sequence[str] = ("native",)) -> str | None:
+    """Why a worker holding `held` and able to run `engines` cannot run `spec`, or None
+    when it can."""
     import torch
 
+    if spec.use_vllm and "vllm" not in engines:
+        return (
+            f"use_vllm is set but vLLM is not installed on this worker (its engines: "
+            f"{', '.join(engines)}), so the run waits for a worker listing vllm in GET /api/workers"
+        )
     ranks = spec.resources.num_processes
     if ranks > held.count:
         return (

@@ -26,6 +26,7 @@ from app.settings import get_settings
 from app.store import db, events, lease, runs
 from app.store.lease import Lease, LeaseLost
 from app.store.models import Run, RunStatus
+from grpo.engines.choice import available_engines
 from grpo.failures import user_message
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult
@@ -117,9 +118,10 @@ def _device(queued: Run | None) -> str:
 
 def _fit_problem(spec: dict[str, object]) -> str | None:
     try:
-        return fit_problem(JobSpec.model_validate(spec), held_devices())
+        parsed = JobSpec.model_validate(spec)
     except ValueError:
         return None  # an invalid spec is claimed and failed with its message below
+    return fit_problem(parsed, held_devices(), engines=available_engines())
 
 
 def is_first_decline(run_id: str) -> bool:

@@ -29,6 +29,7 @@ from app.queue import dispatch_run, redispatch_due, requeue_lost_runs
 from app.settings import get_settings
 from app.store import db, lease, runs, workers
 from app.store.lease import Lease, LeaseLost
+from grpo.engines.choice import available_engines
 from worker.device import free_memory_mb, held_devices, held_threads
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ def _report() -> None:
         device=device,
         device_kind=holds.kind,
         devices=list(holds.ids),
+        engines=available_engines(),
         free_memory_mb=free_memory_mb(device),
         run_id=held.run_id if held else None,
         threads=threads.threads if threads else None,

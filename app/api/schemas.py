@@ -189,6 +189,9 @@ class WorkerOut(BaseModel):
     """The GPUs it holds (as CUDA_VISIBLE_DEVICES names them) or its CPU slots (`0`..`n-1`);
     it takes runs whose `resources.num_processes` is at most their number (`grpo worker
     --devices`)."""
+    engines: list[str] = ["native"]
+    """Generation engines it can run: `native` (our decode loop) always, `vllm` when vLLM is
+    installed on it; a run with use_vllm waits for a worker listing `vllm`."""
     free_memory_mb: int | None
     threads: int | None
     """torch's intra-op threads its runs train with: its CPU slots on a CPU worker, a few on a

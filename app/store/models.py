@@ -253,6 +253,8 @@ class WorkerState(Base):
     """`cuda` or `cpu`: what `devices` are."""
     devices: Mapped[list[Any]] = mapped_column(JSON, server_default=text("'[\"0\"]'"))
     """The GPUs it holds (CUDA_VISIBLE_DEVICES ids) or its CPU slots (0..n-1): one rank each."""
+    engines: Mapped[list[Any]] = mapped_column(JSON, server_default=text("'[\"native\"]'"))
+    """Generation engines it can run: `native`, and `vllm` when vLLM is installed."""
     free_memory_mb: Mapped[int | None] = mapped_column(Integer)
     threads: Mapped[int | None] = mapped_column(Integer)
     """torch's intra-op threads its runs train with (grpo/parallel/threads.py)."""

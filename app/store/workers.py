@@ -20,6 +20,7 @@ def report_worker(
     device: str,
     device_kind: str,
     devices: list[str],
+    engines: list[str] | None = None,
     free_memory_mb: int | None,
     run_id: str | None,
     threads: int | None = None,
@@ -32,6 +33,7 @@ def report_worker(
     row.queues, row.device, row.free_memory_mb = queues, device, free_memory_mb
     row.device_kind, row.devices = device_kind, devices
     row.threads, row.omp_wait_policy = threads, omp_wait_policy
+    row.engines = engines or ["native"]
     row.run_id, row.last_seen_at = run_id, utcnow()
 
 

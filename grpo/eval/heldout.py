@@ -19,19 +19,13 @@ from grpo.data.example import Example
 from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_examples
 from grpo.data.prompt_fit import fit_prompt
-from grpo.models.precision import autocast
+from grpo.engines.engine import GenerationRequest
 from grpo.policy import PolicyView
 from grpo.report import EvalReport
 from grpo.report.outcome import completion_passes, pass_label
 from grpo.rewards.batch import RewardBatch, Scores, TrainerState
 from grpo.rewards.rules import total_rewards
-from grpo.rollout import (
-    Rollout,
-    completion_token_ids,
-    decode_completions,
-    generate,
-    tokenize_prompts,
-)
+from grpo.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
 from grpo.spec import JobSpec
 from grpo.spec.generation import GREEDY, Sampling
 from grpo.spec.sources import LocalRoots
@@ -132,18 +126,13 @@ def _sample(
     # temperature 0 is greedy; otherwise eval's temperature with the run's top_k only
     sampling = GREEDY if ev.temperature == 0 else Sampling(ev.temperature, top_k=spec.top_k)
     seeds = [spec.seed * 1_000_003 + EVAL_ROUND * 7919 + first + i for i in range(len(batch))]
-    with autocast(policy.device, policy.dtype):
-        rollout = generate(
-            policy.model, ids, mask,
-            num_generations=ev.num_samples,
-            max_new_tokens=spec.max_completion_length,
-            eos_token_ids=policy.eos_token_ids,
-            pad_token_id=policy.tokenizer.pad_token_id,
-            sampling=sampling,
-            seeds=seeds,
-            generation_batch_size=spec.generation_batch_size,
-            stop=policy.stop_strings,
-        )  # fmt: skip
+    # through the run's engine (native: our decode loop under autocast; vllm: the engine)
+    rollout = policy.eval_engine.generate(
+        GenerationRequest(
+            ids, mask, num_generations=ev.num_samples,
+            max_new_tokens=spec.max_completion_length, sampling=sampling, seeds=seeds,
+        )
+    )  # fmt: skip
     return prompts, rollout
 
 

@@ -39,6 +39,7 @@ from grpo.spec.rewards import (
 from grpo.spec.sources import parse_data_source
 from grpo.spec.task import TaskKnobs
 from grpo.spec.tools import ToolKnobs
+from grpo.spec.vllm import VllmKnobs
 
 # the reward entries live in grpo/spec/rewards.py; they are also this module's names
 __all__ = [
@@ -60,9 +61,9 @@ __all__ = [
 
 
 # pydantic orders fields base by base from the right (the reverse of Python's MRO): task,
-# algorithm, generation, optimization, tools, then this class's own; the validators below read
-# fields of earlier bases in `info.data`.
-class JobSpec(ToolKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
+# algorithm, generation, optimization, vllm, tools, then this class's own; the validators
+# below read fields of earlier bases in `info.data`.
+class JobSpec(ToolKnobs, VllmKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
     """A GRPO training job: model, data, rewards and every algorithm knob."""
 
     model_config = ConfigDict(
@@ -166,6 +167,7 @@ class JobSpec(ToolKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, Tas
                 "eval with resources.sharding fsdp is not supported yet: held-out evaluation "
                 "runs on rank 0 alone and a sharded model needs every rank to gather it"
             )
+        _check_vllm(self)
         if self.sync_ref_model and self.lora is not None and self.ref_model_mixup_alpha != 1:
             raise ValueError(
                 "with lora, ref_model_mixup_alpha must be 1: a mix of two LoRA factor pairs "
@@ -210,3 +212,22 @@ class JobSpec(ToolKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, Tas
     def display_name(self) -> str:
         """Name shown in lists."""
         return self.name or f"{self.model} on {self.data.source}"
+
+
+def _check_vllm(spec: JobSpec) -> None:
+    """Combinations use_vllm does not support (yet), refused before the run is queued."""
+    if not spec.use_vllm:
+        return
+    if spec.vllm_enable_sleep_mode and spec.device == "cpu":
+        raise ValueError("vllm_enable_sleep_mode is CUDA only: vLLM has no sleep mode on CPU")
+    if spec.resources.sharding == "fsdp":
+        raise ValueError(
+            "use_vllm with resources.sharding fsdp is not supported yet: the engine takes "
+            "whole weights on every rank; use sharding ddp"
+        )
+    length = spec.vllm_max_model_length
+    if length is not None and length < spec.max_prompt_length + spec.max_completion_length:
+        raise ValueError(
+            f"vllm_max_model_length ({length}) must hold max_prompt_length + "
+            f"max_completion_length ({spec.max_prompt_length + spec.max_completion_length})"
+        )

@@ -67,7 +67,8 @@ def test_workers_are_listed_with_the_devices_they_hold(api: TestClient) -> None:
     db.call(
         workers.report_worker,
         "gpu-box", queues="default,h100", device="cuda:0 (NVIDIA H100)", device_kind="cuda",
-        devices=["0", "1", "2", "3"], free_memory_mb=80_000, run_id=None,
+        devices=["0", "1", "2", "3"], engines=["native", "vllm"], free_memory_mb=80_000,
+        run_id=None,
     )  # fmt: skip
     db.call(
         workers.report_worker,
@@ -79,6 +80,7 @@ def test_workers_are_listed_with_the_devices_they_hold(api: TestClient) -> None:
         ("gpu-box", "cuda", ["0", "1", "2", "3"], ["default", "h100"]),
         ("laptop", "cpu", ["0", "1"], ["default"]),
     ]
+    assert [w["engines"] for w in items] == [["native", "vllm"], ["native"]]
 
 
 def test_a_run_is_submitted_listed_read_and_its_actions_answer(api: TestClient) -> None:

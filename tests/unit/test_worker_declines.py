@@ -110,3 +110,22 @@ def test_each_gpu_a_rank_takes_must_have_the_free_memory() -> None:
     spec = JobSpec(prompts_per_step=2, resources={"num_processes": 2, "min_free_memory_gb": need})
     assert "free on cuda:1" in (fit_problem(spec, Devices("cuda", ("0", "1"))) or "")
     del hog
+
+
+def test_a_worker_without_vllm_declines_use_vllm_runs() -> None:
+    """The decline names the missing engine; a worker listing vllm takes the run, and a run
+    without use_vllm fits a worker of the native engine alone."""
+    held = Devices("cpu", ("0",))
+    problem = fit_problem(JobSpec(use_vllm=True, device="cpu"), held, engines=["native"])
+    assert problem is not None and "vLLM is not installed on this worker" in problem
+    assert fit_problem(JobSpec(use_vllm=True, device="cpu"), held, ["native", "vllm"]) is None
+    assert fit_problem(JobSpec(device="cpu"), held, engines=["native"]) is None
+
+
+def test_this_worker_advertises_vllm_when_it_is_installed() -> None:
+    import importlib.util
+
+    from grpo.engines.choice import available_engines
+
+    expected = ["native", "vllm"] if importlib.util.find_spec("vllm") else ["native"]
+    assert available_engines() == expected

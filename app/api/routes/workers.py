@@ -26,6 +26,7 @@ def list_workers(settings: SettingsDep, session: SessionDep) -> WorkerList:
                 device=w.device,
                 device_kind="cuda" if w.device_kind == "cuda" else "cpu",
                 devices=[str(d) for d in w.devices],
+                engines=[str(e) for e in (w.engines or ["native"])],
                 free_memory_mb=w.free_memory_mb,
                 threads=w.threads,
                 omp_wait_policy=w.omp_wait_policy,

