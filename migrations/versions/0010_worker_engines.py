@@ -3,8 +3,8 @@ is installed), listed by GET /api/workers beside its devices; a worker without v
 declines use_vllm runs. Rows reported before this revision read back as native only until
 their worker reports again.
 
-Revision ID: 0008_engines
-Revises: 0007_doctor
+Revision ID: 0010_worker_engines
+Revises: 0009_worker_threads
 Create Date: 2026-12-02 00:10:00
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0008_engines"
-down_revision: str | None = "0007_doctor"
+revision: str = "0010_worker_engines"
+down_revision: str | None = "0009_worker_threads"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
