@@ -26,10 +26,6 @@ TRL_EQUIVALENTS: dict[str, str] = {
     "bf16": "precision: bf16",
     "fp16": "precision: fp16",
     "torch_dtype": "precision (auto, fp32, bf16 or fp16)",
-    "use_vllm": "nothing: generation runs in the trainer, there is no vLLM to switch on; "
-    "leave it out",
-    "vllm_mode": "nothing: there is no vLLM here; leave it out",
-    "vllm_gpu_memory_utilization": "nothing: there is no vLLM here; leave it out",
     "num_train_epochs": "max_steps (GRPO steps, one generation batch each)",
     "output_dir": "nothing in a spec: the service keeps each run's checkpoints; `grpo train "
     "--workdir DIR` in the terminal",

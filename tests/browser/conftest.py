@@ -46,7 +46,7 @@ def api(stack: Stack) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.fail("Debian chromium is needed at /usr/bin/chromium (.ci/run installs it)")

