@@ -14,7 +14,7 @@ from typing import Any
 from grpo.spec.tools import ENVIRONMENT_GROUP, EnvironmentTool
 from grpo.tools.describe import function_schema
 from grpo.tools.kind import Prepared, Refusal, Tool, ToolKind, ToolRunFacts, ToolServerFacts
-from grpo.tools.python import call_sync, installed, load_entry_point
+from grpo.tools.python import call_sync, load_entry_point, not_installed
 
 NOT_TOOLS = ("reset", "get_reward")
 
@@ -38,13 +38,8 @@ def method_caller(name: str) -> Any:
 
 
 def check_installed(entry: EnvironmentTool, server: ToolServerFacts) -> Refusal | None:
-    if entry.environment in installed(ENVIRONMENT_GROUP):
-        return None
-    names = ", ".join(installed(ENVIRONMENT_GROUP)) or "none"
-    return Refusal(
-        "environment",
-        f"no environment {entry.environment!r} is installed in entry-point group "
-        f"{ENVIRONMENT_GROUP!r} (installed: {names})",
+    return not_installed(
+        ENVIRONMENT_GROUP, entry.environment, field="environment", what="environment"
     )
 
 

@@ -22,6 +22,18 @@ def installed(group: str) -> list[str]:
     return sorted({ep.name for ep in entry_points(group=group)})
 
 
+def not_installed(group: str, name: str, *, field: str, what: str) -> Refusal | None:
+    """A refusal naming `field` when no entry point `name` is installed in `group`."""
+    found = installed(group)
+    if name in found:
+        return None
+    return Refusal(
+        field,
+        f"no {what} {name!r} is installed in entry-point group {group!r} "
+        f"(installed: {', '.join(found) or 'none'})",
+    )
+
+
 def load_entry_point(group: str, name: str) -> Any:
     """The object registered as `name` in `group`; ValueError naming the installed ones."""
     found = entry_points(group=group, name=name)
@@ -43,14 +55,7 @@ def call_sync(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
 
 def check_installed(entry: PythonTool, server: ToolServerFacts) -> Refusal | None:
     """The function must be installed here too: the API and the workers share packages."""
-    if entry.function in installed(TOOL_GROUP):
-        return None
-    names = ", ".join(installed(TOOL_GROUP)) or "none"
-    return Refusal(
-        "function",
-        f"no tool {entry.function!r} is installed in entry-point group {TOOL_GROUP!r} "
-        f"(installed: {names})",
-    )
+    return not_installed(TOOL_GROUP, entry.function, field="function", what="tool")
 
 
 def prepare_function(entry: PythonTool, run: ToolRunFacts) -> Prepared:
