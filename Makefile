@@ -57,6 +57,7 @@ node_modules/.installed: package.json package-lock.json
 
 lint: install-test
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy app worker grpo tools
 	$(NODE_BIN)/biome check .
 	$(BIN)/python -m tools.jstypes

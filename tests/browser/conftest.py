@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright import sync_api  # a test extra: missing is a failure, never a skip
 
 from tests.browser.runs import finish, small_spec, submit
 from tests.stack import Stack, running_stack
@@ -30,8 +31,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1280, "height": 800}
-
-sync_api = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture(scope="session")
