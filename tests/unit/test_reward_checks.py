@@ -27,6 +27,20 @@ def test_endpoint_hosts_must_be_listed(tmp_path):
     assert field["loc"] == "rewards.1.url" and "'127.0.0.1:8081'" in field["message"]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://\uff11\uff12\uff17.0.0.1:8080/s",  # full-width digits: not 127.0.0.1
+        "http://127.0.0.1\u3002:8080/s",  # an ideographic full stop after the host
+        "http://JUDGE.internal.:9/s",  # a trailing dot is another name
+    ],
+)
+def test_look_alike_hosts_are_refused(tmp_path, url):
+    """A host is allowed only when it is, character for character, a listed one."""
+    settings = Settings(data_dir=tmp_path, reward_hosts="judge.internal, 127.0.0.1:8080")
+    assert _refusal([{"name": "http", "url": url}], settings)["loc"] == "rewards.0.url"
+
+
 def test_no_listed_hosts_refuses_every_endpoint(tmp_path):
     field = _refusal([{"name": "http", "url": "http://localhost/s"}], Settings(data_dir=tmp_path))
     assert "GRPO_REWARD_HOSTS" in field["message"]
