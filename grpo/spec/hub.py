@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import httpx2
 from huggingface_hub import HfApi, constants, try_to_load_from_cache
-from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
 
 HUB_PROBE_TIMEOUT_S = 5.0
 """How long the hub gets to answer for an id before it counts as unreachable."""
@@ -25,8 +25,11 @@ def is_cached(repo_id: str) -> bool:
 def hub_model_problem(repo_id: str, *, timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
     """Why `repo_id` cannot be loaded from this machine (None: it is cached, or the hub has
     it), worded for the person who wrote the id."""
-    if is_cached(repo_id):
-        return None
+    try:
+        if is_cached(repo_id):
+            return None
+    except HFValidationError as exc:  # the hub's own rules, stricter than an org/name shape
+        return f"{repo_id!r} is not a valid Hugging Face model id: {exc}"
     fixes = f"download it first (`hf download {repo_id}`) or point `model` at a local directory"
     if constants.HF_HUB_OFFLINE:
         return (

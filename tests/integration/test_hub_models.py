@@ -83,6 +83,7 @@ CASES = [
         "not in this machine's cache and the hub is unreachable",
     ),
     (UNREACHABLE, True, "nobody/none", 422, "HF_HUB_OFFLINE is set"),
+    ("stub", False, "org/" + "a" * 100, 422, "not a valid Hugging Face model id"),
 ]
 
 
