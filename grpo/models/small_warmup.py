@@ -21,7 +21,7 @@ from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from grpo.data.example import Example
 from grpo.models.lm_head import decoder_and_head
-from grpo.models.warmup import Recipe
+from grpo.models.warmup import Recipe, pad_with_labels
 
 SMALL_ARITH_VERSION = "v1"
 """Bump whenever anything here, the arith task or builtin:small changes: it names the
@@ -44,16 +44,8 @@ def encode_chat_examples(examples: list[Example], tokenizer: Tokenizer) -> tuple
         tokenizer(e.answer + tokenizer.eos_token, add_special_tokens=False) for e in examples
     ]
     sequences = [p["input_ids"] + a["input_ids"] for p, a in zip(prompts, answers, strict=True)]
-    length = max(map(len, sequences))
-    input_ids = torch.full((len(examples), length), tokenizer.pad_token_id)  # (N, T)
-    attention_mask = torch.zeros((len(examples), length), dtype=torch.long)  # (N, T)
-    labels = torch.full((len(examples), length), -100)  # (N, T)
-    for i, (prompt, sequence) in enumerate(zip(prompts, sequences, strict=True)):
-        start = len(prompt["input_ids"])
-        input_ids[i, : len(sequence)] = torch.tensor(sequence)
-        attention_mask[i, : len(sequence)] = 1
-        labels[i, start : len(sequence)] = torch.tensor(sequence[start:])
-    return input_ids, attention_mask, labels
+    starts = [len(p["input_ids"]) for p in prompts]
+    return pad_with_labels(sequences, starts, tokenizer.pad_token_id)
 
 
 def labelled_head_loss(

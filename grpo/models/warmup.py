@@ -62,15 +62,23 @@ def encode_examples(examples: list[Example], tokenizer: Tokenizer) -> tuple[torc
     """`<s>prompt answer</s>`, right-padded; labels only on the answer and </s>."""
     eos = tokenizer.eos_token_id
     sequences = [tokenizer(f"{e.prompt}{e.answer}")["input_ids"] + [eos] for e in examples]
+    starts = [len(tokenizer(e.prompt)["input_ids"]) for e in examples]
+    return pad_with_labels(sequences, starts, tokenizer.pad_token_id)
+
+
+def pad_with_labels(
+    sequences: list[list[int]], answer_starts: list[int], pad_id: int
+) -> tuple[torch.Tensor, ...]:
+    """Input ids, attention mask and labels (-100 before each answer start and on the
+    padding) of right-padded token sequences, each (N, T)."""
     length = max(map(len, sequences))
-    input_ids = torch.full((len(examples), length), tokenizer.pad_token_id)  # (N, T)
-    attention_mask = torch.zeros((len(examples), length), dtype=torch.long)  # (N, T)
-    labels = torch.full((len(examples), length), -100)  # (N, T)
-    for i, (example, sequence) in enumerate(zip(examples, sequences, strict=True)):
-        answer_start = len(tokenizer(example.prompt)["input_ids"])
+    input_ids = torch.full((len(sequences), length), pad_id)  # (N, T)
+    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)  # (N, T)
+    labels = torch.full((len(sequences), length), -100)  # (N, T)
+    for i, (start, sequence) in enumerate(zip(answer_starts, sequences, strict=True)):
         input_ids[i, : len(sequence)] = torch.tensor(sequence)
         attention_mask[i, : len(sequence)] = 1
-        labels[i, answer_start : len(sequence)] = torch.tensor(sequence[answer_start:])
+        labels[i, start : len(sequence)] = torch.tensor(sequence[start:])
     return input_ids, attention_mask, labels
 
 
