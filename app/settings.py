@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     worker_devices: str | None = None
     """Devices a worker holds when `grpo worker` gets no `--devices`: GPU indices
     (`0,1,2,3`), or without CUDA a number of CPU slots; default all GPUs, else one slot per CPU."""
+    check_hub_models: bool = True
+    """Refuse at submit a Hugging Face model id that is neither in this machine's Hugging
+    Face cache nor answered for by the hub within seconds (grpo/spec/hub.py), instead of
+    the worker failing after its download retries. Set false when the workers run on other
+    machines with their own caches and the API's machine cannot reach the hub."""
     model_roots: str = ""
     """Comma-separated directories that local model paths (and local JSONL files) in a
     spec may point into; relative paths in a spec resolve against the data directory."""

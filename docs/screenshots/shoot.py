@@ -147,7 +147,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     parser.add_argument("--step", type=int, default=150, help="step of the step and group views")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, running_stack(Path(tmp) / "data") as stack:
+    # the failing run must reach the worker: the API's hub check would refuse it at submit
+    no_hub_check = {"GRPO_CHECK_HUB_MODELS": "false"}
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        running_stack(Path(tmp) / "data", extra_env=no_hub_check) as stack,
+    ):
         with stack.client() as api:
             runs = train_runs(api)
             group, prompt = pick_views(api, runs["demo"]["id"], args.step)

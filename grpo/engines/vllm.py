@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,8 +60,11 @@ class VllmEngine:
         rank = int(os.environ.get("RANK", "0"))  # ranks may share the workdir
         copy = Path(workdir) / f"vllm-model-rank{rank}"
         model_dir = save_engine_copy(policy.model, policy.tokenizer, copy)
+        started = time.perf_counter()
+        policy.log("info", "starting the vLLM engine (the first start compiles: 10-60 s)")
         with _launcher_environment():
             self.llm: Any = self._start(LLM, model_dir)
+        policy.log("info", f"vLLM engine started in {time.perf_counter() - started:.0f} s")
         self.is_asleep = False
         self.is_stale_cache = False
 

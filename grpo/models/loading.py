@@ -30,8 +30,10 @@ from transformers.utils import logging as hf_logging
 from grpo.models.builtin_small import SMALL_VERSION, build_small
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.random_init import save_random_model
+from grpo.models.small_warmup import SMALL_ARITH, SMALL_ARITH_VERSION
 from grpo.models.tool_warmup import TOOLS_RECIPE_VERSION, build_tiny_tools
-from grpo.models.warmup import RECIPE_VERSION, Log, build_tiny_arith
+from grpo.models.warmup import RECIPE_VERSION, Log, build_warmed_up
+from grpo.spec.hub import hub_model_problem, is_cached
 from grpo.spec.sources import LocalRoots, parse_model_name, resolve_local
 
 TINY_VERSION = "v2"
@@ -117,9 +119,20 @@ def materialise(
 
 def builtin_dir(name: str, cache_dir: Path, *, progress: bool, log: Log | None = None) -> Path:
     """Directory of a built-in model, created on first use (said to `log`)."""
-    if name == "builtin:small":
-        target = cache_dir / f"builtin-small-{SMALL_VERSION}"
-        return materialise(target, build_small, log=log, what=name)
+    if name.startswith("builtin:small"):
+        small = materialise(
+            cache_dir / f"builtin-small-{SMALL_VERSION}", build_small, log=log, what="builtin:small"
+        )
+        if name == "builtin:small":
+            return small
+        if name == "builtin:small-arith":
+            target = cache_dir / f"builtin-small-arith-{SMALL_VERSION}-{SMALL_ARITH_VERSION}"
+
+            def warm_up_small(tmp: Path) -> None:
+                build_warmed_up(small, tmp, progress=progress, log=log, recipe=SMALL_ARITH)
+
+            return materialise(target, warm_up_small, log=log, what=name)
+        raise ValueError(f"unknown built-in model {name!r}")
     tiny = materialise(
         cache_dir / f"builtin-tiny-{TINY_VERSION}", build_tiny, log=log, what="builtin:tiny"
     )
@@ -129,7 +142,7 @@ def builtin_dir(name: str, cache_dir: Path, *, progress: bool, log: Log | None =
         target = cache_dir / f"builtin-tiny-arith-{RECIPE_VERSION}"
 
         def warm_up(tmp: Path) -> None:
-            build_tiny_arith(tiny, tmp, progress=progress, log=log)
+            build_warmed_up(tiny, tmp, progress=progress, log=log)
 
         return materialise(target, warm_up, log=log, what=name)
     if name == "builtin:tiny-tools":
@@ -172,13 +185,24 @@ def resolve_model_path(
         case "builtin":
             return str(builtin_dir(name, cache_dir, progress=progress, log=log))
         case "hub":
-            return _hub_snapshot(source.value)
+            return _hub_source(source.value, log)
     path = resolve_local(source.value, roots or LocalRoots(Path.cwd(), None), what="model path")
     if not path.is_dir():
         raise ValueError(f"model path {str(path)!r} does not exist or is not a directory")
     if not (path / "config.json").is_file():
         raise ValueError(f"model path {str(path)!r} has no config.json")
     return str(path)
+
+
+def _hub_source(repo_id: str, log: Log | None) -> str:
+    """A hub id not in this machine's cache fails in seconds when the hub cannot give it
+    (not after from_pretrained's download retries), and is said to be downloading when it can."""
+    if not is_cached(repo_id):
+        if problem := hub_model_problem(repo_id):
+            raise ValueError(f"cannot load model: {problem}")
+        if log is not None:
+            log("info", f"downloading model {repo_id} from the Hugging Face hub (first use here)")
+    return _hub_snapshot(repo_id)
 
 
 def _hub_snapshot(repo_id: str) -> str:

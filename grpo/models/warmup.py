@@ -7,7 +7,9 @@ and zero advantage. The tiny model learns carries in a sudden jump whose timing 
 with the seed (and with the float rounding of each CPU), so the warm-up does not stop at
 a fixed step: it stops when greedy accuracy on a held-out slice of the train split first
 reaches TARGET_ACCURACY, which lands the same behaviour on every machine. Runs on the CPU
-with one thread, once per machine (grpo/models/loading.py caches the result). Knows nothing of
+with one thread, once per machine (grpo/models/loading.py caches the result). A `Recipe`
+says what differs for another base model (grpo/models/small_warmup.py: builtin:small in its
+chat template); without one, the functions here run builtin:tiny-arith's. Knows nothing of
 GRPO.
 """
 
@@ -17,6 +19,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -59,24 +62,73 @@ def encode_examples(examples: list[Example], tokenizer: Tokenizer) -> tuple[torc
     """`<s>prompt answer</s>`, right-padded; labels only on the answer and </s>."""
     eos = tokenizer.eos_token_id
     sequences = [tokenizer(f"{e.prompt}{e.answer}")["input_ids"] + [eos] for e in examples]
+    starts = [len(tokenizer(e.prompt)["input_ids"]) for e in examples]
+    return pad_with_labels(sequences, starts, tokenizer.pad_token_id)
+
+
+def pad_with_labels(
+    sequences: list[list[int]], answer_starts: list[int], pad_id: int
+) -> tuple[torch.Tensor, ...]:
+    """Input ids, attention mask and labels (-100 before each answer start and on the
+    padding) of right-padded token sequences, each (N, T)."""
     length = max(map(len, sequences))
-    input_ids = torch.full((len(examples), length), tokenizer.pad_token_id)  # (N, T)
-    attention_mask = torch.zeros((len(examples), length), dtype=torch.long)  # (N, T)
-    labels = torch.full((len(examples), length), -100)  # (N, T)
-    for i, (example, sequence) in enumerate(zip(examples, sequences, strict=True)):
-        answer_start = len(tokenizer(example.prompt)["input_ids"])
+    input_ids = torch.full((len(sequences), length), pad_id)  # (N, T)
+    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)  # (N, T)
+    labels = torch.full((len(sequences), length), -100)  # (N, T)
+    for i, (start, sequence) in enumerate(zip(answer_starts, sequences, strict=True)):
         input_ids[i, : len(sequence)] = torch.tensor(sequence)
         attention_mask[i, : len(sequence)] = 1
-        labels[i, answer_start : len(sequence)] = torch.tensor(sequence[answer_start:])
+        labels[i, start : len(sequence)] = torch.tensor(sequence[start:])
     return input_ids, attention_mask, labels
 
 
+def plain_prompt(example: Example, tokenizer: Tokenizer) -> str:
+    """The prompt as written (`07+35=`): what builtin:tiny-arith continues."""
+    return str(example.prompt)
+
+
+def model_loss(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+) -> torch.Tensor:
+    """The model's own next-token cross-entropy over the labelled positions."""
+    loss: torch.Tensor = model(
+        input_ids=input_ids, attention_mask=attention_mask, labels=labels
+    ).loss
+    return loss
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One warm-up on the arithmetic task: how examples become tensors and prompts, the
+    loss, the optimiser's schedule and the held-out accuracy it stops at."""
+
+    name: str
+    """The built-in model it makes (`builtin:tiny-arith`): progress lines name it."""
+    version: str
+    encode: Callable[[list[Example], Tokenizer], tuple[torch.Tensor, ...]]
+    prompt: Callable[[Example, Tokenizer], str]
+    loss: Callable[..., torch.Tensor]
+    learning_rate: float
+    target_accuracy: float
+    max_steps: int = MAX_STEPS
+    batch_size: int = BATCH_SIZE
+    warmup_steps: int = WARMUP_STEPS
+
+
 @torch.no_grad()
-def greedy_accuracy(model: PreTrainedModel, tokenizer: Tokenizer, examples: list[Example]) -> float:
-    """Fraction of examples whose greedy completion equals the answer exactly."""
+def greedy_accuracy(
+    model: PreTrainedModel,
+    tokenizer: Tokenizer,
+    examples: list[Example],
+    prompt: Callable[[Example, Tokenizer], str] = plain_prompt,
+) -> float:
+    """Fraction of examples whose greedy completion of `prompt` equals the answer exactly."""
     was_training = model.training
     model.eval()
-    prompts = [str(e.prompt) for e in examples]
+    prompts = [prompt(e, tokenizer) for e in examples]
     batch = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left")
     max_answer = max(len(e.answer) for e in examples)
     # GenerationMixin.generate reaches mypy through nn.Module.__getattr__ (typed Tensor)
@@ -90,41 +142,47 @@ def greedy_accuracy(model: PreTrainedModel, tokenizer: Tokenizer, examples: list
 
 
 def train_until_target(
-    model: PreTrainedModel, tokenizer: Tokenizer, *, progress: bool, log: Log | None = None
+    model: PreTrainedModel,
+    tokenizer: Tokenizer,
+    *,
+    progress: bool,
+    log: Log | None = None,
+    recipe: Recipe | None = None,
 ) -> tuple[int, float]:
-    """Supervised steps until held-out accuracy reaches TARGET_ACCURACY (or MAX_STEPS);
-    `log` hears the progress every LOG_EVERY steps (a run's page and `--follow` show it).
+    """Supervised steps until held-out accuracy reaches the recipe's target (or its
+    max_steps); `log` hears the progress every LOG_EVERY steps (a run's page and `--follow`
+    show it). Without a recipe: builtin:tiny-arith's.
 
     Returns the steps taken and the last held-out accuracy.
     """
+    recipe = recipe or TINY_ARITH
     examples = arith_examples("train")
     validation, train = examples[:VALIDATION_SIZE], examples[VALIDATION_SIZE:]
-    tensors = encode_examples(train, tokenizer)
+    tensors = recipe.encode(train, tokenizer)
     generator = torch.Generator().manual_seed(SEED)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, betas=(0.9, 0.98))
     model.train()
     accuracy = 0.0
-    bar = tqdm(range(1, MAX_STEPS + 1), desc="warm-up builtin:tiny-arith", disable=not progress)
+    bar = tqdm(range(1, recipe.max_steps + 1), desc=f"warm-up {recipe.name}", disable=not progress)
     for step in bar:
-        rows = torch.randint(len(train), (BATCH_SIZE,), generator=generator)
-        input_ids, attention_mask, labels = (t[rows] for t in tensors)
+        rows = torch.randint(len(train), (recipe.batch_size,), generator=generator)
         for group in optimizer.param_groups:
-            group["lr"] = LEARNING_RATE * min(1.0, step / WARMUP_STEPS)
-        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+            group["lr"] = recipe.learning_rate * min(1.0, step / recipe.warmup_steps)
+        loss = recipe.loss(model, *(t[rows] for t in tensors))
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         if step % EVAL_EVERY == 0:
-            accuracy = greedy_accuracy(model, tokenizer, validation)
+            accuracy = greedy_accuracy(model, tokenizer, validation, recipe.prompt)
             bar.set_postfix(loss=f"{loss.item():.3f}", accuracy=f"{accuracy:.2f}")
-            if accuracy >= TARGET_ACCURACY:
+            if accuracy >= recipe.target_accuracy:
                 break
             if log is not None and step % LOG_EVERY == 0:
                 log(
                     "info",
-                    f"building builtin:tiny-arith: warm-up step {step} (at most {MAX_STEPS}), "
-                    f"held-out accuracy {accuracy:.2f}, done at {TARGET_ACCURACY:.2f}",
+                    f"building {recipe.name}: warm-up step {step} (at most {recipe.max_steps}), "
+                    f"held-out accuracy {accuracy:.2f}, done at {recipe.target_accuracy:.2f}",
                 )
     bar.close()
     model.eval()
@@ -144,25 +202,44 @@ def _seeded_single_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def build_tiny_arith(
-    tiny_dir: Path, target: Path, *, progress: bool, log: Log | None = None
+def build_warmed_up(
+    base_dir: Path,
+    target: Path,
+    *,
+    progress: bool,
+    log: Log | None = None,
+    recipe: Recipe | None = None,
 ) -> None:
-    """Warm up the model saved in `tiny_dir`; save it, its tokenizer and warmup.json to `target`."""
+    """Warm up the model saved in `base_dir` by `recipe` (builtin:tiny-arith's when None);
+    save it, its tokenizer and warmup.json (what this machine's build got) to `target`."""
+    recipe = recipe or TINY_ARITH
     started = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
-    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(base_dir)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     with _seeded_single_thread():
         steps, validation_accuracy = train_until_target(
-            model, tokenizer, progress=progress, log=log
+            model, tokenizer, progress=progress, log=log, recipe=recipe
         )
-        test_accuracy = greedy_accuracy(model, tokenizer, arith_examples("test"))
+        test_accuracy = greedy_accuracy(model, tokenizer, arith_examples("test"), recipe.prompt)
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)
     report = {
-        "recipe_version": RECIPE_VERSION,
+        "recipe_version": recipe.version,
         "steps": steps,
         "validation_accuracy": round(validation_accuracy, 4),
         "test_accuracy": round(test_accuracy, 4),
         "seconds": round(time.perf_counter() - started, 1),
     }
     (target / "warmup.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+TINY_ARITH = Recipe(
+    name="builtin:tiny-arith",
+    version=RECIPE_VERSION,
+    encode=encode_examples,
+    prompt=plain_prompt,
+    loss=model_loss,
+    learning_rate=LEARNING_RATE,
+    target_accuracy=TARGET_ACCURACY,
+)
+"""builtin:tiny on the prompts as written, every position through the model's own head."""

@@ -10,7 +10,13 @@ from grpo.spec.data import DataSpec
 from grpo.spec.rewards import AccuracyReward, RewardSpec, check_reward_entries
 from grpo.spec.sources import parse_model_name
 
-BUILTIN_MODELS = ("builtin:tiny", "builtin:tiny-arith", "builtin:tiny-tools", "builtin:small")
+BUILTIN_MODELS = (
+    "builtin:tiny",
+    "builtin:tiny-arith",
+    "builtin:tiny-tools",
+    "builtin:small",
+    "builtin:small-arith",
+)
 
 
 class TaskKnobs(BaseModel):
@@ -21,7 +27,8 @@ class TaskKnobs(BaseModel):
     """Human-readable run name."""
     model: str = Field("builtin:tiny-arith", min_length=1, max_length=500)
     """`builtin:tiny`, `builtin:tiny-arith`, `builtin:tiny-tools` (calls a calculator),
-    `builtin:small` (a 32k-BPE Qwen2, random), a
+    `builtin:small` (a 32k-BPE Qwen2, random), `builtin:small-arith` (builtin:small
+    warmed up on the arithmetic task in its chat template), a
     Hugging Face model id (`org/name` or `hf:org/name`) or a local directory (`/abs`,
     `./rel`, `~/dir` or `file:<path>`)."""
     data: DataSpec = DataSpec()

@@ -52,6 +52,7 @@ TORCH_FREE_GRPO = (
     "grpo.spec.rewards",  # reward entries, checked at submit
     "grpo.spec.logging",  # the trackers a spec may name
     "grpo.spec.sources",  # what `model` and `data.source` point at
+    "grpo.spec.hub",  # whether a hub model id can be loaded, checked at submit
     "grpo.spec.records",  # a JSONL record, checked at upload
     "grpo.spec.parquet",  # a parquet dataset read a batch at a time, checked at upload
     "grpo.spec.trl_config",  # a TRL GRPOConfig as a JobSpec (POST /api/specs/convert)

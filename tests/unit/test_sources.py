@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from huggingface_hub import constants
 
 from grpo.data.loading import load_examples
 from grpo.models.loading import resolve_model_path
@@ -153,7 +154,7 @@ def test_a_hub_id_never_reads_a_same_named_directory_under_the_working_directory
     (tmp_path / "org" / "name").mkdir(parents=True)
     (tmp_path / "org" / "name" / "config.json").write_text("{}")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ValueError, match="not available from the Hugging Face cache or hub"):
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # read once, at import
+    with pytest.raises(ValueError, match="not in this machine's cache and HF_HUB_OFFLINE is set"):
         resolve_model_path("org/name", tmp_path / "cache", progress=False)
     assert os.path.isdir("org/name")  # what from_pretrained would have loaded

@@ -12,6 +12,7 @@ from app.settings import Settings
 from app.store import datasets
 from app.store.db import Session
 from grpo.spec import JobSpec
+from grpo.spec.hub import hub_model_problem
 from grpo.spec.record_files import system_prompt_clash
 from grpo.spec.sources import (
     LocalRoots,
@@ -37,6 +38,11 @@ def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> N
     source = parse_model_name(model)
     if source.kind == "local" and (problem := local_model_problem(source.value, settings)):
         _reject(loc, problem)
+    if source.kind == "hub" and settings.check_hub_models:
+        if problem := hub_model_problem(source.value):
+            _reject(
+                loc, f"{problem} (workers with caches of their own: GRPO_CHECK_HUB_MODELS=false)"
+            )
 
 
 def local_model_problem(path: str, settings: Settings) -> str | None:
