@@ -3,11 +3,11 @@
 Built like Qwen2's: NFC normalisation, a split that keeps every digit its own piece (so
 numbers are several tokens), byte-level BPE over the 256 byte symbols (any text encodes,
 nothing is <unk>), ChatML special tokens at the end of the vocabulary, a ChatML chat
-template that renders tools as Qwen2.5's does, and two ids that end a completion (`<|im_end|>` and `<|endoftext|>`). It is
-trained with the `tokenizers` library on text generated here from a fixed seed (a
-synthetic lexicon in Zipf-distributed sentences, the R1 template, arithmetic and tagged
-answers), so every machine builds the same vocabulary without a download. Knows nothing
-of models or training.
+template that renders tools as Qwen2.5's does, and two ids that end a completion
+(`<|im_end|>` and `<|endoftext|>`). It is trained with the `tokenizers` library on text
+generated here from a fixed seed (a synthetic lexicon in Zipf-distributed sentences, the
+R1 template, arithmetic and tagged answers), so every machine builds the same vocabulary
+without a download. Knows nothing of models or training.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ _TOOLS_SYSTEM = (
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>' }}"
     "{%- for tool in tools %}{{ '\n' }}{{ tool | tojson }}{% endfor %}"
     "{{ '\n</tools>\n\nFor each function call, return a json object with function name and "
-    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n' }}"
+    'arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": '
+    '<function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n\' }}'
     "{%- endif %}"
 )
 _TOOL_CALLS = (

@@ -74,7 +74,9 @@ def test_builtin_small_renders_chats_without_tools_as_plain_chatml(small_tokeniz
         ],
     ]
     for chat in chats:
-        ours = small_tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=opens)
+        ours = small_tokenizer.apply_chat_template(
+            chat, tokenize=False, add_generation_prompt=opens
+        )
         plain = small_tokenizer.apply_chat_template(
             chat, tokenize=False, add_generation_prompt=opens, chat_template=PLAIN_CHATML
         )
