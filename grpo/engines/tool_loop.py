@@ -12,7 +12,10 @@ which other trajectories are still alive, on the batching or on the number of ra
 result is one Rollout whose completion row is the whole trajectory (model and tool
 tokens) with model_mask 0 on the tool tokens (TRL's tool mask): the loss, the KL and the
 entropy statistics leave them out, and the trainer recomputes log-probs over the whole
-trajectory in one pass. Only the Engine protocol is used, so it wraps any engine.
+trajectory in one pass. The inner engine's sampling log-probs (vLLM's) of the model tokens
+become the trajectory's `sampling_logps`, 0 on the tool tokens (out of the loss mask, so
+out of the log-prob gap and of the importance-sampling correction); None when the inner
+engine gives none (native). Only the Engine protocol is used, so it wraps any engine.
 """
 
 from __future__ import annotations
@@ -46,16 +49,30 @@ class _Row:
     tokens: list[int] = field(default_factory=list)
     is_model: list[int] = field(default_factory=list)
     entropy: list[float] = field(default_factory=list)
+    logps: list[float] | None = field(default_factory=list)
+    """The inner engine's sampling log-prob of each token (0 on context tokens); None
+    once a turn came without them."""
     model_tokens: int = 0
     is_done: bool = False
     is_truncated: bool = False
     trajectory: Trajectory = field(default_factory=Trajectory)
 
-    def extend(self, ids: list[int], *, is_model: bool, entropy: list[float] | None = None) -> None:
+    def extend(
+        self,
+        ids: list[int],
+        *,
+        is_model: bool,
+        entropy: list[float] | None = None,
+        logps: list[float] | None = None,
+    ) -> None:
         self.tokens += ids
         self.is_model += [int(is_model)] * len(ids)
         self.entropy += entropy if entropy is not None else [0.0] * len(ids)
         self.model_tokens += len(ids) if is_model else 0
+        if is_model and logps is None:
+            self.logps = None  # the inner engine gave none: the trajectory has none
+        elif self.logps is not None:
+            self.logps += logps if logps is not None else [0.0] * len(ids)
 
 
 class ToolLoop:
@@ -127,7 +144,13 @@ class ToolLoop:
         for n, i in enumerate(live):
             row, length = rows[i], int(out.lengths[n])
             new = out.completion_ids[n, : min(length, left[n])].tolist()
-            row.extend(new, is_model=True, entropy=out.entropy[n, : len(new)].tolist())
+            logps = None if out.sampling_logps is None else out.sampling_logps[n, : len(new)]
+            row.extend(
+                new,
+                is_model=True,
+                entropy=out.entropy[n, : len(new)].tolist(),
+                logps=None if logps is None else logps.tolist(),
+            )
             text = self.tokenizer.decode(new, skip_special_tokens=True)
             row.trajectory.turns.append(Turn(text, len(new)))
             has_ended = bool(new) and new[-1] in self.eos
@@ -182,6 +205,7 @@ class ToolLoop:
             torch.tensor([r.is_truncated for r in rows], device=device),  # (N,)
             padded([r.entropy for r in rows], 0.0, torch.float),  # (N, T)
             model_mask=padded([r.is_model for r in rows], 0, torch.long),  # (N, T)
+            sampling_logps=_sampling_logps(rows, padded),  # (N, T) or None
             trajectories=tuple(r.trajectory for r in rows),
         )
 
@@ -195,6 +219,15 @@ class ToolLoop:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _sampling_logps(rows: list[_Row], padded: Any) -> torch.Tensor | None:
+    """The trajectories' sampling log-probs, right-padded with 0; None unless every one
+    has them (an inner engine that gives none, as native)."""
+    logps = [r.logps for r in rows]
+    if any(lp is None for lp in logps):
+        return None
+    return padded(logps, 0.0, torch.float)  # type: ignore[no-any-return]
 
 
 def _left_padded(

@@ -3,11 +3,11 @@
 Built like Qwen2's: NFC normalisation, a split that keeps every digit its own piece (so
 numbers are several tokens), byte-level BPE over the 256 byte symbols (any text encodes,
 nothing is <unk>), ChatML special tokens at the end of the vocabulary, a ChatML chat
-template, and two ids that end a completion (`<|im_end|>` and `<|endoftext|>`). It is
-trained with the `tokenizers` library on text generated here from a fixed seed (a
-synthetic lexicon in Zipf-distributed sentences, the R1 template, arithmetic and tagged
-answers), so every machine builds the same vocabulary without a download. Knows nothing
-of models or training.
+template that renders tools as Qwen2.5's does, and two ids that end a completion
+(`<|im_end|>` and `<|endoftext|>`). It is trained with the `tokenizers` library on text
+generated here from a fixed seed (a synthetic lexicon in Zipf-distributed sentences, the
+R1 template, arithmetic and tagged answers), so every machine builds the same vocabulary
+without a download. Knows nothing of models or training.
 """
 
 from __future__ import annotations
@@ -36,14 +36,51 @@ SPLIT_PATTERN = (
 """The GPT-4-style split Qwen2 uses: contractions, words with one leading non-letter,
 single digits, punctuation runs, newlines, spaces."""
 
+_TOOLS_SYSTEM = (
+    "{%- if tools %}{{ '<|im_start|>system\n' }}"
+    "{%- if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\n\n' }}{% endif %}"
+    "{{ '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>' }}"
+    "{%- for tool in tools %}{{ '\n' }}{{ tool | tojson }}{% endfor %}"
+    "{{ '\n</tools>\n\nFor each function call, return a json object with function name and "
+    'arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": '
+    '<function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n\' }}'
+    "{%- endif %}"
+)
+_TOOL_CALLS = (
+    "{%- for call in message['tool_calls'] %}"
+    "{%- set call = call['function'] if call['function'] is defined else call %}"
+    "{{ '\n<tool_call>\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' }}"
+    "{{ (call['arguments'] if call['arguments'] is string else call['arguments'] | tojson) }}"
+    "{{ '}\n</tool_call>' }}"
+    "{%- endfor %}"
+)
+_TOOL_RESPONSE = (
+    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}"
+    "{{ '<|im_start|>user' }}{% endif %}"
+    "{{ '\n<tool_response>\n' + message['content'] + '\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}"
+    "{{ '<|im_end|>\n' }}{% endif %}"
+)
 CHAT_TEMPLATE = (
-    "{% for message in messages %}"
+    _TOOLS_SYSTEM + "{% for message in messages %}"
+    "{%- if tools and loop.first and message['role'] == 'system' %}"
+    "{%- elif message['role'] == 'tool' %}" + _TOOL_RESPONSE + ""
+    "{%- elif message['role'] == 'assistant' and message['tool_calls'] %}"
+    "{{ '<|im_start|>assistant' }}{% if message['content'] %}{{ '\n' + message['content'] }}"
+    "{% endif %}" + _TOOL_CALLS + "{{ '<|im_end|>\n' }}"
+    "{%- else %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{%- endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 """ChatML: each turn is `<|im_start|>role\\ncontent<|im_end|>\\n`; the generation prompt
-opens the assistant's turn."""
+opens the assistant's turn. With tools, as Qwen2.5's template (Hermes' convention): the
+system turn lists them as JSON inside `<tools></tools>` (after the system message, if
+any), an assistant message's `tool_calls` render as `<tool_call>` blocks, and tool results
+as `<tool_response>` blocks of one user turn. A chat without tools or tool messages
+renders exactly as plain ChatML."""
 
 _ONSETS = ("", "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t",
            "v", "w", "y", "z", "br", "ch", "cl", "cr", "dr", "fl", "fr", "gl", "gr", "pl",

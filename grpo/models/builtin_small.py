@@ -2,10 +2,10 @@
 
 It does not learn arithmetic; it exists so that every code path a hub model takes runs
 offline and in tests: grouped-query attention, RoPE, SwiGLU, RMSNorm, tied embeddings,
-numbers that are several tokens, a chat template, special tokens, and two end-of-sequence
-ids. Written with `save_pretrained` and loaded back through the Auto classes like any
-hub model (loading.py materialises it into the cache; random_init.py writes it). Knows
-nothing of GRPO.
+numbers that are several tokens, a chat template (which renders tools), special tokens,
+and two end-of-sequence ids. Written with `save_pretrained` and loaded back through the
+Auto classes like any hub model (loading.py materialises it into the cache;
+random_init.py writes it). Knows nothing of GRPO.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from transformers import Qwen2Config
 from grpo.models.bpe_tokenizer import ENDOFTEXT, IM_END, build_bpe_tokenizer
 from grpo.models.random_init import save_random_model
 
-SMALL_VERSION = "v1"
-"""Bump when the architecture, the tokenizer's corpus or the initialisation changes."""
+SMALL_VERSION = "v2"
+"""Bump when the architecture, the tokenizer's corpus or chat template, or the
+initialisation changes (v2: the chat template renders tools)."""
 SMALL_SEED = 4321
 
 

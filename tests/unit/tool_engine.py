@@ -1,6 +1,8 @@
 """A scripted Engine for the tool-loop tests (not a test module): each completion is what
 `reply(context_text)` says for its row's context, then EOS, cut at max_new_tokens; it
-records every request. It implements the Engine protocol as any engine does."""
+records every request. With `with_logps` its sampling log-prob of the j-th token of every
+completion is -(j + 1) / 10 (as vLLM gives them), else it gives none (as native). It
+implements the Engine protocol as any engine does."""
 
 from collections.abc import Callable
 
@@ -13,8 +15,9 @@ from grpo.rollout import Rollout
 class ScriptedEngine:
     name = "scripted"
 
-    def __init__(self, tokenizer, reply: Callable[[str], str]) -> None:
+    def __init__(self, tokenizer, reply: Callable[[str], str], *, with_logps=False) -> None:
         self.tokenizer, self.reply, self.requests = tokenizer, reply, []
+        self.with_logps = with_logps
 
     def generate(self, request: GenerationRequest) -> Rollout:
         self.requests.append(request)
@@ -29,7 +32,11 @@ class ScriptedEngine:
         ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
         mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
         ended = torch.tensor([r[-1] == self.tokenizer.eos_token_id for r in rows])
-        return Rollout(request.prompt_ids, request.prompt_mask, ids, mask, ~ended, mask * 0.5)
+        logps = -(torch.arange(width) + 1.0)[None, :] / 10 * mask if self.with_logps else None
+        return Rollout(
+            request.prompt_ids, request.prompt_mask, ids, mask, ~ended, mask * 0.5,
+            sampling_logps=logps,
+        )  # fmt: skip
 
     def load_weights(self, model) -> None:
         pass
