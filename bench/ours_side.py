@@ -12,7 +12,15 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from side_protocol import Pacer, RunConfig, limit_threads, memory_mb, quiet, reset_peak
+from side_protocol import (
+    VLLM_MEMORY_SHARE,
+    Pacer,
+    RunConfig,
+    limit_threads,
+    memory_mb,
+    quiet,
+    reset_peak,
+)
 
 
 def run(conn: Connection, config: RunConfig) -> None:
@@ -44,6 +52,8 @@ def run(conn: Connection, config: RunConfig) -> None:
         seed=config.seed,
         save_steps=0,
         device="cpu",
+        use_vllm=config.use_vllm,
+        vllm_gpu_memory_utilization=VLLM_MEMORY_SHARE,
     )
     pacer = Pacer(conn)
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as workdir:

@@ -15,6 +15,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+VLLM_MEMORY_SHARE = 0.1
+"""Share of the host's memory each side's vLLM reserves for its KV cache on the CPU (both
+sides run at once; the default 0.9/0.3 would not fit two)."""
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -36,6 +40,10 @@ class RunConfig:
     """After the last step, greedy accuracy on the arith test split (same function both sides)."""
     trl_generation_kwargs: tuple[tuple[str, Any], ...] = ()
     """Extra `generation_kwargs` for TRL's generate (its best settings for the machine)."""
+    use_vllm: bool = False
+    """Our side generates with its colocated vLLM engine (use_vllm)."""
+    trl_use_vllm: bool = False
+    """TRL's side generates with vLLM, vllm_mode="colocate" (else with transformers)."""
 
     @property
     def completions_per_step(self) -> int:

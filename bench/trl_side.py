@@ -4,7 +4,8 @@ Configured to do the same work as our trainer: the same local model directory, t
 prompts in the same order (our PromptSampler's, with TRL's shuffling off), the same
 accuracy reward (grpo.rewards.rules scoring), G, prompts per step, completion length, beta,
 learning rate, constant schedule, AdamW, grad-norm clip 1, fp32, no gradient
-checkpointing, one update per generation batch (so no old-policy pass), no vLLM.
+checkpointing, one update per generation batch (so no old-policy pass), vLLM (colocate)
+only when the configuration's trl_use_vllm is set.
 
 A step's time is the wall clock from the parent's "go" (released in `on_step_end` of the
 previous step) to this step's `on_step_end`: data loading, generation, rewards, the
@@ -18,7 +19,15 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from side_protocol import Pacer, RunConfig, limit_threads, memory_mb, quiet, reset_peak
+from side_protocol import (
+    VLLM_MEMORY_SHARE,
+    Pacer,
+    RunConfig,
+    limit_threads,
+    memory_mb,
+    quiet,
+    reset_peak,
+)
 
 
 def trl_args(config: RunConfig, output_dir: str) -> Any:
@@ -52,7 +61,9 @@ def trl_args(config: RunConfig, output_dir: str) -> Any:
         gradient_checkpointing=False,
         disable_dropout=True,
         use_cpu=True,
-        use_vllm=False,
+        use_vllm=config.trl_use_vllm,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=VLLM_MEMORY_SHARE,
         shuffle_dataset=False,
         seed=config.seed,
         logging_steps=1,

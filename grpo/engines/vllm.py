@@ -62,7 +62,7 @@ class VllmEngine:
         model_dir = save_engine_copy(policy.model, policy.tokenizer, copy)
         started = time.perf_counter()
         policy.log("info", "starting the vLLM engine (the first start compiles: 10-60 s)")
-        with _launcher_environment():
+        with _launcher_environment(), _torch_threads_kept():
             self.llm: Any = self._start(LLM, model_dir)
         policy.log("info", f"vLLM engine started in {time.perf_counter() - started:.0f} s")
         self.is_asleep = False
@@ -225,6 +225,21 @@ def _prompt_rows(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
         ids[row.bool()].tolist()
         for ids, row in zip(prompt_ids.cpu(), prompt_mask.cpu(), strict=True)
     ]
+
+
+@contextmanager
+def _torch_threads_kept() -> Iterator[None]:
+    """On the CPU, vLLM's worker (in this process: external_launcher) drops torch to 1
+    thread for serving and replaces `torch.set_num_threads` by a no-op for the whole
+    process; the engine would then sample, and the trainer train, on 1 thread whatever
+    grpo/parallel/threads.py chose. Both come back when the engine has started: vLLM's
+    forward passes then use the trainer's threads, like the native engine's."""
+    set_threads, threads = torch.set_num_threads, torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads = set_threads
+        torch.set_num_threads(threads)
 
 
 @contextmanager

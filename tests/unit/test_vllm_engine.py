@@ -29,6 +29,7 @@ TOLERANCE = 1e-4
 STOP = "e"  # frequent in builtin:small's random output: many completions end on it
 DEFAULT = Sampling()
 PROMPT_TOKENS = 300  # over two of vLLM's KV blocks: a prompt's KV is cached and reused
+THREADS_BEFORE_START: list[int] = []  # torch's thread count when the engine started
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,7 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
         prompts_per_step=2, num_generations=4, max_prompt_length=512,
         max_completion_length=12, learning_rate=0.05, save_steps=0, stop=(STOP,),
     )  # fmt: skip
+    THREADS_BEFORE_START.append(torch.get_num_threads())
     trained = Trainer(spec, workdir=root / "run", cache_dir=Path("/tmp/grpo-test-cache"))
     yield trained
     trained.engine.close()
@@ -64,6 +66,18 @@ def test_the_engine_is_chosen_by_use_vllm(trainer: Trainer) -> None:
     assert isinstance(trainer.engine, VllmEngine)
     # the launcher variables it needed to start are gone: this process is no launched rank
     assert not is_launched()
+
+
+def test_torch_threads_are_the_trainers_again_once_the_engine_started(trainer: Trainer) -> None:
+    # vLLM's CPU worker drops torch to 1 thread and makes set_num_threads a no-op
+    (before,) = THREADS_BEFORE_START
+    assert torch.get_num_threads() == before
+    other = 1 if before > 1 else 2
+    try:
+        torch.set_num_threads(other)
+        assert torch.get_num_threads() == other
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_vllm_logps_of_its_samples_are_the_trainers_recomputation(trainer: Trainer) -> None:
