@@ -97,8 +97,9 @@ def test_relative_paths_inside_the_roots_are_accepted(stack: Stack) -> None:
 def trusting_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """An API told every path is fine (GRPO_MODEL_ROOTS=/) and a worker told nothing."""
     data_dir = tmp_path_factory.mktemp("trusting")
-    # offline: a hub id fails at once instead of after the hub client's retries
-    env = {"GRPO_MODEL_ROOTS": "/", "HF_HUB_OFFLINE": "1"}
+    # offline: a hub id fails at once instead of after the hub client's retries; the API's
+    # hub check off, so a hub-shaped id reaches the worker (what these tests are about)
+    env = {"GRPO_MODEL_ROOTS": "/", "HF_HUB_OFFLINE": "1", "GRPO_CHECK_HUB_MODELS": "false"}
     with running_stack(data_dir, extra_env=env, with_worker=False) as stack:
         stack.env = {k: v for k, v in stack.env.items() if k != "GRPO_MODEL_ROOTS"}
         stack.start_worker()
