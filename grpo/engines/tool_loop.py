@@ -144,13 +144,9 @@ class ToolLoop:
         for n, i in enumerate(live):
             row, length = rows[i], int(out.lengths[n])
             new = out.completion_ids[n, : min(length, left[n])].tolist()
-            logps = None if out.sampling_logps is None else out.sampling_logps[n, : len(new)]
-            row.extend(
-                new,
-                is_model=True,
-                entropy=out.entropy[n, : len(new)].tolist(),
-                logps=None if logps is None else logps.tolist(),
-            )
+            sampled = out.sampling_logps
+            logps = None if sampled is None else sampled[n, : len(new)].tolist()
+            row.extend(new, is_model=True, entropy=out.entropy[n, : len(new)].tolist(), logps=logps)
             text = self.tokenizer.decode(new, skip_special_tokens=True)
             row.trajectory.turns.append(Turn(text, len(new)))
             has_ended = bool(new) and new[-1] in self.eos
@@ -197,6 +193,8 @@ class ToolLoop:
                 [v + [fill] * (width - len(v)) for v in values], dtype=dtype, device=device
             )
 
+        # None unless every trajectory has them (an inner engine that gives none: native)
+        logps = [r.logps for r in rows if r.logps is not None]
         return Rollout(
             request.prompt_ids,
             request.prompt_mask,
@@ -205,7 +203,7 @@ class ToolLoop:
             torch.tensor([r.is_truncated for r in rows], device=device),  # (N,)
             padded([r.entropy for r in rows], 0.0, torch.float),  # (N, T)
             model_mask=padded([r.is_model for r in rows], 0, torch.long),  # (N, T)
-            sampling_logps=_sampling_logps(rows, padded),  # (N, T) or None
+            sampling_logps=padded(logps, 0.0, torch.float) if len(logps) == len(rows) else None,
             trajectories=tuple(r.trajectory for r in rows),
         )
 
@@ -219,15 +217,6 @@ class ToolLoop:
 
     def close(self) -> None:
         self.inner.close()
-
-
-def _sampling_logps(rows: list[_Row], padded: Any) -> torch.Tensor | None:
-    """The trajectories' sampling log-probs, right-padded with 0; None unless every one
-    has them (an inner engine that gives none, as native)."""
-    logps = [r.logps for r in rows]
-    if any(lp is None for lp in logps):
-        return None
-    return padded(logps, 0.0, torch.float)  # type: ignore[no-any-return]
 
 
 def _left_padded(

@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -118,40 +119,29 @@ def materialise(
 
 
 def builtin_dir(name: str, cache_dir: Path, *, progress: bool, log: Log | None = None) -> Path:
-    """Directory of a built-in model, created on first use (said to `log`)."""
+    """Directory of a built-in model, created on first use (said to `log`): the two random
+    bases (builtin:small, builtin:tiny) and the models warmed up from them."""
+
+    def built(directory: str, build: Callable[[Path], None], what: str) -> Path:
+        return materialise(cache_dir / directory, build, log=log, what=what)
+
     if name.startswith("builtin:small"):
-        small = materialise(
-            cache_dir / f"builtin-small-{SMALL_VERSION}", build_small, log=log, what="builtin:small"
-        )
+        small = built(f"builtin-small-{SMALL_VERSION}", build_small, "builtin:small")
         if name == "builtin:small":
             return small
         if name == "builtin:small-arith":
-            target = cache_dir / f"builtin-small-arith-{SMALL_VERSION}-{SMALL_ARITH_VERSION}"
-
-            def warm_up_small(tmp: Path) -> None:
-                build_warmed_up(small, tmp, progress=progress, log=log, recipe=SMALL_ARITH)
-
-            return materialise(target, warm_up_small, log=log, what=name)
+            warm = partial(build_warmed_up, small, progress=progress, log=log, recipe=SMALL_ARITH)
+            return built(f"builtin-small-arith-{SMALL_VERSION}-{SMALL_ARITH_VERSION}", warm, name)
         raise ValueError(f"unknown built-in model {name!r}")
-    tiny = materialise(
-        cache_dir / f"builtin-tiny-{TINY_VERSION}", build_tiny, log=log, what="builtin:tiny"
-    )
+    tiny = built(f"builtin-tiny-{TINY_VERSION}", build_tiny, "builtin:tiny")
     if name == "builtin:tiny":
         return tiny
     if name == "builtin:tiny-arith":
-        target = cache_dir / f"builtin-tiny-arith-{RECIPE_VERSION}"
-
-        def warm_up(tmp: Path) -> None:
-            build_warmed_up(tiny, tmp, progress=progress, log=log)
-
-        return materialise(target, warm_up, log=log, what=name)
+        warm_arith = partial(build_warmed_up, tiny, progress=progress, log=log)
+        return built(f"builtin-tiny-arith-{RECIPE_VERSION}", warm_arith, name)
     if name == "builtin:tiny-tools":
-        target = cache_dir / f"builtin-tiny-tools-{TOOLS_RECIPE_VERSION}"
-
-        def warm_up_tools(tmp: Path) -> None:
-            build_tiny_tools(tiny, tmp, progress=progress)
-
-        return materialise(target, warm_up_tools, log=log, what=name)
+        warm_tools = partial(build_tiny_tools, tiny, progress=progress)
+        return built(f"builtin-tiny-tools-{TOOLS_RECIPE_VERSION}", warm_tools, name)
     raise ValueError(f"unknown built-in model {name!r}")
 
 

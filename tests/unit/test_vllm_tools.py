@@ -27,6 +27,7 @@ from grpo.engines.vllm import VllmEngine
 from grpo.logprobs import completion_logps
 from grpo.models.loading import load_policy, materialise
 from grpo.models.precision import autocast
+from grpo.models.warmup import _seeded_single_thread, pad_with_labels
 from grpo.policy import update_mode
 from grpo.rollout import Rollout, tokenize_prompts
 from grpo.spec import JobSpec
@@ -50,30 +51,21 @@ def teach_to_call(target: Path, cache_dir: Path) -> None:
     """builtin:small after TEACH_STEPS seeded full-batch steps on `CALL` then <|im_end|> as
     the answer to TEACH_PROMPTS (the prompt is never a label), saved to `target`."""
     model, tokenizer = load_policy("builtin:small", cache_dir=cache_dir, progress=False)
-    rows = []
+    sequences, starts = [], []
+    answer = tokenizer(CALL + "<|im_end|>", add_special_tokens=False)["input_ids"]
     for prompt in TEACH_PROMPTS:
-        head = chat_prompt(tokenizer, prompt)
-        answer = tokenizer(CALL + "<|im_end|>", add_special_tokens=False)["input_ids"]
-        ids = tokenizer(head, add_special_tokens=False)["input_ids"]
-        rows.append((ids + answer, [-100] * len(ids) + answer))
-    width, pad = max(len(ids) for ids, _ in rows), tokenizer.pad_token_id
-    input_ids = torch.tensor([i + [pad] * (width - len(i)) for i, _ in rows])  # (4, T)
-    labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in rows])  # (4, T)
-    attention = (input_ids != pad).long() | (labels != -100).long()  # (4, T)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a fixed reduction order: the same model on every machine
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=TEACH_LEARNING_RATE)
-            model.train()
-            for _ in range(TEACH_STEPS):
-                loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-    finally:
-        torch.set_num_threads(threads)
+        ids = tokenizer(chat_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+        sequences.append(ids + answer)
+        starts.append(len(ids))
+    input_ids, attention, labels = pad_with_labels(sequences, starts, tokenizer.pad_token_id)
+    with _seeded_single_thread():  # the warm-ups' seed and thread count: the same model anywhere
+        optimizer = torch.optim.AdamW(model.parameters(), lr=TEACH_LEARNING_RATE)
+        model.train()
+        for _ in range(TEACH_STEPS):
+            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)
 
