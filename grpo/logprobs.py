@@ -39,10 +39,14 @@ def completion_logps_entropy(
     rows: slice = slice(None),
     temperature: float = 1.0,
     share_prompt: bool = True,
+    entropy_grad: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """completion_logps and the policy's entropy at each position (n, T), both with
-    gradient (for the entropy bonus), from the same chunks of logits."""
-    logps, entropy = _token_values(model, rollout, rows, temperature, share_prompt, True)
+    gradient (for the entropy bonus; the entropy without it when not `entropy_grad`), from
+    the same chunks of logits."""
+    logps, entropy = _token_values(
+        model, rollout, rows, temperature, share_prompt, True, entropy_grad
+    )
     assert entropy is not None
     return logps, entropy
 
@@ -54,6 +58,7 @@ def _token_values(
     temperature: float,
     share_prompt: bool,
     with_entropy: bool,
+    entropy_grad: bool = True,
 ) -> tuple[Tensor, Tensor | None]:
     start, stop, _ = rows.indices(rollout.completion_ids.shape[0])
     g = rollout.num_generations
@@ -78,6 +83,7 @@ def _token_values(
         scale=scale,
         softcap=softcap,
         with_entropy=with_entropy,
+        entropy_grad=entropy_grad,
     )  # (K,) one per unmasked token
 
     def placed(values: Tensor) -> Tensor:

@@ -34,7 +34,10 @@ class Rollout:
     completion_ids: Tensor  # (N, T) right-padded, N = B * G
     completion_mask: Tensor  # (N, T) 1 up to and including EOS
     is_truncated: Tensor  # (N,) True when no EOS came within max_completion_length
-    entropy: Tensor  # (N, T) entropy of the sampling distribution, 0 on padding
+    entropy: Tensor | None
+    """(N, T) entropy of the sampling distribution, 0 on padding; None when the engine
+    measured none (vLLM returns none): the update's own forward pass at the sampling
+    weights then gives it (grpo/update.py UpdateResult.entropy), with no extra pass."""
     model_mask: Tensor | None = None
     """(N, T) 1 on tokens the model sampled, 0 on tokens put in its context (tool results of
     a multi-turn trajectory): those are never trained on. None: every completion token is
@@ -73,7 +76,7 @@ class Rollout:
             self.completion_ids[rows],
             self.completion_mask[rows],
             self.is_truncated[rows],
-            self.entropy[rows],
+            None if self.entropy is None else self.entropy[rows],
             None if self.model_mask is None else self.model_mask[rows],
             None if self.sampling_logps is None else self.sampling_logps[rows],
             None
@@ -104,7 +107,7 @@ def concat_rollouts(rollouts: Sequence[Rollout], *, pad_token_id: int) -> Rollou
         torch.cat([pad(r.completion_ids, width, pad_token_id) for r in rollouts]),
         torch.cat([pad(r.completion_mask, width, 0) for r in rollouts]),
         torch.cat([r.is_truncated for r in rollouts]),
-        torch.cat([pad(r.entropy, width, 0.0) for r in rollouts]),
+        _concat_optional([r.entropy for r in rollouts], width, pad, 0.0),
         _concat_optional([r.model_mask for r in rollouts], width, pad, 0),
         _concat_optional([r.sampling_logps for r in rollouts], width, pad, 0.0),
         None
@@ -121,7 +124,9 @@ def _concat_optional(
     if all(p is None for p in parts):
         return None
     if any(p is None for p in parts):
-        raise ValueError("cannot join rollouts with and without per-token masks or log-probs")
+        raise ValueError(
+            "cannot join rollouts with and without per-token masks, log-probs or entropies"
+        )
     return torch.cat([pad(p, width, value) for p in parts if p is not None])
 
 

@@ -47,11 +47,14 @@ def step_entropy_mask(
     micro-batches or across ranks (the ranks' unmasked entropies are pooled)."""
     if quantile >= 1:
         return None
+    entropy = rollout.entropy
+    if entropy is None:
+        raise ValueError("top_entropy_quantile needs the rollout's entropies (grpo/update.py)")
     pooled = None
     if ranks.is_distributed:
-        mine = rollout.entropy[loss_mask.bool()].detach().float().cpu()
-        pooled = torch.cat(ranks.gather_all(mine)).to(rollout.entropy.device)
-    return high_entropy_mask(rollout.entropy, loss_mask, quantile=quantile, pooled=pooled)
+        mine = entropy[loss_mask.bool()].detach().float().cpu()
+        pooled = torch.cat(ranks.gather_all(mine)).to(entropy.device)
+    return high_entropy_mask(entropy, loss_mask, quantile=quantile, pooled=pooled)
 
 
 def mask_share(terms: LossTerms) -> dict[str, float]:

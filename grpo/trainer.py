@@ -250,6 +250,8 @@ class Trainer:
                 counts=counts,
                 autocast=lambda: autocast(self.device, self.dtype),
             )
+        # the entropies the engine measured, or the update's forward pass's (vLLM)
+        batch = replace(batch, rollout=replace(rollout, entropy=update.entropy))
         token_kls = k3_kl(update.logps, ref_logps) if ref_logps is not None else None
         passes = self._passes(batch.scores, batch.rewards)
         groups = self._report_groups(batch, advantages, token_kls, passes, first=filled.first)

@@ -10,14 +10,17 @@ log-probs, micro-batched too, so later iterations clip against it. On several ra
 and the metrics are over the whole step, and the gradients are summed before the
 optimizer step, so every rank takes the single-process step; under FSDP
 (grpo/parallel/sharding.py) FSDP sums them in backward, and every rank runs as many passes as the
-busiest (sharding.idle_passes pads the others). Knows nothing of rewards or reporting.
+busiest (sharding.idle_passes pads the others). A rollout without entropies (vLLM returns
+none) gets them from the first iteration's forward pass, at the weights that sampled
+(skipped groups from a no-grad pass), so no extra pass over the trained rows is needed.
+Knows nothing of rewards or reporting.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -31,7 +34,7 @@ from grpo.logprobs import completion_logps, completion_logps_entropy
 from grpo.loss import METRIC_KEYS
 from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.parallel.sharding import idle_count, idle_passes
-from grpo.rollout import Rollout, row_slices
+from grpo.rollout import Rollout, group_rows, row_slices
 from grpo.spec import JobSpec
 from grpo.step_loss import LossTerms, mask_share, start_counts, step_loss_terms
 
@@ -43,6 +46,9 @@ class UpdateResult:
     metrics: dict[str, float]
     """loss, grad_norm, kl (beta > 0), clip_ratio/low|high|region."""
     logps: Tensor  # (N, T) policy log-probs before the first optimizer step, detached
+    entropy: Tensor
+    """(N, T) the sampling distribution's entropies: the rollout's, or the policy's before
+    the first optimizer step where the engine measured none (vLLM), detached."""
 
 
 def policy_update(
@@ -70,19 +76,34 @@ def policy_update(
     # FSDP every rank runs every row (a skipped row would only become an idle pass)
     is_skippable = beta == 0 and spec.entropy_coef == 0 and not sharded
     groups = groups_with_signal(advantages, rollout.num_generations) if is_skippable else None
+    # one decoder call per piece under FSDP: the shared-prompt path skips its second call
+    # when a piece's completions are one token long, which would unpair the ranks
+    share_prompt = not spec.gradient_checkpointing and not sharded
+    entropy_pass = partial(
+        _entropy_pass, model, spec=spec, share_prompt=share_prompt, autocast=autocast
+    )
+    if rollout.entropy is None and spec.top_entropy_quantile < 1:
+        # the step-wide entropy threshold needs every entropy before the first loss: one
+        # no-grad pass; under FSDP the ranks agree on their passes first (idle_count is a
+        # collective), and the less busy ones pair the others' with idle passes
+        idle = idle_count(ranks, len(_pieces(rollout, spec))) if sharded else 0
+        rollout = replace(rollout, entropy=entropy_pass(rollout))
+        with torch.no_grad():
+            idle_passes(model, rollout.completion_ids.device, idle, autocast=autocast,
+                        with_backward=False)  # fmt: skip
     if groups is not None and len(groups) == 0 and not ranks.is_distributed:
-        return _zero_gradient_step(model, optimizer, rollout, spec.num_iterations)
+        return _zero_gradient_step(
+            model, optimizer, _filled(rollout, entropy_pass), spec.num_iterations
+        )
     batch = rollout if groups is None else rollout.select_groups(groups)
-    pieces = row_slices(batch.completion_ids.shape[0], spec.micro_batch_size)
+    pieces = _pieces(batch, spec)
     idle = idle_count(ranks, len(pieces)) if sharded else 0  # FSDP's pairing passes
     pad = partial(idle_passes, model, rollout.completion_ids.device, idle, autocast=autocast)
+    with_entropy = spec.entropy_coef != 0 or rollout.entropy is None
 
     def current_logps(piece: slice) -> tuple[Tensor, Tensor | None]:
-        # one decoder call per piece under FSDP: the shared-prompt path skips its second
-        # call when a piece's completions are one token long, which would unpair the ranks
-        share_prompt = not spec.gradient_checkpointing and not sharded
         with autocast():
-            if spec.entropy_coef == 0:
+            if not with_entropy:
                 logps = completion_logps(
                     model,
                     batch,
@@ -92,7 +113,12 @@ def policy_update(
                 )
                 return logps, None  # (n, T)
             return completion_logps_entropy(
-                model, batch, rows=piece, temperature=spec.temperature, share_prompt=share_prompt
+                model,
+                batch,
+                rows=piece,
+                temperature=spec.temperature,
+                share_prompt=share_prompt,
+                entropy_grad=spec.entropy_coef != 0,
             )  # (n, T) twice
 
     old_logps = None
@@ -104,8 +130,11 @@ def policy_update(
     terms = step_loss_terms(
         rollout, groups, advantages, ref_logps, loss_mask, counts, spec, beta, ranks
     )
+    skipped = None  # the entropies of the groups not trained, at the weights that sampled
+    if rollout.entropy is None and groups is not None:
+        skipped = _entropy_of_groups(rollout, _groups_without(groups, rollout), entropy_pass)
     history: list[dict[str, float]] = []
-    first: Tensor | None = None
+    first: tuple[Tensor, Tensor | None] | None = None
     for _ in range(spec.num_iterations):
         optimizer.zero_grad(set_to_none=True)
         metric_sums, logps = _accumulate_gradients(
@@ -116,8 +145,65 @@ def policy_update(
         history.append({**metric_sums(), **_optimizer_step(model, optimizer, spec)})
         first = logps if first is None else first
     assert first is not None
-    masked = {**mask_share(terms), **_gap_metrics(first, batch, terms)}
-    return UpdateResult({**_mean_metrics(history), **masked}, _spread(first, terms.rows, rollout))
+    masked = {**mask_share(terms), **_gap_metrics(first[0], batch, terms)}
+    entropy = rollout.entropy
+    if entropy is None:  # the first iteration's, and the skipped groups' from their pass
+        assert first[1] is not None
+        entropy = _spread(first[1], terms.rows, rollout)
+        if skipped is not None:
+            entropy = entropy.index_copy(0, *skipped)
+    return UpdateResult(
+        {**_mean_metrics(history), **masked}, _spread(first[0], terms.rows, rollout), entropy
+    )
+
+
+def _pieces(rollout: Rollout, spec: JobSpec) -> list[slice]:
+    return row_slices(rollout.completion_ids.shape[0], spec.micro_batch_size)
+
+
+def _entropy_pass(
+    model: Any,
+    rollout: Rollout,
+    *,
+    spec: JobSpec,
+    share_prompt: bool,
+    autocast: Callable[[], AbstractContextManager[Any]],
+) -> Tensor:
+    """(N, T) the policy's entropies of the rollout's completions (tempered, 0 on padding),
+    no-grad, micro-batched: for rows the update will not run forward before it steps."""
+    parts = []
+    with torch.no_grad(), autocast():
+        for piece in _pieces(rollout, spec):
+            _, entropy = completion_logps_entropy(
+                model, rollout, rows=piece, temperature=spec.temperature,
+                share_prompt=share_prompt, entropy_grad=False,
+            )  # fmt: skip
+            parts.append(entropy.float())
+    return _cat(parts, rollout)
+
+
+def _filled(rollout: Rollout, entropy_pass: Callable[[Rollout], Tensor]) -> Rollout:
+    """The rollout with its entropies, from `entropy_pass` where the engine gave none."""
+    if rollout.entropy is not None:
+        return rollout
+    return replace(rollout, entropy=entropy_pass(rollout))
+
+
+def _groups_without(groups: Tensor, rollout: Rollout) -> Tensor:
+    """The rollout's group indices not in `groups`."""
+    count = rollout.prompt_ids.shape[0]
+    kept = torch.zeros(count, dtype=torch.bool, device=groups.device)
+    kept[groups] = True
+    return (~kept).nonzero().squeeze(1)
+
+
+def _entropy_of_groups(
+    rollout: Rollout, groups: Tensor, entropy_pass: Callable[[Rollout], Tensor]
+) -> tuple[Tensor, Tensor] | None:
+    """(rows, (n, T) entropies) of the given groups' completion rows; None for no group."""
+    if len(groups) == 0:
+        return None
+    return group_rows(groups, rollout.num_generations), entropy_pass(rollout.select_groups(groups))
 
 
 def _gap_metrics(logps: Tensor, batch: Rollout, terms: LossTerms) -> dict[str, float]:
@@ -143,20 +229,22 @@ def _accumulate_gradients(
     terms: LossTerms,
     step: int,
     idle: Callable[[], None],
-) -> tuple[Callable[[], dict[str, float]], Tensor]:
+) -> tuple[Callable[[], dict[str, float]], tuple[Tensor, Tensor | None]]:
     """Forward and backward one micro-batch at a time; gradients add up in .grad. `idle`
     runs after them, before any other collective (FSDP's idle passes).
 
     Returns the step's loss and token-mean metrics (each piece's weighted by its unmasked
     tokens over the step's), summed over ranks while the gradients are (read by calling
-    it), and the detached log-probs of every trained row (N', T).
+    it), and the detached log-probs of every trained row (N', T) with their entropies when
+    the forward passes computed them (else None).
     """
-    loss, kept = 0.0, []
+    loss, kept, kept_entropy = 0.0, [], []
     sums: dict[str, float] = {}
     for piece in pieces:
         logps, entropies = current_logps(piece)  # (n, T)
         old = logps.detach() if old_logps is None else old_logps[piece]
-        piece_loss, metrics = terms.loss(logps, entropies, old, piece)
+        bonus = entropies if terms.spec.entropy_coef != 0 else None
+        piece_loss, metrics = terms.loss(logps, bonus, old, piece)
         _check_finite(piece_loss, step)
         piece_loss.backward()  # type: ignore[no-untyped-call]
         loss += float(piece_loss.detach())
@@ -164,6 +252,8 @@ def _accumulate_gradients(
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + value * tokens
         kept.append(logps.detach())
+        if entropies is not None:
+            kept_entropy.append(entropies.detach().float())
     idle()
     summed = terms.ranks.sum_by_key({**sums, "loss": loss}, keys=(*METRIC_KEYS, "loss"))
 
@@ -173,7 +263,8 @@ def _accumulate_gradients(
         means = {key: value / max(terms.step_tokens, 1.0) for key, value in totals.items()}
         return {**means, "loss": step_loss}
 
-    return step_metrics, _cat(kept, terms.loss_mask)
+    entropy = _cat(kept_entropy, terms.loss_mask) if kept_entropy or not pieces else None
+    return step_metrics, (_cat(kept, terms.loss_mask), entropy)
 
 
 def _cat(parts: list[Tensor], like: Rollout | Tensor) -> Tensor:
@@ -220,7 +311,8 @@ def _zero_gradient_step(
         optimizer.step()
     metrics = {"clip_ratio/low": 0.0, "clip_ratio/high": 0.0, "clip_ratio/region": 0.0}
     logps = torch.zeros(rollout.completion_ids.shape, device=rollout.completion_ids.device)
-    return UpdateResult({**metrics, "grad_norm": 0.0, "loss": 0.0}, logps)
+    assert rollout.entropy is not None  # policy_update filled it
+    return UpdateResult({**metrics, "grad_norm": 0.0, "loss": 0.0}, logps, rollout.entropy)
 
 
 def _check_finite(loss: Tensor, step: int) -> None:

@@ -48,7 +48,9 @@ class _Row:
     prompt: list[int]
     tokens: list[int] = field(default_factory=list)
     is_model: list[int] = field(default_factory=list)
-    entropy: list[float] = field(default_factory=list)
+    entropy: list[float] | None = field(default_factory=list)
+    """The sampling distribution's entropy at each token (0 on context tokens); None once a
+    turn came without them (vLLM: the update's forward pass gives them)."""
     logps: list[float] | None = field(default_factory=list)
     """The inner engine's sampling log-prob of each token (0 on context tokens); None
     once a turn came without them."""
@@ -67,12 +69,19 @@ class _Row:
     ) -> None:
         self.tokens += ids
         self.is_model += [int(is_model)] * len(ids)
-        self.entropy += entropy if entropy is not None else [0.0] * len(ids)
         self.model_tokens += len(ids) if is_model else 0
-        if is_model and logps is None:
-            self.logps = None  # the inner engine gave none: the trajectory has none
-        elif self.logps is not None:
-            self.logps += logps if logps is not None else [0.0] * len(ids)
+        self.entropy = _joined(self.entropy, entropy, len(ids), is_model=is_model)
+        self.logps = _joined(self.logps, logps, len(ids), is_model=is_model)
+
+
+def _joined(
+    values: list[float] | None, new: list[float] | None, count: int, *, is_model: bool
+) -> list[float] | None:
+    """A trajectory's per-token values after `count` more tokens: the turn's own (0 on
+    context tokens); None once a model turn came without them (the inner engine gives none)."""
+    if values is None or (is_model and new is None):
+        return None
+    return values + (new if new is not None else [0.0] * count)
 
 
 class ToolLoop:
@@ -146,7 +155,8 @@ class ToolLoop:
             new = out.completion_ids[n, : min(length, left[n])].tolist()
             sampled = out.sampling_logps
             logps = None if sampled is None else sampled[n, : len(new)].tolist()
-            row.extend(new, is_model=True, entropy=out.entropy[n, : len(new)].tolist(), logps=logps)
+            entropy = None if out.entropy is None else out.entropy[n, : len(new)].tolist()
+            row.extend(new, is_model=True, entropy=entropy, logps=logps)
             text = self.tokenizer.decode(new, skip_special_tokens=True)
             row.trajectory.turns.append(Turn(text, len(new)))
             has_ended = bool(new) and new[-1] in self.eos
@@ -193,15 +203,17 @@ class ToolLoop:
                 [v + [fill] * (width - len(v)) for v in values], dtype=dtype, device=device
             )
 
-        # None unless every trajectory has them (an inner engine that gives none: native)
+        # None unless every trajectory has them (an inner engine that gives none: native
+        # gives no log-probs, vLLM no entropies)
         logps = [r.logps for r in rows if r.logps is not None]
+        entropy = [r.entropy for r in rows if r.entropy is not None]
         return Rollout(
             request.prompt_ids,
             request.prompt_mask,
             padded([r.tokens for r in rows], pad, torch.long),  # (N, T)
             padded([[1] * len(r.tokens) for r in rows], 0, torch.long),  # (N, T)
             torch.tensor([r.is_truncated for r in rows], device=device),  # (N,)
-            padded([r.entropy for r in rows], 0.0, torch.float),  # (N, T)
+            padded(entropy, 0.0, torch.float) if len(entropy) == len(rows) else None,  # (N, T)
             model_mask=padded([r.is_model for r in rows], 0, torch.long),  # (N, T)
             sampling_logps=padded(logps, 0.0, torch.float) if len(logps) == len(rows) else None,
             trajectories=tuple(r.trajectory for r in rows),

@@ -29,8 +29,6 @@ from torch import Tensor
 
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.weights import policy_weights, save_engine_copy
-from grpo.logprobs import completion_logps_entropy
-from grpo.models.precision import autocast
 from grpo.policy import PolicyView
 from grpo.rollout import Rollout
 from grpo.spec.generation import Sampling
@@ -71,14 +69,15 @@ class VllmEngine:
     def _start(self, llm_class: Any, model_dir: Path) -> Any:
         """The vllm.LLM of this run's knobs over `model_dir`."""
         policy, spec = self.policy, self.policy.spec
+        length = spec.vllm_max_model_length or spec.max_prompt_length + spec.max_completion_length
+        sequences = spec.vllm_max_num_seqs or max(spec.completions_per_step, 1)
         return llm_class(
             model=str(model_dir),
             distributed_executor_backend="external_launcher",
             dtype="bfloat16" if policy.dtype == torch.bfloat16 else "float32",
             seed=spec.seed,
-            max_model_len=spec.vllm_max_model_length
-            or spec.max_prompt_length + spec.max_completion_length,
-            max_num_seqs=spec.vllm_max_num_seqs or max(spec.completions_per_step, 1),
+            max_model_len=length,
+            max_num_seqs=sequences,
             enforce_eager=spec.vllm_enforce_eager,
             gpu_memory_utilization=spec.vllm_gpu_memory_utilization,
             enable_sleep_mode=self.is_sleepy,
@@ -128,8 +127,10 @@ class VllmEngine:
         }
 
     def _rollout(self, request: GenerationRequest, completions: list[Any]) -> Rollout:
-        """The completions as a Rollout (right-padded), with the engine's log-probs and the
-        sampling distribution's entropies (the policy's, recomputed: vLLM returns none)."""
+        """The completions as a Rollout (right-padded) with the engine's log-probs. No
+        entropies: vLLM returns none, and a no-grad pass of the policy to get them cost as
+        much as the generation itself (docs/how-to/vllm.md); the update's forward pass at
+        these same weights gives them (grpo/update.py)."""
         device, pad = request.prompt_ids.device, self.policy.tokenizer.pad_token_id
         width = max(1, max(len(c.token_ids) for c in completions))
         n = len(completions)
@@ -142,12 +143,10 @@ class VllmEngine:
             mask[i, : len(tokens)] = 1
             logps[i, : len(tokens)] = torch.tensor(_sampled_logps(c), dtype=torch.float32)
         is_truncated = torch.tensor([c.finish_reason == "length" for c in completions])
-        rollout = Rollout(
+        return Rollout(
             request.prompt_ids, request.prompt_mask, ids.to(device), mask.to(device),
-            is_truncated.to(device), torch.zeros((n, width), device=device),
-            sampling_logps=logps.to(device),
+            is_truncated.to(device), None, sampling_logps=logps.to(device),
         )  # fmt: skip
-        return _with_entropy(self.policy, rollout, request.sampling.temperature)
 
     def load_weights(self, model: Any) -> None:
         """Push the policy's weights (LoRA merged) in memory; the prefix cache is reset
@@ -203,20 +202,6 @@ def _sampled_logps(completion: Any) -> list[float]:
         float(step[token].logprob)
         for step, token in zip(entries, completion.token_ids, strict=True)
     ]
-
-
-def _with_entropy(policy: PolicyView, rollout: Rollout, temperature: float) -> Rollout:
-    """The rollout with the entropy of the policy's own sampling distribution per token
-    (one no-grad pass): top_entropy_quantile and the entropy statistic read it."""
-    if rollout.completion_ids.shape[0] == 0:
-        return rollout
-    with torch.no_grad(), autocast(policy.device, policy.dtype):
-        _, entropy = completion_logps_entropy(policy.model, rollout, temperature=temperature)
-    entropy = (entropy.float() * rollout.completion_mask).detach()
-    return Rollout(
-        rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids, rollout.completion_mask,
-        rollout.is_truncated, entropy, rollout.model_mask, rollout.sampling_logps,
-    )  # fmt: skip
 
 
 def _prompt_rows(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:

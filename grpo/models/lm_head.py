@@ -49,19 +49,21 @@ def token_logps(
     scale: float | None = None,
     softcap: float | None = None,
     with_entropy: bool = False,
+    entropy_grad: bool = True,
     chunk_tokens: int | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """log softmax(z / temperature)[token] per row, z = softcap(scale * head(h)): hidden
     (K, H), tokens (K,) -> (K,), and with_entropy the entropy of softmax(z / temperature) per
-    row (K,); both carry gradient (the entropy bonus needs it). The log-probs and the
-    entropy share one logsumexp.
+    row (K,); both carry gradient (the entropy bonus needs it), the entropy none with
+    `entropy_grad` False (a statistic: its (K, V) softmax is then never kept for backward).
+    The log-probs and the entropy share one logsumexp.
 
     Dividing by the sampling temperature makes the ratio compare the distributions the
     tokens were drawn from (as TRL does). `scale` and `softcap` repeat what the model's
     forward does after its head (head_logit_knobs); None: nothing.
     """
     size = chunk_tokens or max(1, LOGITS_BUDGET // head.weight.shape[0])
-    knobs = (temperature, scale, softcap, with_entropy)
+    knobs = (temperature, scale, softcap, with_entropy, entropy_grad)
     if hidden.shape[0] <= size:  # one chunk: within budget, so it may be kept for backward
         values = _chunk_values(hidden, head, tokens, *knobs)
     else:
@@ -85,8 +87,10 @@ def _chunk_values(
     scale: float | None,
     softcap: float | None,
     with_entropy: bool,
+    entropy_grad: bool = True,
 ) -> Tensor:
-    """(k, 1): the chosen tokens' log-probs; (k, 2) with their distributions' entropies."""
+    """(k, 1): the chosen tokens' log-probs; (k, 2) with their distributions' entropies
+    (without gradient unless `entropy_grad`)."""
     logits: Tensor = head(hidden).float()  # (k, V)
     if scale is not None:
         logits = logits * scale
@@ -97,6 +101,7 @@ def _chunk_values(
     logps = scores.gather(-1, tokens[:, None]).squeeze(-1) - norm  # (k,)
     if not with_entropy:
         return logps[:, None]
-    probs = torch.exp(scores - norm[:, None])  # (k, V) softmax from the same logsumexp
-    entropy = norm - (probs * scores).sum(dim=-1)  # (k,)
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        probs = torch.exp(scores - norm[:, None])  # (k, V) softmax from the same logsumexp
+        entropy = norm - (probs * scores).sum(dim=-1)  # (k,)
     return torch.stack([logps, entropy], dim=-1)

@@ -52,7 +52,9 @@ def rank_part(
 ) -> RankPart:
     """This rank's part of the step (on the CPU): its kept groups, `passes` of each
     completion, and the clock's phase timings."""
-    rollout = batch.rollout
+    rollout, entropy = batch.rollout, batch.rollout.entropy
+    if entropy is None:
+        raise ValueError("rank_part needs the rollout's entropies (the update's, under vLLM)")
     mask = rollout.model_token_mask.bool()  # tool-result tokens are no sampling entropy
     timings = clock.scalars(num_tokens=0)
     del timings["tokens_per_second"]  # of the whole step: from all ranks' tokens
@@ -66,7 +68,7 @@ def rank_part(
             passes=passes,
             lengths=rollout.model_token_mask.sum(dim=1),  # model tokens: tool results left out
             is_truncated=rollout.is_truncated,
-            entropy=(float(rollout.entropy[mask].sum()), float(mask.sum())),
+            entropy=(float(entropy[mask].sum()), float(mask.sum())),
             groups=groups,
             timings=timings,
             truncated_prompts=truncated_prompts,

