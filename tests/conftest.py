@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-# Every vLLM engine a test starts (in this process, a rank it spawns, or a stack's worker,
-# which inherit the environment) gets a 1 GiB KV cache instead of 30% of the machine's
-# memory: ~1.3 s less per start on builtin:small, 4 GiB less held. (vLLM's CPU CI mode,
+# Every vLLM engine a test starts gets the KV cache its spec needs
+# (grpo/engines/vllm.py kv_cache_bytes), not 30% of the machine's memory; with an explicit
+# size and vllm_enforce_eager, vLLM also skips its warm-up. (vLLM's CPU CI mode,
 # VLLM_CPU_CI_ENV=1, started faster but traced at the first generation: it made
 # tests/unit/test_vllm_engine.py 60 s against 41 s. Tests that only need an engine set
-# vllm_enforce_eager instead: ~5 s a start against ~19 s with vLLM's inductor compile.)
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+# vllm_enforce_eager: ~5 s a start against ~19 s with vLLM's inductor compile.)
 
 
 @pytest.fixture(scope="session")

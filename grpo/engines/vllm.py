@@ -71,10 +71,15 @@ class VllmEngine:
         policy, spec = self.policy, self.policy.spec
         length = spec.vllm_max_model_length or spec.max_prompt_length + spec.max_completion_length
         sequences = spec.vllm_max_num_seqs or max(spec.completions_per_step, 1)
+        dtype = torch.bfloat16 if policy.dtype == torch.bfloat16 else torch.float32
+        sized = {}
+        if policy.device.type == "cpu" and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+            need = kv_cache_bytes(policy.model.config, sequences, length, dtype)
+            sized = {} if need is None else {"kv_cache_memory_bytes": need}
         return llm_class(
             model=str(model_dir),
             distributed_executor_backend="external_launcher",
-            dtype="bfloat16" if policy.dtype == torch.bfloat16 else "float32",
+            dtype=str(dtype).removeprefix("torch."),
             seed=spec.seed,
             max_model_len=length,
             max_num_seqs=sequences,
@@ -83,6 +88,7 @@ class VllmEngine:
             enable_sleep_mode=self.is_sleepy,
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
+            **sized,
         )
 
     def generate(self, request: GenerationRequest) -> Rollout:
@@ -177,6 +183,27 @@ class VllmEngine:
         if callable(shutdown):
             shutdown()
         del llm
+
+
+KV_BLOCK_TOKENS = 128
+"""The CPU KV cache's block (vLLM's CPU default); each sequence may hold one part-filled."""
+
+
+def kv_cache_bytes(config: Any, sequences: int, length: int, dtype: torch.dtype) -> int | None:
+    """The KV cache `sequences` sequences of up to `length` tokens need at once (keys and
+    values of every layer, whole blocks), plus one block of each per sequence: on CPU
+    vLLM otherwise reserves vllm_gpu_memory_utilization (0.3) of the machine's RAM, about
+    4 GiB a rank on 24 GiB, and warms the model up to measure it (slower starts). None for
+    a config without the usual fields: vLLM's own sizing then."""
+    try:
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        layers = int(config.num_hidden_layers)
+    except AttributeError:
+        return None
+    per_token = 2 * layers * heads * head * torch.finfo(dtype).bits // 8
+    blocks = sequences * (-(-length // KV_BLOCK_TOKENS) + 1)
+    return int(blocks * KV_BLOCK_TOKENS * per_token)
 
 
 def _check_cpu_head_size(policy: PolicyView) -> None:

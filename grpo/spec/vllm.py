@@ -30,7 +30,8 @@ class VllmKnobs(BaseModel):
     (vLLM's external_launcher, as TRL's colocate mode). TRL's `server` mode is not built."""
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
     """Share of the GPU's memory vLLM may take for its weights and KV cache (CUDA only; on
-    CPU the KV cache is sized by VLLM_CPU_KVCACHE_SPACE)."""
+    CPU the KV cache is what vllm_max_num_seqs sequences of vllm_max_model_length tokens
+    need, or VLLM_CPU_KVCACHE_SPACE GiB where that variable is set)."""
     vllm_enable_sleep_mode: bool = False
     """Put the engine to sleep during the update (its KV cache freed, its weights copy
     offloaded) and wake it for the next rollout; CUDA only (refused with device cpu,

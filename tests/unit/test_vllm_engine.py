@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from grpo.engines.engine import GenerationRequest
-from grpo.engines.vllm import VllmEngine
+from grpo.engines.vllm import VllmEngine, kv_cache_bytes
 from grpo.logprobs import completion_logps
 from grpo.parallel.launch import is_launched
 from grpo.spec import JobSpec
@@ -66,6 +66,16 @@ def test_the_engine_is_chosen_by_use_vllm(trainer: Trainer) -> None:
     assert isinstance(trainer.engine, VllmEngine)
     # the launcher variables it needed to start are gone: this process is no launched rank
     assert not is_launched()
+
+
+def test_the_kv_cache_is_what_the_spec_needs(trainer: Trainer) -> None:
+    # by hand, builtin:small in fp32: 2 (K, V) x 4 layers x 2 KV heads x 64 wide x 4 bytes =
+    # 4096 bytes a token; 2 prompts x G 4 = 8 sequences of up to 512 + 12 = 524 tokens, each
+    # ceil(524 / 128) + 1 = 6 blocks of 128: 8 x 6 x 128 x 4096 = 25,165,824 (24 MiB, where
+    # vLLM's default took 30% of the machine's RAM)
+    assert kv_cache_bytes(trainer.model.config, 8, 524, torch.float32) == 25_165_824
+    cache = trainer.engine.llm.llm_engine.vllm_config.cache_config  # type: ignore[attr-defined]
+    assert cache.kv_cache_memory_bytes == 25_165_824
 
 
 def test_torch_threads_are_the_trainers_again_once_the_engine_started(trainer: Trainer) -> None:
