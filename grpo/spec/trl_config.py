@@ -27,7 +27,10 @@ SAME_NAME = (
     "max_prompt_length max_completion_length temperature top_p top_k min_p "
     "repetition_penalty learning_rate lr_scheduler_type warmup_steps weight_decay "
     "adam_epsilon max_grad_norm optim gradient_checkpointing seed save_steps max_steps "
-    "sync_ref_model ref_model_sync_steps ref_model_mixup_alpha multi_objective_aggregation"
+    "sync_ref_model ref_model_sync_steps ref_model_mixup_alpha multi_objective_aggregation "
+    "use_vllm vllm_mode vllm_gpu_memory_utilization vllm_enable_sleep_mode "
+    "vllm_max_model_length vllm_importance_sampling_correction vllm_importance_sampling_mode "
+    "vllm_importance_sampling_clip_max vllm_importance_sampling_clip_min"
 ).split()
 """GRPOConfig fields whose JobSpec field has the same name and meaning."""
 BUILTIN_REWARDS = {"accuracy": "accuracy", "accuracy_reward": "accuracy", "format": "format"}
@@ -51,9 +54,12 @@ WHY_NOT: dict[str, str] = {
     "hub_strategy": "export the trained model from the run page or `grpo export`",
     "save_strategy": "checkpoints every save_steps (0: only the final one)",
     "save_total_limit": "the service keeps its own checkpoints",
-    "use_vllm": "the service picks the generation engine",
-    "vllm_mode": "the service picks the generation engine",
-    "vllm_gpu_memory_utilization": "the service picks the generation engine",
+    "vllm_server_base_url": "vllm_mode server is not built: one engine per rank (colocate)",
+    "vllm_server_host": "vllm_mode server is not built: one engine per rank (colocate)",
+    "vllm_server_port": "vllm_mode server is not built: one engine per rank (colocate)",
+    "vllm_server_timeout": "vllm_mode server is not built: one engine per rank (colocate)",
+    "vllm_group_port": "vllm_mode server is not built: one engine per rank (colocate)",
+    "vllm_tensor_parallel_size": "one engine per rank, each on its rank's device",
     "steps_per_generation": "one generation per optimizer step; num_iterations reuses it",
     "generation_batch_size": "not the same concept: ours bounds completions decoded at once",
     "num_train_epochs": "training length is max_steps (epochs depend on the dataset size)",

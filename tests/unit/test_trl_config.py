@@ -66,9 +66,23 @@ def test_the_open_r1_recipe_maps_its_knobs_and_lists_the_rest() -> None:
         "hub_strategy", "log_completions", "log_level", "logging_first_step", "logging_steps",
         "logging_strategy", "model_revision", "num_train_epochs", "output_dir",
         "overwrite_output_dir", "per_device_eval_batch_size", "push_to_hub", "save_strategy",
-        "save_total_limit", "torch_dtype", "use_vllm",
+        "save_total_limit", "torch_dtype",
     }  # fmt: skip
-    assert out.unmapped["use_vllm"] == "the service picks the generation engine"
+    assert spec.use_vllm  # the recipe's own engine: vLLM, colocated
+
+
+def test_vllm_knobs_keep_their_names_and_server_mode_says_it_is_not_built() -> None:
+    out = convert({
+        "use_vllm": True, "vllm_mode": "server", "vllm_server_host": "10.0.0.2",
+        "vllm_gpu_memory_utilization": 0.5, "vllm_importance_sampling_mode": "token_truncate",
+        "vllm_importance_sampling_clip_max": 2.0,
+    })  # fmt: skip
+    spec = JobSpec.model_validate(out.spec)
+    assert spec.use_vllm and spec.vllm_gpu_memory_utilization == 0.5
+    assert spec.vllm_importance_sampling_mode == "token_truncate"
+    assert spec.vllm_importance_sampling_clip_max == 2.0
+    assert "'server' refused" in out.unmapped["vllm_mode"]  # pydantic's reason, as for others
+    assert "not built" in out.unmapped["vllm_server_host"]
 
 
 def test_values_we_do_not_offer_are_listed_with_pydantics_reason() -> None:
