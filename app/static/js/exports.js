@@ -2,12 +2,16 @@
 // server), but a click downloads through fetch with the stored API token, so exports work
 // where reads require one (model downloads always do when tokens are set); the file keeps
 // the name the server gives it. Model downloads need a token whenever tokens are set, even
-// where reads do not: a refused one says so on its menu entry.
+// where reads do not: a refused one says so on its menu entry, and keeps saying so when the
+// header redraws the menu (as the run's state arrives) until a download of it succeeds.
 
 import { checkpointUrl, exportUrl, fetchFile } from './api.js';
 import { h } from './dom.js';
 import { errorText, toast } from './shell.js';
 import { withToken } from './token.js';
+
+/** @type {Map<string, string>} the note of each export URL whose last download was refused */
+const refusals = new Map();
 
 const EXPORTS = [
   ['Metrics · CSV', 'what=metrics&format=csv'],
@@ -41,7 +45,7 @@ function exportLink(url, label, purpose) {
       },
     },
     h('span', { class: 'export-label' }, label),
-    h('span', { class: 'export-note', hidden: true }),
+    h('span', { class: 'export-note', hidden: !refusals.has(url) }, refusals.get(url) ?? ''),
   );
 }
 
@@ -50,13 +54,22 @@ async function download(url, link, purpose) {
   const note = link.querySelector('.export-note');
   try {
     const { blob, filename } = await withToken(() => fetchFile(url), { purpose });
+    refusals.delete(url);
     note.hidden = true;
     save(blob, filename);
     link.closest('details')?.removeAttribute('open');
   } catch (error) {
     const refused = error.status === 401 || error.status === 403;
     if (refused) {
-      note.textContent = error.status === 401 ? ' · API token needed' : ' · token refused';
+      const text = error.status === 401 ? ' · API token needed' : ' · token refused';
+      refusals.set(url, text);
+      // the menu on the page now: the header may have redrawn it since the click
+      const selector = `a[href="${CSS.escape(url)}"] .export-note`;
+      for (const shown of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll(selector))) {
+        shown.textContent = text;
+        shown.hidden = false;
+      }
+      note.textContent = text;
       note.hidden = false;
     }
     const hint = refused ? ' Set one with the API token button.' : '';
