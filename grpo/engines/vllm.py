@@ -72,10 +72,8 @@ class VllmEngine:
         length = spec.vllm_max_model_length or spec.max_prompt_length + spec.max_completion_length
         sequences = spec.vllm_max_num_seqs or max(spec.completions_per_step, 1)
         dtype = torch.bfloat16 if policy.dtype == torch.bfloat16 else torch.float32
-        sized = {}
-        if policy.device.type == "cpu" and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
-            need = kv_cache_bytes(policy.model.config, sequences, length, dtype)
-            sized = {} if need is None else {"kv_cache_memory_bytes": need}
+        is_sized = policy.device.type == "cpu" and not os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+        need = kv_cache_bytes(policy.model.config, sequences, length, dtype) if is_sized else None
         return llm_class(
             model=str(model_dir),
             distributed_executor_backend="external_launcher",
@@ -88,7 +86,7 @@ class VllmEngine:
             enable_sleep_mode=self.is_sleepy,
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
-            **sized,
+            **({} if need is None else {"kv_cache_memory_bytes": need}),
         )
 
     def generate(self, request: GenerationRequest) -> Rollout:
