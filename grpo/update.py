@@ -99,11 +99,13 @@ def policy_update(
     pieces = _pieces(batch, spec)
     idle = idle_count(ranks, len(pieces)) if sharded else 0  # FSDP's pairing passes
     pad = partial(idle_passes, model, rollout.completion_ids.device, idle, autocast=autocast)
-    with_entropy = spec.entropy_coef != 0 or rollout.entropy is None
+    # entropies the engine did not give come from the first pass at the sampling weights:
+    # the old-log-prob pass (mu > 1) or the first iteration, and no later pass
+    fill_entropy = rollout.entropy is None
 
-    def current_logps(piece: slice) -> tuple[Tensor, Tensor | None]:
+    def current_logps(piece: slice, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
         with autocast():
-            if not with_entropy:
+            if not with_entropy and spec.entropy_coef == 0:
                 logps = completion_logps(
                     model,
                     batch,
@@ -121,11 +123,14 @@ def policy_update(
                 entropy_grad=spec.entropy_coef != 0,
             )  # (n, T) twice
 
-    old_logps = None
+    old_logps, found = None, None
     if spec.num_iterations > 1:
         with torch.no_grad():
-            old_logps = _cat([current_logps(piece)[0] for piece in pieces], batch)  # (N', T)
+            passes = [current_logps(piece, fill_entropy) for piece in pieces]
             pad(with_backward=False)
+        old_logps = _cat([logps for logps, _ in passes], batch)  # (N', T)
+        if fill_entropy:
+            found = _cat([e.float() for _, e in passes if e is not None], batch)
     counts = counts or start_counts(loss_mask, ranks)
     terms = step_loss_terms(
         rollout, groups, advantages, ref_logps, loss_mask, counts, spec, beta, ranks
@@ -137,8 +142,11 @@ def policy_update(
     first: tuple[Tensor, Tensor | None] | None = None
     for _ in range(spec.num_iterations):
         optimizer.zero_grad(set_to_none=True)
+        forward = partial(
+            current_logps, with_entropy=fill_entropy and not history and found is None
+        )
         metric_sums, logps = _accumulate_gradients(
-            pieces, current_logps, old_logps, terms, step, idle=partial(pad, with_backward=True)
+            pieces, forward, old_logps, terms, step, idle=partial(pad, with_backward=True)
         )
         if not sharded:  # FSDP reduce-scattered the sums in backward
             ranks.sum_gradients(model.parameters())
@@ -147,9 +155,10 @@ def policy_update(
     assert first is not None
     masked = {**mask_share(terms), **_gap_metrics(first[0], batch, terms)}
     entropy = rollout.entropy
-    if entropy is None:  # the first iteration's, and the skipped groups' from their pass
-        assert first[1] is not None
-        entropy = _spread(first[1], terms.rows, rollout)
+    if entropy is None:  # the first pass's, and the skipped groups' from their own pass
+        found = first[1] if found is None else found
+        assert found is not None
+        entropy = _spread(found, terms.rows, rollout)
         if skipped is not None:
             entropy = entropy.index_copy(0, *skipped)
     return UpdateResult(

@@ -54,11 +54,11 @@ WHY_NOT: dict[str, str] = {
     "hub_strategy": "export the trained model from the run page or `grpo export`",
     "save_strategy": "checkpoints every save_steps (0: only the final one)",
     "save_total_limit": "the service keeps its own checkpoints",
-    "vllm_server_base_url": "vllm_mode server is not built: one engine per rank (colocate)",
-    "vllm_server_host": "vllm_mode server is not built: one engine per rank (colocate)",
-    "vllm_server_port": "vllm_mode server is not built: one engine per rank (colocate)",
-    "vllm_server_timeout": "vllm_mode server is not built: one engine per rank (colocate)",
-    "vllm_group_port": "vllm_mode server is not built: one engine per rank (colocate)",
+    **dict.fromkeys(
+        "vllm_server_base_url vllm_server_host vllm_server_port vllm_server_timeout "
+        "vllm_group_port".split(),
+        "vllm_mode server is not built: one engine per rank (colocate)",
+    ),
     "vllm_tensor_parallel_size": "one engine per rank, each on its rank's device",
     "steps_per_generation": "one generation per optimizer step; num_iterations reuses it",
     "generation_batch_size": "not the same concept: ours bounds completions decoded at once",
