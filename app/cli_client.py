@@ -9,16 +9,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tqdm import tqdm
 
 from app.cli_datasets import datasets
 from app.cli_doctor import doctor
 from app.client import ApiClientError, GrpoClient
+from grpo.spec.yaml_input import load_yaml
 
 
 def submit(client: GrpoClient, spec_path: Path, *, follow: bool) -> int:
-    spec = yaml.safe_load(spec_path.read_text())
+    spec = load_yaml(spec_path.read_text(encoding="utf-8"), source=str(spec_path))
     run = client.submit(spec, idempotency_key=uuid.uuid4().hex)
     print(f"run {run['id']} {run['status']}: {run['name']}")
     return follow_run(client, run) if follow else 0
@@ -109,7 +109,7 @@ def patch_of(sets: list[str]) -> dict[str, Any]:
         node = patch
         for section in sections:
             node = node.setdefault(section, {})
-        node[name] = yaml.safe_load(text) if text.strip() else ""
+        node[name] = load_yaml(text, source=f"--set {item}") if text.strip() else ""
     return patch
 
 
@@ -163,6 +163,6 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
     except ApiClientError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, yaml.YAMLError, tarfile.TarError) as exc:
+    except (OSError, ValueError, tarfile.TarError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

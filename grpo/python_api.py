@@ -21,9 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grpo.spec import JobSpec
+from grpo.spec.yaml_input import load_yaml
 
 SpecLike = JobSpec | dict[str, Any] | str | os.PathLike[str]
 RewardFunc = Callable[..., Any]
@@ -36,7 +35,9 @@ def load_spec(spec: SpecLike) -> JobSpec:
         return spec
     if isinstance(spec, dict):
         return JobSpec.model_validate(spec)
-    return JobSpec.model_validate(yaml.safe_load(Path(spec).read_text(encoding="utf-8")))
+    return JobSpec.model_validate(
+        load_yaml(Path(spec).read_text(encoding="utf-8"), source=os.fspath(spec))
+    )
 
 
 def function_names(reward_funcs: Sequence[RewardFunc]) -> dict[str, RewardFunc]:

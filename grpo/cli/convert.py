@@ -7,9 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 from grpo.spec.trl_config import convert, spec_yaml
+from grpo.spec.yaml_input import load_yaml
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    config = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
+    config = load_yaml(args.config.read_text(encoding="utf-8"), source=str(args.config)) or {}
     if not isinstance(config, dict):
         raise ValueError(f"{args.config}: expected a mapping of GRPOConfig fields")
     text = spec_yaml(convert(config, processes=args.processes))

@@ -197,14 +197,14 @@ def share_threads(device: str, *, ranks: int) -> None:
 
 
 def load_spec(path: Path) -> Any:
-    import yaml
     from pydantic import ValidationError
 
     from grpo.spec import JobSpec
     from grpo.spec.hints import invalid_spec_text
+    from grpo.spec.yaml_input import load_yaml
 
     try:
-        return JobSpec.model_validate(yaml.safe_load(path.read_text()))
+        return JobSpec.model_validate(load_yaml(path.read_text(encoding="utf-8"), source=str(path)))
     except ValidationError as exc:  # the same field list as the API's 422
         raise ValueError(invalid_spec_text(exc.errors(), JobSpec)) from None
 
