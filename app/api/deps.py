@@ -80,11 +80,12 @@ async def require_read(
         check_token(settings, authorization)
 
 
-async def require_weights(
+async def require_token(
     settings: SettingsDep, authorization: Annotated[str | None, Header()] = None
 ) -> Identity:
-    """Checkpoints are the valuable part: a token whenever tokens are configured, whatever
-    GRPO_READ_REQUIRES_TOKEN says."""
+    """Any valid token whenever tokens are configured, whatever GRPO_READ_REQUIRES_TOKEN
+    says: for checkpoints (the valuable part) and for routes that store nothing but spend
+    the server's work (a conversion)."""
     return check_token(settings, authorization)
 
 
@@ -125,8 +126,9 @@ async def load_run_version(run_id: RunIdPath) -> int:
 
 WriteAccess = Depends(require_write)
 ReadAccess = Depends(require_read)
-WeightsAccess = Depends(require_weights)
+TokenAccess = Depends(require_token)
+WeightsAccess = TokenAccess  # checkpoints
 WriterDep = Annotated[Identity, Depends(require_write)]
-WeightsReaderDep = Annotated[Identity, Depends(require_weights)]
+WeightsReaderDep = Annotated[Identity, Depends(require_token)]
 RunDep = Annotated[Run, Depends(load_run)]
 RunVersionDep = Annotated[int, Depends(load_run_version)]

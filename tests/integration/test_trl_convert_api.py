@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.routes import specs
 from app.main import create_app
 from app.settings import get_settings
 from tests.integration.store_fixture import store
+from tests.unit.test_yaml_input import billion_laughs
 
 __all__ = ["store"]
 RECIPES = Path(__file__).parents[1] / "data" / "trl_recipes"
@@ -50,3 +52,54 @@ def test_bad_configs_are_422_naming_the_config(api: TestClient) -> None:
         api.post("/api/specs/convert", json={"config": "beta: 0", "processes": 0}).status_code
         == 422
     )
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_yaml_bomb_is_a_small_422_naming_the_line(api: TestClient) -> None:
+    """Issue 38's 407-byte config answered 144 MB: aliases are refused before they expand."""
+    bomb = billion_laughs(7)
+    refused = api.post("/api/specs/convert", json={"config": bomb})
+    assert refused.status_code == 422, refused.text[:300]
+    assert len(refused.content) < 1000
+    field = refused.json()["error"]["fields"][0]
+    assert field == {
+        "loc": "config",
+        "message": "line 1: YAML anchor &l0 is not accepted (anchors and aliases can expand "
+        "a small file without bound): write the value out",
+    }
+    for text in ("seed: " + "9" * 5000, "a: " + "[" * 100 + "]" * 100):  # 500s before
+        assert api.post("/api/specs/convert", json={"config": text}).status_code == 422
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_the_answer_is_bounded(api: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = (RECIPES / "open_r1_math.yaml").read_text()
+    size = len(api.post("/api/specs/convert", json={"config": config}).json()["yaml"])
+    monkeypatch.setattr(specs, "MAX_ANSWER_CHARS", size - 1)
+    refused = api.post("/api/specs/convert", json={"config": config})
+    assert refused.status_code == 422
+    assert refused.json()["error"]["fields"][0]["message"].startswith(f"converts to {size:,}")
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_the_converter_needs_a_token_when_tokens_are_configured(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even with reads open: a conversion is the server's work (issue 38: it ran for anyone)."""
+    monkeypatch.setenv("GRPO_API_TOKENS", "alpha-token,vera:viewer:viewer-token")
+    get_settings.cache_clear()
+    body = {"config": "beta: 0\nlearning_rate: 1.0e-6\n"}
+    with TestClient(create_app(), base_url="http://localhost") as client:
+        missing = client.post("/api/specs/convert", json=body)
+        assert missing.status_code == 401 and missing.json()["error"]["code"] == "unauthorized"
+        wrong = client.post("/api/specs/convert", json=body, headers=_bearer("nope"))
+        assert wrong.status_code == 403
+        for token in ("alpha-token", "viewer-token"):  # it stores nothing: any role
+            ok = client.post("/api/specs/convert", json=body, headers=_bearer(token))
+            assert ok.status_code == 200 and ok.json()["spec"]["beta"] == 0
+        assert client.get("/api/runs").status_code == 200  # reads stay open
+    get_settings.cache_clear()
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

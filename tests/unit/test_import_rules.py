@@ -56,6 +56,7 @@ TORCH_FREE_GRPO = (
     "grpo.spec.records",  # a JSONL record, checked at upload
     "grpo.spec.parquet",  # a parquet dataset read a batch at a time, checked at upload
     "grpo.spec.trl_config",  # a TRL GRPOConfig as a JobSpec (POST /api/specs/convert)
+    "grpo.spec.yaml_input",  # the one rule for YAML a user hands us (no aliases, bounded)
     "grpo.spec.record_files",  # a dataset file's records one at a time, scanned at submit
     "grpo.spec.hints",  # the words of a spec's errors: did you mean, TRL's names, bounds
     "grpo.cli.commands",  # every command's one-line summary, for both parsers

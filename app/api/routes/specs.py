@@ -1,36 +1,49 @@
 """Spec conversions: a TRL GRPOConfig YAML in, the equivalent JobSpec out
-(grpo/spec/trl_config.py), with every field that could not be mapped and why."""
+(grpo/spec/trl_config.py), with every field that could not be mapped and why.
+
+A conversion stores nothing but costs the server work, so it takes a token whenever tokens
+are configured (any role, as the recipe page of a viewer converts too). The YAML is read by
+the one rule for user YAML (grpo/spec/yaml_input.py: no anchors or aliases, bounded depth),
+and the answer is bounded: an input that would convert to more than `MAX_ANSWER_CHARS` is a
+422, not a large body."""
 
 from __future__ import annotations
 
-import yaml
 from fastapi import APIRouter
 
+from app.api.deps import TokenAccess
 from app.api.errors import ApiError
 from app.api.schemas import TrlConfigIn, TrlConversionOut
 from grpo.spec.trl_config import convert, spec_yaml
+from grpo.spec.yaml_input import YamlRefused, load_yaml
 
 router = APIRouter(prefix="/api/specs", tags=["specs"])
 
+MAX_ANSWER_CHARS = 1_000_000
+"""The most a conversion answers (its YAML; the spec as JSON is of the same size)."""
 
-@router.post("/convert")
+
+@router.post("/convert", dependencies=[TokenAccess])
 def convert_trl_config(body: TrlConfigIn) -> TrlConversionOut:
     """The JobSpec of a GRPOConfig YAML (the script arguments of public recipes too:
     model_name_or_path, dataset_name, dataset_config, dataset_prompt_column, system_prompt,
     reward_funcs, reward_weights); nothing is stored or run."""
     try:
-        config = yaml.safe_load(body.config)
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise _bad("config", f"not YAML: {exc}"[:500]) from exc
+        config = load_yaml(body.config, source="config")
+    except YamlRefused as exc:
+        raise _bad("config", str(exc).removeprefix("config: ")) from None
     if not isinstance(config, dict):
         raise _bad("config", "expected a mapping of GRPOConfig fields")
     try:
         conversion = convert(config, processes=body.processes)
     except ValueError as exc:
         raise _bad("config", str(exc)) from exc
-    return TrlConversionOut(
-        spec=conversion.spec, unmapped=conversion.unmapped, yaml=spec_yaml(conversion)
-    )
+    text = spec_yaml(conversion)
+    if len(text) > MAX_ANSWER_CHARS:
+        raise _bad(
+            "config", f"converts to {len(text):,} characters, more than {MAX_ANSWER_CHARS:,}"
+        )
+    return TrlConversionOut(spec=conversion.spec, unmapped=conversion.unmapped, yaml=text)
 
 
 def _bad(loc: str, message: str) -> ApiError:
