@@ -1,7 +1,7 @@
 """Multi-turn tool rollouts: trajectories per second with a step's tool calls run in
 parallel across trajectories vs one at a time, side by side on the same samples.
 
-    .venv/bin/python bench/tools.py            # ~1 min on 2 cores (after the warm-up)
+    .venv/bin/python bench/tool_calls.py            # ~1 min on 2 cores (after the warm-up)
 
 The policy is the warmed-up builtin:tiny-tools on our native engine, sampling the tools
 task's prompts with the same seeds on both sides (so both run the same calls); the tool is

@@ -6,7 +6,7 @@ alternating.
     .venv/bin/python bench/vllm_start.py               (3 starts of each)
     .venv/bin/python bench/vllm_start.py --repeats 5
 
-The spec is bench/vllm.py's (builtin:small, bf16, 8 prompts x 8 completions, 64 + 256
+The spec is bench/vllm_step.py's (builtin:small, bf16, 8 prompts x 8 completions, 64 + 256
 tokens), with vllm_enforce_eager (no inductor compile, which would dominate the start).
 A start is the Trainer's construction: model load, the engine's weights copy and vLLM's
 start. Memory is the child's RSS growth over its own baseline before the Trainer.

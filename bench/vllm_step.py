@@ -1,7 +1,7 @@
 """Generation on vLLM against our own decode loop, side by side in one process.
 
-    .venv/bin/python bench/vllm.py                   (builtin:small, 64 and 256 tokens)
-    .venv/bin/python bench/vllm.py --lengths 32 --repeats 3
+    .venv/bin/python bench/vllm_step.py                   (builtin:small, 64 and 256 tokens)
+    .venv/bin/python bench/vllm_step.py --lengths 32 --repeats 3
 
 One Trainer with use_vllm (the colocated engine, grpo/engines/vllm.py) and a NativeEngine
 over the same policy sample the same request: `prompts` prompts x G completions, each up to
