@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+pytest_plugins = ["tests.budget"]  # the suite's test-time budget, checked last
+
 # Every vLLM engine a test starts gets the KV cache its spec needs
 # (grpo/engines/vllm.py kv_cache_bytes), not 30% of the machine's memory; with an explicit
 # size and vllm_enforce_eager, vLLM also skips its warm-up. (vLLM's CPU CI mode,
