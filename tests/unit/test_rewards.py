@@ -1,8 +1,6 @@
 """Reward functions as tables, weighted totals, bounded time on hostile input
 (grpo/rewards/rules.py)."""
 
-import time
-
 import pytest
 
 from grpo.failures import RewardFunctionError
@@ -140,6 +138,12 @@ def test_score_completions_checks_lengths():
         score_completions(["a"], answers=[], num_tokens=[1], rewards=(AccuracyReward(),))
 
 
+HANG_S = 15
+"""A hostile completion that is not cut off scores for minutes or forever; each scores in
+under 0.4 s here, cut at SYMPY_TIMEOUT_S (1 s) or MATCH_TIMEOUT_S at worst, so 15 s only
+fails a hang, never a slow machine."""
+
+
 @pytest.mark.parametrize(
     ("spec", "completion"),
     [
@@ -154,10 +158,9 @@ def test_score_completions_checks_lengths():
         (AccuracyReward(), "<answer>" * 50_000 + "\\boxed{" * 50_000),
     ],
 )
+@pytest.mark.timeout(HANG_S)
 def test_hostile_completions_score_zero_in_bounded_time(spec, completion):
-    start = time.perf_counter()
     assert score(spec, completion, "2", 5) == 0.0
-    assert time.perf_counter() - start < 3.0
 
 
 def test_invalid_user_pattern_raises_value_error():

@@ -23,13 +23,18 @@ def test_runs_take_turns_one_step_at_a_time_and_each_run_all_its_processes_at_on
     steps: list[tuple[str, float, float]] = []  # (run, start, end) of each process's step
     lock = threading.Lock()
 
+    together = threading.Barrier(2, timeout=30)  # the pair's two processes, in each step
+
     def process(side: str, port: int) -> None:
         """A run's process as fit drives it: should_stop before each step, none after the
-        last, then the end of the run."""
+        last, then the end of the run. The pair's processes each wait in every step for the
+        other's: a turn given to one of them at a time breaks the barrier."""
         turn = bench.Turn(port, side)
         for _ in range(STEPS):
             turn.wait()
             start = time.perf_counter()
+            if side == "pair":
+                together.wait()
             time.sleep(0.01 * (1 + (side == "slow")))
             with lock:
                 steps.append((side, start, time.perf_counter()))

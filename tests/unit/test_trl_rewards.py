@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
-import time
 import warnings
 from typing import Any
 
@@ -111,12 +110,12 @@ def test_a_missing_column_names_label_step_and_the_argument() -> None:
 
 def test_async_functions_are_awaited_concurrently_with_each_other() -> None:
     wait = 0.3
-    spans: list[tuple[float, float]] = []
+    order: list[str] = []  # awaited one after the other: start, end, start, end
 
     async def judge(completions, **kwargs):  # type: ignore[no-untyped-def]
-        start = time.perf_counter()
+        order.append("start")
         await asyncio.sleep(wait)
-        spans.append((start, time.perf_counter()))
+        order.append("end")
         return [1.0] * len(completions)
 
     async def second(completions, **kwargs):  # type: ignore[no-untyped-def]
@@ -126,14 +125,10 @@ def test_async_functions_are_awaited_concurrently_with_each_other() -> None:
         return [0.0] * len(completions)
 
     rewarder = _rewarder(judge=judge, plain=plain, second=second)
-    started = time.perf_counter()
     outcome = rewarder.score(_batch(["a", "b", "c", "d"]))
-    elapsed = time.perf_counter() - started
     assert outcome.scores["judge"] == outcome.scores["second"] == [1.0] * 4
     assert list(outcome.scores) == ["judge", "plain", "second"]  # the spec's order
-    (s1, e1), (s2, e2) = spans
-    assert max(s1, s2) < min(e1, e2)  # the two waits overlapped
-    assert elapsed < 1.5 * wait, f"two {wait}s async functions took {elapsed:.2f}s"
+    assert order == ["start", "start", "end", "end"]  # the two waits overlapped
     assert outcome.seconds["judge"] >= wait
 
 
