@@ -4,15 +4,18 @@ resumes, never waited for; a commit wakes the streams instead of the next poll."
 from __future__ import annotations
 
 import socket
+import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+import httpx
 import pytest
 
+from app.client import parse_sse
 from tests.integration.conftest import tiny_spec
 from tests.seed import go_and_finish, live_seeder
 from tests.sse import SseEvent, follow_events, read_events
@@ -39,6 +42,59 @@ def stalled_stream(port: int, path: str) -> socket.socket:
     sock.connect(("127.0.0.1", port))
     sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
     return sock
+
+
+HANG_S = 120
+"""How long any wait here may take before it counts as a hang (all take seconds)."""
+
+
+def read_from_open(
+    client: httpx.Client, path: str, opened: threading.Event, upto: int | None
+) -> list[SseEvent]:
+    """read_events, setting `opened` once the stream has delivered every event stored when
+    the test asked (up to id `upto`): from then on it waits for new ones."""
+    events: list[SseEvent] = []
+    with client.stream("GET", path, timeout=HANG_S) as response:
+        response.raise_for_status()
+        if not upto:
+            opened.set()
+        for event_id, kind, data in parse_sse(response.iter_lines()):
+            events.append(SseEvent(event_id, kind, data))
+            if event_id is not None and event_id >= (upto or 0):
+                opened.set()
+            if kind == "end":
+                break
+    return events
+
+
+def follow_from_open(
+    client: httpx.Client, path: str, opened: threading.Event, upto: int | None
+) -> list[SseEvent]:
+    """follow_events, with read_from_open's sign for its first connection."""
+    events = read_from_open(client, path, opened, upto)
+    if events and events[-1].kind == "end":
+        return events
+    ids = [e.id for e in events if e.id is not None]
+    return events + follow_events(client, path, last_event_id=ids[-1] if ids else None)
+
+
+def open_and_waiting(
+    pool: ThreadPoolExecutor, read: Callable[..., list[SseEvent]], stack: Stack, path: str, n: int
+) -> list[Future[list[SseEvent]]]:
+    """n readers of the stream, once each has read what was there and now waits."""
+    with stack.client() as client:
+        upto = client.get(path.removesuffix("/events") + "/metrics").json()["last_event_id"]
+    signs = [threading.Event() for _ in range(n)]
+    readers = [pool.submit(read, stack.client(), path, sign, upto) for sign in signs]
+    assert all(sign.wait(timeout=HANG_S) for sign in signs), "a stream never opened"
+    return readers
+
+
+def wait_for_step(client: httpx.Client, run_id: str, step: int) -> None:
+    deadline = time.monotonic() + HANG_S
+    while client.get(f"/api/runs/{run_id}").json()["step"] < step:
+        assert time.monotonic() < deadline, f"run {run_id} never reached step {step}"
+        time.sleep(0.05)
 
 
 def read_until_closed(sock: socket.socket, timeout: float = 60) -> bytes:
@@ -69,8 +125,10 @@ def test_a_stalled_client_is_closed_and_resumes_while_the_others_get_every_event
                 ThreadPoolExecutor(3) as pool,
             ):
                 stalled = stalled_stream(int(stack.url.rsplit(":", 1)[1]), path)
-                readers = [pool.submit(follow_events, stack.client(), path) for _ in range(3)]
-                time.sleep(1.0)  # every stream is open before the first step
+                # every stream is open before the first step
+                readers = open_and_waiting(pool, follow_from_open, stack, path, 3)
+                stalled.settimeout(HANG_S)
+                assert stalled.recv(1, socket.MSG_PEEK)  # its answer began (and stays unread)
                 go_and_finish(proc)
                 fast = [reader.result(timeout=120) for reader in readers]
             # The others got every event once, in order (reconnecting if they lagged too),
@@ -90,24 +148,20 @@ def test_a_stalled_client_is_closed_and_resumes_while_the_others_get_every_event
 
 @pytest.mark.parametrize("store", ["embedded", "postgres"])
 def test_a_commit_wakes_the_streams_long_before_the_next_poll(tmp_path: Path, store: str) -> None:
-    with parked_stack(tmp_path, store, GRPO_STREAM_POLL_SECONDS="30") as stack:
+    # The next poll is an hour away: a step reaches a waiting stream only if its commit
+    # wakes the stream (a hang is bounded by HANG_S).
+    with parked_stack(tmp_path, store, GRPO_STREAM_POLL_SECONDS="3600") as stack:
         with stack.client() as client:
             spec = tiny_spec(stack, max_steps=10, resources={"queue": "parked"})
             run_id = client.post("/api/runs", json=spec).json()["id"]
             path = f"/api/runs/{run_id}/events"
             with live_seeder(stack.env, run_id, 10, 0.2) as proc, ThreadPoolExecutor(2) as pool:
-                opened = time.monotonic()
-                readers = [pool.submit(read_events, stack.client(), path) for _ in range(2)]
-                time.sleep(1.0)  # the streams have read what there was: now they wait
+                readers = open_and_waiting(pool, read_from_open, stack, path, 2)
                 go_and_finish(proc)
-                streams = [reader.result(timeout=120) for reader in readers]
-                lasted = time.monotonic() - opened
-    for events in streams:
+                streams = [reader.result(timeout=HANG_S) for reader in readers]
+    for events in streams:  # on the one connection each opened before the first step
         assert [e.data["step"] for e in events if e.kind == "step"] == list(range(1, 11))
         assert events[-1].kind == "end"
-    # Every step was written after the streams' first read: polling alone would deliver
-    # none of them before the next poll, 30 s later.
-    assert lasted < 15, f"the streams took {lasted:.1f} s for a 2 s run"
 
 
 def test_streams_joining_at_any_moment_from_any_id_get_exactly_what_follows_it(
@@ -124,8 +178,8 @@ def test_streams_joining_at_any_moment_from_any_id_get_exactly_what_follows_it(
             first = pool.submit(follow_events, stack.client(), path)
             go = pool.submit(go_and_finish, proc)
             joiners = []
-            for _ in range(5):
-                time.sleep(0.4)
+            for k in range(1, 6):  # joining at steps 20, 40, ..., 100 of 120
+                wait_for_step(client, run_id, 20 * k)
                 recent = client.get(f"/api/runs/{run_id}/metrics").json()["last_event_id"]
                 joiners.append((0, pool.submit(follow_events, stack.client(), path)))
                 from_recent = partial(follow_events, last_event_id=recent)
