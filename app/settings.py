@@ -97,6 +97,28 @@ class Settings(BaseSettings):
     """Largest JSONL dataset upload."""
     max_dataset_lines: int = 500_000
     """Most records in one uploaded dataset."""
+    max_dataset_columns: int = Field(1_000, ge=1)
+    """Most columns in one uploaded dataset: a parquet file's leaf columns (each field of a
+    struct counts), or the distinct top-level fields of a JSONL dataset's records."""
+    max_dataset_nesting: int = Field(16, ge=2)
+    """Deepest a dataset field's value may nest lists and objects (structs, maps) one inside
+    another: text and numbers are 0, a chat prompt (a list of message objects) is 2."""
+    max_dataset_record_bytes: int = Field(1_000_000, ge=1_000)
+    """Largest record: a JSONL line's bytes, or what a parquet row decodes to (its text and
+    binary values' bytes, fixed-width values' widths, and 8 bytes a value), counted before
+    the row is expanded. Past it the upload is a 413 naming the line or row."""
+    max_dataset_decoded_bytes: int = Field(512_000_000, ge=1_000_000)
+    """Most a parquet upload may decode to, all rows together, counted as for
+    GRPO_MAX_DATASET_RECORD_BYTES: a small file whose dictionary-encoded column repeats a
+    large value over many rows is refused (413) here, whatever its size on disk."""
+    max_dataset_column_chunk_bytes: int = Field(64_000_000, ge=1_000_000)
+    """Largest decompressed size of one parquet column chunk (one column of one row group),
+    read from the file's footer before anything is decoded (413); write a larger file in
+    smaller row groups."""
+    max_dataset_parquet_footer_bytes: int = Field(4_000_000, ge=10_000)
+    """Largest parquet footer (the schema and every column chunk's metadata), checked
+    from the file's last bytes before it is parsed (413): parsing takes about 15 times its
+    size in memory."""
     stream_poll_seconds: float = Field(0.5, gt=0)
     """How often a live stream re-reads the database when nothing wakes it."""
     stream_queue_events: int = Field(256, ge=1)

@@ -215,6 +215,9 @@ class DatasetOut(BaseModel):
     num_records: int
     num_bytes: int
     fields: list[str]
+    """Its records' field names; GET /api/datasets lists the first 32 (see num_fields)."""
+    num_fields: int
+    """How many fields its records have, named in `fields` or not."""
     created_at: str
     source: str
     """What a spec's data.source names to use it."""

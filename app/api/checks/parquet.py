@@ -1,31 +1,34 @@
 """Checking an uploaded parquet dataset a record batch at a time (grpo/spec/parquet.py),
-never holding it whole: every row a record as the trainer reads it (grpo/spec/records.py).
-Every refusal names the row (1-based); strings may not hold NUL, which the store cannot
-keep. Knows nothing of HTTP beyond the error it raises.
+never holding it whole: its footer's length, then its rows, columns, nesting and column
+chunks' decompressed sizes from the footer, all before anything is decoded; then every row
+a record as the trainer reads it (grpo/spec/records.py), each row's and all rows' decoded
+size counted before the row is expanded (grpo/spec/parquet_shape.py). Every refusal names
+the row (1-based) or the column; strings may not hold NUL, which the store cannot keep.
+Knows nothing of HTTP beyond the error it raises.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from app.api.checks.jsonl import JsonlSummary, bad_dataset, texts_of
+from app.api.checks.jsonl import JsonlSummary, bad_dataset, past_limit, texts_of
+from grpo.spec.dataset_limits import DatasetLimitError, DatasetLimits
 from grpo.spec.parquet import parquet_records
 from grpo.spec.records import RecordError, parse_record
 
 
 def check_parquet_file(
-    path: Path, *, prompt_field: str, answer_field: str | None, max_lines: int
+    path: Path, *, prompt_field: str, answer_field: str | None, limits: DatasetLimits
 ) -> JsonlSummary:
-    """The number of rows and the columns records have; a 422 naming the first bad row."""
+    """The number of rows and the columns records have; a 413 or 422 naming the limit
+    exceeded, or a 422 naming the first bad row."""
     fields = {prompt_field} | ({answer_field} if answer_field else set())
     count = 0
     try:
-        for number, row in enumerate(parquet_records(path), start=1):
+        for number, row in enumerate(parquet_records(path, limits), start=1):
             count += 1
-            if count > max_lines:
-                raise bad_dataset(
-                    f"more than {max_lines} records; at most {max_lines} are accepted"
-                )
+            if count > limits.max_dataset_lines:  # the footer said fewer
+                raise bad_dataset(f"more than {limits.max_dataset_lines} records")
             if any("\x00" in text for text in texts_of(row)):
                 raise bad_dataset(f"row {number}: NUL character (\\u0000) in a string")
             try:
@@ -35,6 +38,8 @@ def check_parquet_file(
             except RecordError as exc:
                 raise bad_dataset(str(exc)) from exc
             fields |= set(parsed.data)
+    except DatasetLimitError as exc:
+        raise past_limit(exc) from exc
     except (ValueError, OSError) as exc:  # pyarrow's errors about the file itself
         raise bad_dataset(f"not a readable parquet file: {exc}"[:500]) from exc
     if count == 0:

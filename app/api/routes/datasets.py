@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
 
@@ -18,8 +19,10 @@ from app.api.guards import JSONL_TYPES, PARQUET_TYPES
 from app.api.params import NameQuery
 from app.api.responses import WRITES, errors
 from app.api.schemas import DatasetList, DatasetOut
+from app.settings import Settings
 from app.store import datasets
 from app.store.models import Dataset
+from grpo.spec.dataset_limits import DatasetLimits
 from grpo.spec.parquet import is_parquet
 
 router = APIRouter(prefix="/api/datasets", tags=["datasets"])
@@ -33,16 +36,28 @@ AnswerFieldName = Annotated[
 ]
 
 
-def dataset_out(d: Dataset) -> DatasetOut:
+LISTED_FIELDS = 32
+"""Most field names each dataset shows in GET /api/datasets (`num_fields` counts them all)."""
+
+
+def dataset_out(d: Dataset, most_fields: int | None = None) -> DatasetOut:
+    """The dataset; its first `most_fields` field names only, given a number."""
+    fields = list(d.fields)
     return DatasetOut(
         id=d.id,
         name=d.name,
         num_records=d.num_records,
         num_bytes=d.num_bytes,
-        fields=list(d.fields),
+        fields=fields[:most_fields],
+        num_fields=len(fields),
         created_at=d.created_at.isoformat(),
         source=f"dataset:{d.id}",
     )
+
+
+def dataset_limits(settings: Settings) -> DatasetLimits:
+    """The upload limits, one per setting of the same name."""
+    return DatasetLimits(**{f.name: getattr(settings, f.name) for f in fields(DatasetLimits)})
 
 
 UPLOAD_BODY = {
@@ -78,7 +93,10 @@ async def upload_dataset(
     """Body: JSONL (`application/x-ndjson`), one record per line, or a parquet file
     (`application/vnd.apache.parquet`), one record per row, with the prompt and answer
     fields. Streamed to a file while counting (413 past GRPO_MAX_DATASET_BYTES), checked in a
-    worker thread a line or a record batch at a time, then moved into place."""
+    worker thread a line or a record batch at a time, then moved into place. Bounded by
+    shape too: a 422 past the records, columns or nesting allowed, a 413 past a line's or
+    row's size, a parquet file's decoded size, a column chunk's or its footer's (each
+    message names the setting)."""
     settings.datasets_dir.mkdir(parents=True, exist_ok=True)
     upload = await receive_to_file(request, settings.datasets_dir, settings.max_dataset_bytes)
     try:
@@ -88,7 +106,7 @@ async def upload_dataset(
             upload,
             prompt_field=prompt_field,
             answer_field=answer_field or None,
-            max_lines=settings.max_dataset_lines,
+            limits=dataset_limits(settings),
         )
         dataset_id = uuid.uuid4().hex[:16]
         row = Dataset(
@@ -131,4 +149,6 @@ def _too_large(max_bytes: int) -> ApiError:
 
 @router.get("", dependencies=[ReadAccess])
 def list_datasets(session: SessionDep) -> DatasetList:
-    return DatasetList(items=[dataset_out(d) for d in datasets.list_datasets(session)])
+    """Every dataset, each with its first 32 field names and `num_fields`."""
+    items = [dataset_out(d, LISTED_FIELDS) for d in datasets.list_datasets(session)]
+    return DatasetList(items=items)
