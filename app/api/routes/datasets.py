@@ -42,14 +42,14 @@ LISTED_FIELDS = 32
 
 def dataset_out(d: Dataset, most_fields: int | None = None) -> DatasetOut:
     """The dataset; its first `most_fields` field names only, given a number."""
-    fields = list(d.fields)
+    names = list(d.fields)
     return DatasetOut(
         id=d.id,
         name=d.name,
         num_records=d.num_records,
         num_bytes=d.num_bytes,
-        fields=fields[:most_fields],
-        num_fields=len(fields),
+        fields=names[:most_fields],
+        num_fields=len(names),
         created_at=d.created_at.isoformat(),
         source=f"dataset:{d.id}",
     )
