@@ -9,7 +9,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.api.errors import install_error_handlers
 from app.api.guards import RequestGuard
-from app.api.limits import BodySizeLimit
+from app.api.limits import BodySizeLimit, BodyTimeout
 from app.api.outages import install_outage_handlers
 from app.api.responses import EVERY_ROUTE, errors
 from app.api.routes import (
@@ -19,6 +19,7 @@ from app.api.routes import (
     evals,
     exports,
     health,
+    openapi,
     presets,
     run_actions,
     run_summary,
@@ -35,13 +36,22 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="GRPO Service", version="0.1.0")
+    # the document and its pages are routes of app/api/routes/openapi.py, under the read rule
+    app = FastAPI(
+        title="GRPO Service", version="0.1.0", openapi_url=None, docs_url=None, redoc_url=None
+    )
     install_error_handlers(app)
     install_outage_handlers(app)
+    settings = get_settings()
     app.add_middleware(
-        BodySizeLimit, max_bytes=get_settings().max_body_bytes, exempt_prefixes=("/api/datasets",)
+        BodySizeLimit, max_bytes=settings.max_body_bytes, exempt_prefixes=("/api/datasets",)
     )
-    app.add_middleware(RequestGuard, settings=get_settings())  # outermost: runs first
+    app.add_middleware(
+        BodyTimeout,
+        seconds=settings.body_timeout_seconds,
+        min_rate=settings.body_min_bytes_per_second,
+    )
+    app.add_middleware(RequestGuard, settings=settings)  # outermost: runs first
     for module in (
         health,
         presets,
@@ -59,6 +69,7 @@ def create_app() -> FastAPI:
         specs,
     ):
         app.include_router(module.router, responses=errors(*EVERY_ROUTE))
+    app.include_router(openapi.router)
     app.include_router(dashboard.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

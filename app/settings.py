@@ -91,6 +91,14 @@ class Settings(BaseSettings):
     header_timeout_seconds: float = Field(10.0, gt=0)
     """How long a connection may take to send a request's headers (from its opening, or
     from its previous response) before the server closes it (app/server.py)."""
+    body_timeout_seconds: float = Field(30.0, gt=0)
+    """How long the server waits for a request's body beyond what its bytes earn at
+    GRPO_BODY_MIN_BYTES_PER_SECOND, and the longest it waits for any one chunk of it; past
+    either, the answer is 408 and the connection is closed (app/api/limits.py). A body that
+    keeps up that rate (a large dataset over a slow link) is never cut."""
+    body_min_bytes_per_second: int = Field(10_000, gt=0)
+    """The slowest a request body may arrive once GRPO_BODY_TIMEOUT_SECONDS is spent: each
+    byte received gives the body 1/this seconds more."""
     max_body_bytes: int = 1_000_000
     """Largest request body accepted (datasets have their own limit)."""
     max_dataset_bytes: int = 64_000_000

@@ -1,6 +1,8 @@
 """With API tokens configured, the token is asked once, kept in the browser and sent on writes;
-where reads need it too, the export menu still downloads (with the token, not a bare link);
-where reads do not, the model download (which always does) says a token is needed."""
+where reads need it too, the export menu still downloads (with the token, not a bare link)
+and the new-run page asks for it, then has its presets and its field help (the OpenAPI
+document, read with the token); where reads do not, the model download (which always does)
+says a token is needed."""
 
 from __future__ import annotations
 
@@ -110,6 +112,34 @@ def test_exports_download_with_the_stored_token_when_reads_require_one(
     assert [row["step"] for row in rows] == [1, 2, 3, 4, 5]
     assert all(sum(row["group_reward_std_histogram"]) == 8 for row in rows)
     assert console.unexpected() == []
+
+
+def test_the_new_run_page_asks_for_the_token_then_has_presets_and_field_help(
+    browser: Any, read_token_stack: Stack, console: Console
+) -> None:
+    stack = read_token_stack
+    assert httpx.get(f"{stack.url}/api/presets").status_code == 401
+    assert httpx.get(f"{stack.url}/openapi.json").status_code == 401
+    context = browser.new_context(viewport=VIEWPORT, base_url=stack.url)
+    page = context.new_page()
+    page.on("console", console.record)
+    try:
+        page.goto("/runs/new")
+        dialog = page.locator("#token-dialog")
+        expect(dialog.locator("#token-reason")).to_contain_text("requires an API token for reads")
+        page.fill("#token-input", TOKEN)
+        dialog.locator("button[value='save']").click()
+
+        first = page.locator("#presets .preset").first
+        expect(first).to_have_attribute("data-preset", "arith-demo")
+        expect(page.locator("#spec-text")).to_have_value(re.compile(r"name: arith-demo"))
+        page.locator("#spec-text").click()
+        page.keyboard.press("Control+Home")
+        expect(page.locator("#field-path")).to_have_text("name")
+        expect(page.locator("#field-help dt").first).to_have_text("type")
+    finally:
+        context.close()
+    assert console.unexpected(allowed=("status of 401",)) == []
 
 
 def test_a_model_download_refused_for_want_of_a_token_says_so(

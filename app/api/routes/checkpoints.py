@@ -88,8 +88,8 @@ def pick_checkpoint(found: list[Checkpoint], which: str) -> Checkpoint:
     },
 )
 async def download_checkpoint(
+    caller: WeightsReaderDep,  # first: no token learns nothing, not even if the run exists
     run: RunDep,
-    caller: WeightsReaderDep,
     settings: SettingsDep,
     session: SessionDep,
     which: Annotated[str, Path(pattern=STEP_OR_LATEST, description="a step, or `latest`")],

@@ -1,4 +1,5 @@
-"""Presets: ready-made specs the new-run page offers, the built-in demo first."""
+"""Presets: ready-made specs the new-run page offers, the built-in demo first. A read like
+any other: with GRPO_READ_REQUIRES_TOKEN it needs the token (the dashboard sends it)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from app.api.deps import ReadAccess
 from app.api.schemas import Preset, PresetList
 from grpo.spec import AccuracyReward, JobSpec
 from grpo.spec.demo import DEMO_PROMISE
 
-router = APIRouter(prefix="/api", tags=["presets"])
+router = APIRouter(prefix="/api", tags=["presets"], dependencies=[ReadAccess])
 
 DEMO_SPEC = JobSpec(
     name="arith-demo",

@@ -281,12 +281,13 @@ async function main() {
   const params = new URLSearchParams(window.location.search);
   /** @type {SpecSource | null} */
   let extra = null;
-  state.schema = await loadSchema();
   try {
-    state.presets = (await listPresets()).items;
+    // where reads need a token and none is stored, ask for it here, before the schema's read
+    state.presets = (await withToken(listPresets, { purpose: 'reads' })).items;
   } catch (error) {
     fill($('#presets'), stateBox('error', 'Could not load presets', errorText(error)));
   }
+  state.schema = await loadSchema();
   if (params.get('from')) {
     try {
       const run = await getRun(params.get('from') ?? '');

@@ -210,7 +210,7 @@ async function startDemo(button) {
   const label = button.lastChild.textContent;
   button.lastChild.textContent = ' Starting…';
   try {
-    const presets = await listPresets();
+    const presets = await withToken(listPresets, { purpose: 'reads' });
     const demo = presets.items[0];
     if (!demo) throw new Error('The server offers no preset.');
     const run = await withToken(() => createRun(demo.spec));

@@ -1,16 +1,21 @@
 // The JobSpec schema, read from the API's own OpenAPI document: field docs, bounds and
-// defaults for the spec editor, never restated here.
+// defaults for the spec editor, never restated here. The document is a read like any other:
+// it goes with the stored token, which it needs where reads require one.
+
+import { getToken } from './token.js';
 
 /** @type {Promise<any> | null} the OpenAPI document, or null when it cannot be read */
 let cached = null;
 
 export async function loadSchema() {
   if (!cached) {
-    cached = fetch('/openapi.json')
+    const token = getToken();
+    cached = fetch('/openapi.json', { headers: token ? { Authorization: `Bearer ${token}` } : {} })
       .then((r) => (r.ok ? r.json() : null))
       .catch(() => null);
   }
   const doc = await cached;
+  if (!doc) cached = null; // read again next time (a token may have been entered since)
   return doc?.components?.schemas.JobSpec ? new SpecSchema(doc.components.schemas) : null;
 }
 
