@@ -23,7 +23,8 @@ from grpo.failures import RewardFunctionError
 from grpo.rewards.batch import RewardBatch
 from grpo.rewards.kind import Refusal, RewardKind, RunFacts, Scorer, ServerFacts
 from grpo.rewards.trl_call import checked_scores
-from grpo.spec.rewards import HttpReward, endpoint_host, is_allowed_host
+from grpo.spec.endpoints import endpoint_host, endpoint_url_problem, is_allowed_host
+from grpo.spec.rewards import HttpReward
 from grpo.spec.token_env import is_allowed_token_env, read_token, token_env_rule
 
 BACKOFF_S = 0.5
@@ -35,7 +36,10 @@ class EndpointError(RuntimeError):
 
 
 def check_host(entry: HttpReward, allowed_hosts: Sequence[str]) -> None:
-    """Refuse (ValueError) an endpoint whose host the operator has not allowed."""
+    """Refuse (ValueError) a URL that breaks the spec's URL rule (a stored spec may predate
+    it) or whose host the operator has not allowed."""
+    if (problem := endpoint_url_problem(entry.url)) is not None:
+        raise ValueError(f"reward {entry.label!r}: url: {problem}")
     if not is_allowed_host(entry.url, allowed_hosts):
         listed = ", ".join(allowed_hosts) or "none"
         raise ValueError(
@@ -155,7 +159,10 @@ def _rewards(body: Any, *, groups: int, per_group: int) -> list[float | None]:
 
 
 def check_endpoint(entry: HttpReward, server: ServerFacts) -> Refusal | None:
-    """The host must be one this server allows, the token variable one the rule allows."""
+    """The URL must follow the URL rule and name a host this server allows, the token
+    variable must be one the rule allows."""
+    if (problem := endpoint_url_problem(entry.url)) is not None:
+        return Refusal("url", problem)
     if not is_allowed_host(entry.url, server.reward_hosts):
         allowed = ", ".join(server.reward_hosts) or "none (GRPO_REWARD_HOSTS)"
         return Refusal(

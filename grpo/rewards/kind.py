@@ -48,15 +48,23 @@ def _no_local_models(path: str) -> str | None:
     return "local model paths are not allowed here"
 
 
+def _hub_unchecked(repo_id: str) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class ServerFacts:
     """What a submit-time check may know of the server it runs on; the API fills it in
-    from its Settings (GRPO_REWARD_HOSTS, GRPO_REWARD_TOKEN_ENVS, GRPO_MODEL_ROOTS)."""
+    from its Settings (GRPO_REWARD_HOSTS, GRPO_REWARD_TOKEN_ENVS, GRPO_MODEL_ROOTS,
+    GRPO_CHECK_HUB_MODELS)."""
 
     reward_hosts: tuple[str, ...] = ()
     token_envs: tuple[str, ...] = ()
     local_model_problem: Callable[[str], str | None] = _no_local_models
     """Why a local model path may not be used (None: it may), in the server's words."""
+    hub_model_problem: Callable[[str], str | None] = _hub_unchecked
+    """Why a Hugging Face model id cannot be loaded (None: it can, or the server does not
+    ask: GRPO_CHECK_HUB_MODELS=false), in the server's words."""
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,15 @@ from grpo.spec.sources import parse_model_name
 
 
 def check_model_source(entry: ModelReward, server: ServerFacts) -> Refusal | None:
-    """A local path must lie inside this server's model roots, as the policy's must."""
+    """As the policy's `model`: a local path must lie inside this server's model roots, a
+    hub id must be one this machine can load."""
     source = parse_model_name(entry.model)
-    if source.kind != "local" or (problem := server.local_model_problem(source.value)) is None:
-        return None
-    return Refusal("model", problem)
+    problem = None
+    if source.kind == "local":
+        problem = server.local_model_problem(source.value)
+    elif source.kind == "hub":
+        problem = server.hub_model_problem(source.value)
+    return None if problem is None else Refusal("model", problem)
 
 
 def prepare_classifier(entry: ModelReward, run: RunFacts) -> Scorer:

@@ -14,7 +14,9 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from grpo.spec.algorithm import AlgorithmKnobs
+from grpo.spec.config import SpecInt
 from grpo.spec.data import DataSpec
+from grpo.spec.endpoints import endpoint_host, is_allowed_host
 from grpo.spec.eval import EvalSpec
 from grpo.spec.generation import GenerationKnobs
 from grpo.spec.legacy import map_legacy_fields
@@ -33,15 +35,14 @@ from grpo.spec.rewards import (
     ModelReward,
     PythonReward,
     RegexReward,
-    endpoint_host,
-    is_allowed_host,
 )
 from grpo.spec.sources import parse_data_source
 from grpo.spec.task import TaskKnobs
 from grpo.spec.tools import ToolKnobs
 from grpo.spec.vllm import VllmKnobs
 
-# the reward entries live in grpo/spec/rewards.py; they are also this module's names
+# the reward entries live in grpo/spec/rewards.py, the URL rule in grpo/spec/endpoints.py;
+# they are also this module's names
 __all__ = [
     "DEFAULT_FORMAT_PATTERN",
     "ENTRY_POINT_GROUP",
@@ -92,9 +93,9 @@ class JobSpec(ToolKnobs, VllmKnobs, OptimizationKnobs, GenerationKnobs, Algorith
             ]
         },
     )
-    seed: int = Field(0, ge=0, le=2**32 - 1)
+    seed: SpecInt = Field(0, ge=0, le=2**32 - 1)
     """Seeds data order, sampling and initialisation."""
-    save_steps: int = Field(10, ge=0)
+    save_steps: SpecInt = Field(10, ge=0, le=10**9)
     """Checkpoint every k steps (and at the end, see save_final); 0: only at the end."""
     save_final: bool = True
     """Checkpoint the model a completed run ends with, on the save_steps grid or not, and

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, SpecInt
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class DynamicSamplingSpec(BaseModel):
     model_config = SECTION_CONFIG
     enabled: bool = False
     """Drop zero-signal groups and refill the step with newly sampled prompts."""
-    max_rounds: int = Field(3, ge=1, le=64)
+    max_rounds: SpecInt = Field(3, ge=1, le=64)
     """Generation rounds per step at most, the first included; then the step trains on what
     it has."""
 
@@ -67,12 +67,12 @@ class AlgorithmKnobs(BaseModel):
     """KL coefficient toward the reference policy (0 skips the reference pass)."""
     kl_target: float | None = Field(None, gt=0)
     """When set, beta adapts each step toward this KL (adaptive controller)."""
-    kl_horizon: int = Field(100, ge=1)
+    kl_horizon: SpecInt = Field(100, ge=1, le=10**9)
     """Steps over which the adaptive controller closes the gap to kl_target."""
     sync_ref_model: bool = False
     """Update the reference from the policy every ref_model_sync_steps steps (TR-DPO,
     Gorbatovski et al. 2024, arXiv:2404.09656); replaces `sync_ref_every`."""
-    ref_model_sync_steps: int = Field(512, ge=1)
+    ref_model_sync_steps: SpecInt = Field(512, ge=1, le=10**9)
     """Steps between reference updates (TR-DPO's tau)."""
     ref_model_mixup_alpha: float = Field(0.6, ge=0, le=1)
     """ref <- alpha * policy + (1 - alpha) * ref at each update; 1 copies the policy."""

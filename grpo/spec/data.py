@@ -40,11 +40,8 @@ class DataSpec(BaseModel):
 
     @field_validator("source")
     @classmethod
-    def _builtin_known(cls, value: str) -> str:
-        if value.startswith("builtin:") and value not in BUILTIN_TASKS:
-            raise ValueError(f"unknown built-in task {value!r}; choose one of {BUILTIN_TASKS}")
-        parse_data_source(value)
-        return value
+    def _source_known(cls, value: str) -> str:
+        return checked_data_source(value)
 
     @field_validator("prompt_template")
     @classmethod
@@ -52,3 +49,12 @@ class DataSpec(BaseModel):
         if "{prompt}" not in value:
             raise ValueError("must contain the placeholder {prompt}")
         return value
+
+
+def checked_data_source(value: str) -> str:
+    """A data source, once its kind parses and a built-in one exists: the rule of
+    `data.source` and `eval.source` alike."""
+    if value.startswith("builtin:") and value not in BUILTIN_TASKS:
+        raise ValueError(f"unknown built-in task {value!r}; choose one of {BUILTIN_TASKS}")
+    parse_data_source(value)
+    return value

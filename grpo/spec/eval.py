@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from grpo.spec.config import SpecInt
+from grpo.spec.data import checked_data_source
 from grpo.spec.rewards import RewardSpec, check_reward_entries
-from grpo.spec.sources import parse_data_source
 
 
 class EvalSpec(BaseModel):
@@ -31,17 +32,22 @@ class EvalSpec(BaseModel):
     """None: the run's `data.prompt_field`."""
     answer_field: str | None = Field(None, min_length=1, max_length=100)
     """None: the run's `data.answer_field`."""
-    every_steps: int = Field(50, ge=0, le=1_000_000)
+    every_steps: SpecInt = Field(50, ge=0, le=1_000_000)
     """Evaluate after every k-th step (and at step 0 and the end); 0: only at 0 and the end."""
-    max_examples: int = Field(200, ge=1, le=100_000)
+    max_examples: SpecInt = Field(200, ge=1, le=100_000)
     """The first this many examples of the split."""
-    num_samples: int = Field(1, ge=1, le=64)
+    num_samples: SpecInt = Field(1, ge=1, le=64)
     """Completions per example; k of pass@k."""
     temperature: float = Field(0.0, ge=0.0, le=10.0)
     """0: greedy decoding."""
     rewards: tuple[RewardSpec, ...] | None = None
     """Reward functions that score the eval samples (and decide a pass, as in training);
     None: the run's own."""
+
+    @field_validator("source")
+    @classmethod
+    def _source_known(cls, value: str | None) -> str | None:
+        return None if value is None else checked_data_source(value)
 
     @field_validator("rewards")
     @classmethod
@@ -52,13 +58,11 @@ class EvalSpec(BaseModel):
 
     @model_validator(mode="after")
     def _samples_differ(self) -> EvalSpec:
-        if self.source is not None:
-            parse_data_source(self.source)
-            if self.holdout_fraction is not None:
-                raise ValueError(
-                    "holdout_fraction keeps a share of the training source for eval; with "
-                    "eval.source set, leave it out"
-                )
+        if self.source is not None and self.holdout_fraction is not None:
+            raise ValueError(
+                "holdout_fraction keeps a share of the training source for eval; with "
+                "eval.source set, leave it out"
+            )
         if self.num_samples > 1 and self.temperature == 0:
             raise ValueError("num_samples > 1 needs temperature > 0 (greedy samples are equal)")
         return self

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, SpecInt
 
 
 @dataclass(frozen=True)
@@ -33,17 +33,17 @@ class GenerationKnobs(BaseModel):
     """Lengths, temperature, truncation of the distribution and stop strings."""
 
     model_config = SECTION_CONFIG
-    max_prompt_length: int = Field(512, ge=1, le=131072)
+    max_prompt_length: SpecInt = Field(512, ge=1, le=131072)
     """Prompt tokens at most: a longer prompt loses the start of its content (the prompt
     text or the last user turn), never its template or other turns (see prompt_fit.py);
     the metric prompts/truncated counts them. TRL's name."""
-    max_completion_length: int = Field(16, ge=1, le=131072)
+    max_completion_length: SpecInt = Field(16, ge=1, le=131072)
     """Tokens generated at most per completion."""
     temperature: float = Field(1.0, gt=0, le=10)
     """Sampling temperature."""
     top_p: float = Field(1.0, gt=0, le=1)
     """Nucleus sampling mass; 1 disables."""
-    top_k: int = Field(0, ge=0)
+    top_k: SpecInt = Field(0, ge=0, le=1_048_576)
     """Sample among the k most likely tokens; 0 disables."""
     min_p: float | None = Field(None, ge=0, le=1)
     """Drop tokens less likely than min_p times the most likely one (Nguyen et al. 2024,

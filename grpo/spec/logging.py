@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, SpecInt
 
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}
 """The package each `logging.report_to` tracker needs (the `trackers` extra); the API checks
@@ -19,7 +19,7 @@ class LoggingSpec(BaseModel):
     """What is kept of each step beyond its scalars."""
 
     model_config = SECTION_CONFIG
-    max_groups_per_step: int = Field(16, ge=0, le=4096)
+    max_groups_per_step: SpecInt = Field(16, ge=0, le=4096)
     """Groups per step whose completion texts are kept (all group stats are always kept)."""
     pass_threshold: float = Field(1.0, ge=-1e6, le=1e6)
     """Total reward at which a completion passes when no accuracy-like reward (`accuracy`,

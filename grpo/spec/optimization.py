@@ -8,14 +8,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, OptionalSpecInt, SpecInt
 
 
 class LoraSpec(BaseModel):
     """Train LoRA adapters instead of all weights; the reference is the adapter-free model."""
 
     model_config = SECTION_CONFIG
-    r: int = Field(8, ge=1, le=1024)
+    r: SpecInt = Field(8, ge=1, le=1024)
     """Rank of the adapters."""
     alpha: float = Field(16.0, gt=0)
     """Scaling numerator (scale = alpha / r)."""
@@ -33,7 +33,7 @@ class OptimizationKnobs(BaseModel):
     """Peak learning rate."""
     lr_scheduler_type: Literal["constant", "linear", "cosine"] = "constant"
     """Decay after warmup."""
-    warmup_steps: int = Field(0, ge=0)
+    warmup_steps: SpecInt = Field(0, ge=0, le=10**9)
     """Linear warmup steps."""
     weight_decay: float = Field(0.0, ge=0, le=1)
     """Decoupled weight decay."""
@@ -48,13 +48,13 @@ class OptimizationKnobs(BaseModel):
     """Optimizer. adamw_torch runs torch's fused AdamW kernel when every trainable parameter
     is a floating-point CPU or CUDA tensor (transformers' `adamw_torch_fused`), else torch's
     default AdamW; the update is the same up to fp32 rounding."""
-    micro_batch_size: int | None = Field(None, ge=1, le=1_048_576)
+    micro_batch_size: OptionalSpecInt = Field(None, ge=1, le=1_048_576)
     """Completions per forward/backward pass of the update and of the reference and
     old-policy passes; gradients accumulate across passes and each pass's loss is divided
     by the whole step's normalizer, so the step equals the full batch's. A group may be
     split. None: all B x G at once. Bounds activation memory (TRL's nearest knob is
     per_device_train_batch_size with gradient_accumulation_steps)."""
-    generation_batch_size: int | None = Field(None, ge=1, le=1_048_576)
+    generation_batch_size: OptionalSpecInt = Field(None, ge=1, le=1_048_576)
     """Completions decoded at once, in whole groups: a multiple of num_generations. Bounds
     the KV cache. None: all B x G at once. Samples do not depend on it (one seeded stream
     per group). Not TRL's generation_batch_size, which counts completions per generation

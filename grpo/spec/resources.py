@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, SpecInt
 
 
 class ResourcesSpec(BaseModel):
@@ -19,7 +19,7 @@ class ResourcesSpec(BaseModel):
     min_free_memory_gb: float | None = Field(None, gt=0, le=100_000)
     """Free memory (GiB) the job needs on its device (on each rank's GPU with several ranks); a
     worker with less leaves it queued."""
-    num_processes: int = Field(1, ge=1, le=64)
+    num_processes: SpecInt = Field(1, ge=1, le=64)
     """Ranks of one run on one machine (torch.distributed data parallel): one per GPU on
     CUDA (NCCL), CPU processes with gloo otherwise. Whole groups are dealt to ranks, so
     prompts_per_step must be at least this; the update equals one process on the union."""

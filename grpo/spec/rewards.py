@@ -9,20 +9,15 @@ imports without torch. Knows nothing of HTTP servers, SQL or Celery.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, SpecInt
+from grpo.spec.endpoints import EndpointUrl
 from grpo.spec.patterns import check_pattern
 from grpo.spec.sources import parse_model_name
 from grpo.spec.token_env import is_reserved_name, token_env_rule
-
-_NETLOC = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::[0-9]{1,5})?", re.ASCII)
-"""host[:port] of a reward URL: one colon at most (outside IPv6 brackets), ASCII digits."""
 
 DEFAULT_FORMAT_PATTERN = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
 LABEL_PATTERN = r"^[A-Za-z0-9_.\-]*$"
@@ -79,9 +74,9 @@ class LengthReward(RewardEntry):
     """Soft overlong penalty (DAPO): 0 up to max_length - cache_length, then linear to -1."""
 
     name: Literal["length"] = "length"
-    max_length: int = Field(64, ge=1)
+    max_length: SpecInt = Field(64, ge=1, le=131072)
     """Completion length in tokens at which the penalty reaches -1."""
-    cache_length: int = Field(16, ge=0)
+    cache_length: SpecInt = Field(16, ge=0, le=131072)
     """Width in tokens of the linear penalty ramp before max_length."""
 
 
@@ -136,37 +131,21 @@ class HttpReward(RewardEntry):
     answer, data, completions}]} -> {rewards: [[float | null, ...], ...]} of the same shape."""
 
     name: Literal["http"] = "http"
-    url: str = Field(max_length=2000, pattern=r"^https?://[^\s/?#@]+(/\S*)?$")
-    """Endpoint URL; its host must be listed in the operator's GRPO_REWARD_HOSTS."""
+    url: EndpointUrl
+    """Endpoint URL, under the rule of every URL of a spec (grpo/spec/endpoints.py); its host
+    must be listed in the operator's GRPO_REWARD_HOSTS."""
     timeout_s: float = Field(30.0, gt=0, le=600)
     """Seconds one request may take."""
-    max_retries: int = Field(2, ge=0, le=10)
+    max_retries: SpecInt = Field(2, ge=0, le=10)
     """Retries (with exponential backoff) after a connection error or a 5xx answer."""
     token_env: str | None = Field(None, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Name of a worker environment variable whose value is sent as a bearer token: one
     starting GRPO_REWARD_TOKEN_, or one the operator lists in GRPO_REWARD_TOKEN_ENVS; never
     another GRPO_* variable (grpo/spec/token_env.py)."""
-    groups_per_request: int = Field(8, ge=1, le=4096)
+    groups_per_request: SpecInt = Field(8, ge=1, le=4096)
     """Groups sent in one request; a step's requests run concurrently."""
-    max_concurrency: int = Field(4, ge=1, le=64)
+    max_concurrency: SpecInt = Field(4, ge=1, le=64)
     """Requests in flight at once for this endpoint."""
-
-    @field_validator("url")
-    @classmethod
-    def _well_formed_port(cls, url: str) -> str:
-        netloc = urlsplit(url).netloc
-        if not _NETLOC.fullmatch(netloc):
-            raise ValueError(
-                f"malformed host or port in {netloc!r}: write host[:port], the port in ASCII "
-                "digits (IPv6 hosts in brackets)"
-            )
-        try:
-            port = urlsplit(url).port
-        except ValueError as exc:
-            raise ValueError(f"malformed port in {netloc!r}: {exc}") from None
-        if port == 0:
-            raise ValueError(f"port 0 in {netloc!r} is not a port a server listens on")
-        return url
 
     @field_validator("token_env")
     @classmethod
@@ -183,11 +162,11 @@ class ModelReward(RewardEntry):
     name: Literal["model"] = "model"
     model: str = Field(min_length=1, max_length=500)
     """Hugging Face model id or a local path inside the allowed model roots."""
-    batch_size: int = Field(16, ge=1, le=4096)
+    batch_size: SpecInt = Field(16, ge=1, le=4096)
     """Completions scored per forward pass."""
-    label_index: int = Field(0, ge=0, le=100_000)
+    label_index: SpecInt = Field(0, ge=0, le=100_000)
     """Which output logit is the reward."""
-    max_length: int = Field(1024, ge=8, le=131072)
+    max_length: SpecInt = Field(1024, ge=8, le=131072)
     """Prompt + completion tokens kept (from the left) per scored text."""
 
     @field_validator("model")
@@ -208,7 +187,7 @@ class CodeReward(RewardEntry):
     inside the program's interpreter: forgeable), or one string of statements."""
     timeout_s: float = Field(5.0, gt=0, le=120)
     """CPU and wall-clock seconds the program and all its tests may take."""
-    memory_mb: int = Field(512, ge=64, le=65536)
+    memory_mb: SpecInt = Field(512, ge=64, le=65536)
     """Address-space limit of the sandboxed process."""
 
 
@@ -244,16 +223,3 @@ def check_reward_entries(rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, .
             f"reward labels must be unique, got {labels}: give each entry its own `label`"
         )
     return rewards
-
-
-def endpoint_host(url: str) -> str:
-    """`host[:port]` of a URL, lower-case, as GRPO_REWARD_HOSTS lists hosts."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    return f"{host}:{parts.port}" if parts.port else host
-
-
-def is_allowed_host(url: str, allowed: Sequence[str]) -> bool:
-    """An entry `host` allows every port of host; `host:port` only that port."""
-    entries = {a.strip().lower() for a in allowed if a.strip()}
-    return endpoint_host(url) in entries or (urlsplit(url).hostname or "").lower() in entries

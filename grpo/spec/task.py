@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, SpecInt
 from grpo.spec.data import DataSpec
 from grpo.spec.rewards import AccuracyReward, RewardSpec, check_reward_entries
 from grpo.spec.sources import parse_model_name
@@ -37,13 +37,13 @@ class TaskKnobs(BaseModel):
     """Reward functions; a completion's total reward is the weighted sum of the ones that
     apply to it (a function returns null where it does not)."""
 
-    max_steps: int = Field(50, ge=1, le=1_000_000)
+    max_steps: SpecInt = Field(50, ge=1, le=1_000_000)
     """Number of GRPO steps (one generation batch each)."""
-    prompts_per_step: int = Field(8, ge=1, le=4096)
+    prompts_per_step: SpecInt = Field(8, ge=1, le=4096)
     """Prompts (groups) per step, B."""
-    num_generations: int = Field(8, ge=2, le=512)
+    num_generations: SpecInt = Field(8, ge=2, le=512)
     """Completions per prompt (G); advantages are relative within a group."""
-    num_iterations: int = Field(1, ge=1, le=64)
+    num_iterations: SpecInt = Field(1, ge=1, le=64)
     """Updates per generation batch (mu); >1 clips against the sampling policy."""
 
     @field_validator("rewards")

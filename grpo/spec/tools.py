@@ -12,11 +12,13 @@ Pydantic only: imports without torch. Knows nothing of HTTP servers, SQL or Cele
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, OptionalSpecInt, SpecInt
+from grpo.spec.endpoints import EndpointUrl
+from grpo.spec.json_values import JsonObject
 from grpo.spec.token_env import is_reserved_name, token_env_rule
 
 TOOL_GROUP = "grpo.tools"
@@ -75,7 +77,7 @@ class CodeTool(ToolEntry):
     label: str = Field("run_python", max_length=64)
     timeout_s: float = Field(5.0, gt=0, le=120)
     """CPU and wall-clock seconds one program may take."""
-    memory_mb: int = Field(256, ge=64, le=65536)
+    memory_mb: SpecInt = Field(256, ge=64, le=65536)
     """Address-space limit of the sandboxed process."""
 
 
@@ -85,15 +87,17 @@ class HttpTool(ToolEntry):
     tool's error message to the model."""
 
     name: Literal["http"] = "http"
-    url: str = Field(max_length=2000, pattern=r"^https?://[^\s/?#@]+(/\S*)?$")
-    """Endpoint URL; its host must be listed in GRPO_TOOL_HOSTS (or GRPO_REWARD_HOSTS)."""
+    url: EndpointUrl
+    """Endpoint URL, under the rule of every URL of a spec (grpo/spec/endpoints.py); its host
+    must be listed in GRPO_TOOL_HOSTS (or GRPO_REWARD_HOSTS)."""
     description: str = Field(min_length=1, max_length=2000)
     """What the tool does, as the model reads it."""
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-    """JSON schema of the arguments object, as chat templates take it."""
+    parameters: JsonObject = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    """JSON schema of the arguments object, as chat templates take it; JSON at most
+    32 levels deep and 100,000 characters long (grpo/spec/json_values.py)."""
     timeout_s: float = Field(10.0, gt=0, le=600)
     """Seconds one request may take."""
-    max_retries: int = Field(1, ge=0, le=10)
+    max_retries: SpecInt = Field(1, ge=0, le=10)
     """Retries (with exponential backoff) after a connection error or a 5xx answer."""
     token_env: str | None = Field(None, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Worker variable sent as a bearer token, under the reward token rule
@@ -148,12 +152,12 @@ class ToolKnobs(BaseModel):
     """Tools the model may call (Hermes/Qwen2.5 `<tool_call>{"name", "arguments"}</tool_call>`
     in its turn); empty: single-turn rollouts. A trajectory's every model token counts
     towards max_completion_length; tool-result tokens are context, never trained on."""
-    max_tool_calling_iterations: int | None = Field(None, ge=1, le=256)
+    max_tool_calling_iterations: OptionalSpecInt = Field(None, ge=1, le=256)
     """Assistant turns that may call tools before the trajectory must end (TRL's name);
     None: until the model stops calling or the token budget is spent."""
-    max_concurrent_tool_calls: int = Field(16, ge=1, le=1024)
+    max_concurrent_tool_calls: SpecInt = Field(16, ge=1, le=1024)
     """Tool calls of a turn run at once across the step's trajectories."""
-    max_tool_result_chars: int = Field(2000, ge=16, le=1_000_000)
+    max_tool_result_chars: SpecInt = Field(2000, ge=16, le=1_000_000)
     """A tool result longer than this is cut (with a note saying so) before it is tokenized."""
 
     @field_validator("tools")

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from grpo.spec.config import SECTION_CONFIG
+from grpo.spec.config import SECTION_CONFIG, OptionalSpecInt
 
 ImportanceSamplingMode = Literal[
     "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
@@ -36,10 +36,10 @@ class VllmKnobs(BaseModel):
     """Put the engine to sleep during the update (its KV cache freed, its weights copy
     offloaded) and wake it for the next rollout; CUDA only (refused with device cpu,
     ignored when `auto` finds no GPU)."""
-    vllm_max_model_length: int | None = Field(None, ge=2, le=262144)
+    vllm_max_model_length: OptionalSpecInt = Field(None, ge=2, le=262144)
     """The engine's context length (prompt + completion); None: max_prompt_length +
     max_completion_length."""
-    vllm_max_num_seqs: int | None = Field(None, ge=1, le=65536)
+    vllm_max_num_seqs: OptionalSpecInt = Field(None, ge=1, le=65536)
     """Sequences vLLM decodes at once (its max_num_seqs); None: the step's completions
     (prompts_per_step x num_generations). No TRL name."""
     vllm_enforce_eager: bool = False

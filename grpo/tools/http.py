@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 
-from grpo.spec.rewards import endpoint_host, is_allowed_host
+from grpo.spec.endpoints import endpoint_host, endpoint_url_problem, is_allowed_host
+from grpo.spec.json_values import json_value_problem
 from grpo.spec.token_env import is_allowed_token_env, read_token, token_env_rule
 from grpo.spec.tools import HttpTool
 from grpo.tools.kind import Prepared, Refusal, Tool, ToolKind, ToolRunFacts, ToolServerFacts
@@ -47,6 +48,14 @@ def post_call(
 
 
 def check_endpoint(entry: HttpTool, server: ToolServerFacts) -> Refusal | None:
+    """The URL must follow the URL rule and name a host this server allows, `parameters`
+    be JSON within the JSON rule, the token variable one the rule allows; pydantic checked
+    the first two at submit, and the worker checks them again (a stored spec may predate
+    either rule)."""
+    if (problem := endpoint_url_problem(entry.url)) is not None:
+        return Refusal("url", problem)
+    if (problem := json_value_problem(entry.parameters)) is not None:
+        return Refusal("parameters", problem)
     if not is_allowed_host(entry.url, server.tool_hosts):
         allowed = ", ".join(server.tool_hosts) or "none (GRPO_TOOL_HOSTS, GRPO_REWARD_HOSTS)"
         return Refusal(
@@ -64,7 +73,7 @@ def prepare_endpoint(entry: HttpTool, run: ToolRunFacts) -> Prepared:
     """Check host and token on this worker before step 1."""
     refusal = check_endpoint(entry, ToolServerFacts(run.tool_hosts, run.token_envs))
     if refusal is not None:
-        raise ValueError(f"tool {entry.label!r}: {refusal.message}")
+        raise ValueError(f"tool {entry.label!r}: {refusal.field}: {refusal.message}")
     headers = {}
     if entry.token_env is not None:
         headers["Authorization"] = f"Bearer {read_token(entry.token_env, run.token_envs)}"

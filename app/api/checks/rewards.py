@@ -2,15 +2,16 @@
 each entry's kind (grpo/rewards/registry.py) says what this server refuses, from the facts
 given here: endpoint hosts against GRPO_REWARD_HOSTS, token variables against the token rule
 (GRPO_REWARD_TOKEN_* or GRPO_REWARD_TOKEN_ENVS), plugin names against the installed entry
-points, code rewards against an installed bubblewrap, reward-model paths against the model
-roots. Each refusal is a 422 naming the entry's field. Runs nothing it checks.
+points, code rewards against an installed bubblewrap, reward models as the policy's `model`
+(a path against the model roots, a hub id against the cache and the hub). Each refusal is a
+422 naming the entry's field. Runs nothing it checks.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from app.api.checks.spec import local_model_problem
+from app.api.checks.spec import hub_problem, local_model_problem
 from app.api.errors import ApiError
 from app.settings import Settings
 from grpo.rewards.kind import ServerFacts
@@ -34,6 +35,7 @@ def check_entries(entries: tuple[RewardSpec, ...], settings: Settings, *, prefix
         reward_hosts=tuple(settings.reward_host_list),
         token_envs=tuple(settings.reward_token_env_list),
         local_model_problem=partial(local_model_problem, settings=settings),
+        hub_model_problem=partial(hub_problem, settings=settings),
     )
     for i, entry in enumerate(entries):
         refusal = kind_of(entry).check(entry, server)

@@ -38,11 +38,16 @@ def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> N
     source = parse_model_name(model)
     if source.kind == "local" and (problem := local_model_problem(source.value, settings)):
         _reject(loc, problem)
-    if source.kind == "hub" and settings.check_hub_models:
-        if problem := hub_model_problem(source.value):
-            _reject(
-                loc, f"{problem} (workers with caches of their own: GRPO_CHECK_HUB_MODELS=false)"
-            )
+    if source.kind == "hub" and (problem := hub_problem(source.value, settings)):
+        _reject(loc, problem)
+
+
+def hub_problem(repo_id: str, settings: Settings) -> str | None:
+    """Why a Hugging Face model id (the policy's, a reward model's) cannot be loaded from
+    this machine; None when it can or the server is told not to ask."""
+    if not settings.check_hub_models or (problem := hub_model_problem(repo_id)) is None:
+        return None
+    return f"{problem} (workers with caches of their own: GRPO_CHECK_HUB_MODELS=false)"
 
 
 def local_model_problem(path: str, settings: Settings) -> str | None:
@@ -88,16 +93,20 @@ def check_system_prompt(spec: JobSpec, settings: Settings) -> None:
 
 
 def check_no_nul(value: object, loc: str) -> None:
-    """NUL characters cannot be stored (PostgreSQL refuses them in text and JSON)."""
-    if isinstance(value, str) and "\x00" in value:
-        _reject(loc, "must not contain NUL characters")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_no_nul(key, loc)
-            check_no_nul(item, f"{loc}.{key}" if loc else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_no_nul(item, f"{loc}.{index}")
+    """NUL characters cannot be stored (PostgreSQL refuses them in text and JSON). Walks
+    with a stack of its own: no depth of nesting makes it recurse (the JSON rule of
+    grpo/spec/json_values.py bounds a spec's depth before it gets here)."""
+    stack = [(value, loc)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            _reject(where, "must not contain NUL characters")
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                stack.append((child, f"{where}.{key}" if where else str(key)))
+                stack.append((key, where))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}.{i}") for i, child in reversed(list(enumerate(item))))
 
 
 def _reject(loc: str, message: str) -> None:
