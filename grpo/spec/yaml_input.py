@@ -33,7 +33,7 @@ class _Loader(yaml.SafeLoader):
     depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
             kind = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
