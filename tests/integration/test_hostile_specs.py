@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -147,13 +146,13 @@ def _regex_spec(stack: Stack, pattern: str, **overrides: object) -> dict[str, ob
 
 @pytest.mark.parametrize("pattern", BOMBS)
 def test_pattern_bombs_are_a_422_on_the_pattern(pattern_stack: Stack, pattern: str) -> None:
-    started = time.monotonic()
+    """Refused before compiling (tests/unit/test_patterns.py proves it with a spy on the
+    compiler; bench/ holds no timing for it: it is counted, not timed)."""
     with pattern_stack.client() as client:
         response = client.post("/api/runs", json=_regex_spec(pattern_stack, pattern))
     assert response.status_code == 422, response.text
     (field,) = response.json()["error"]["fields"]
     assert field["loc"] == "rewards.0.regex.pattern" and "over the limit" in field["message"]
-    assert time.monotonic() - started < 5
 
 
 def test_stored_pattern_bombs_leave_the_worker_within_50_mb(pattern_stack: Stack) -> None:

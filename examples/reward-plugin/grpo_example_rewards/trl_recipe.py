@@ -7,14 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from typing import Any
 
 ASYNC_SLEEP_S = 0.3
 """How long each async function waits, as a judge call would: run concurrently, two of
 them cost one wait, not two."""
-ASYNC_SPANS: list[tuple[str, float, float]] = []
-"""(name, start, end) of every async call in this process, for measuring concurrency."""
+_in_flight = 0
+"""Async calls of this module started and not yet ended, in this process."""
+
+
+async def _wait_as_a_judge(kwargs: dict[str, Any]) -> None:
+    """Wait ASYNC_SLEEP_S, then log `peers_in_flight`: how many other async calls of this
+    module were still waiting when this one woke. Run concurrently, the first of two to
+    wake sees the other (1); run one after the other, neither does (0)."""
+    global _in_flight
+    _in_flight += 1
+    try:
+        await asyncio.sleep(ASYNC_SLEEP_S)
+        kwargs["log_metric"]("peers_in_flight", _in_flight - 1)
+    finally:
+        _in_flight -= 1
 
 
 def _content(completion: Any) -> str:
@@ -47,15 +59,11 @@ def scheduled_reward(completions: list[Any], trainer_state: Any, **kwargs: Any) 
 
 async def async_judge_reward(completions: list[Any], **kwargs: Any) -> list[float]:
     """A stand-in for an LLM judge called over the network: waits, then scores length."""
-    start = time.perf_counter()
-    await asyncio.sleep(ASYNC_SLEEP_S)
-    ASYNC_SPANS.append(("judge", start, time.perf_counter()))
+    await _wait_as_a_judge(kwargs)
     return [min(1.0, len(_content(c)) / 20.0) for c in completions]
 
 
 async def async_format_reward(completions: list[Any], **kwargs: Any) -> list[float]:
     """A second async function: 1.0 when the completion has a digit."""
-    start = time.perf_counter()
-    await asyncio.sleep(ASYNC_SLEEP_S)
-    ASYNC_SPANS.append(("format", start, time.perf_counter()))
+    await _wait_as_a_judge(kwargs)
     return [float(any(ch.isdigit() for ch in _content(c))) for c in completions]
