@@ -56,8 +56,9 @@ def load_yaml(text: str, *, source: str = "YAML") -> Any:
     """The document in `text`, or YamlRefused naming `source` and the line."""
     if len(text) > MAX_CHARS:
         raise YamlRefused(f"{source}: {len(text):,} characters, more than {MAX_CHARS:,}")
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # its reader refuses control characters here
         return loader.get_single_data()
     except YamlRefused as exc:
         raise YamlRefused(f"{source}: {exc}") from None
@@ -66,4 +67,5 @@ def load_yaml(text: str, *, source: str = "YAML") -> Any:
     except (ValueError, RecursionError) as exc:  # e.g. an integer past Python's digit limit
         raise YamlRefused(f"{source}: {exc}"[:500]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

@@ -59,6 +59,8 @@ def test_depth_size_and_digits_are_bounded() -> None:
         load_yaml("seed: " + "9" * 5000)
     with pytest.raises(YamlRefused, match="spec.yaml: not YAML"):
         load_yaml("a: [unclosed", source="spec.yaml")
+    with pytest.raises(YamlRefused, match="not YAML: unacceptable character #x0093"):
+        load_yaml("\u00dcZ[\u0093g\u0084")  # found by schemathesis: a 500 before
 
 
 def test_every_door_that_reads_yaml_uses_the_rule(
