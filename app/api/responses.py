@@ -31,6 +31,7 @@ WHY = {
     401: "A bearer token is required (GRPO_API_TOKENS is set)",
     403: "Invalid token, a role or a run's owner that this is not for, or a foreign Origin",
     404: "No such run, step, group or dataset",
+    408: "The request body came too slowly (GRPO_BODY_TIMEOUT_SECONDS); the connection closes",
     409: "The run is not in a state that allows this",
     413: "The request body is larger than the server accepts",
     415: "The request body is not of the content type this route takes",
@@ -39,7 +40,7 @@ WHY = {
     507: "No space left on the server's disk (`no_space`)",
 }
 EVERY_ROUTE = (400, 401, 403, 422, 503, 507)
-WRITES = (413, 415)
+WRITES = (408, 413, 415)
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
