@@ -73,6 +73,8 @@ def doctor(client: GrpoClient, run_id: str) -> int:
         f"run {run_id}: diagnosed through step {found['step']} (rules v{found['rules_version']}): "
         f"{len(items)} finding{'s' if len(items) != 1 else ''}, {opened} open"
     )
+    if not found.get("is_current", True):
+        print("  (a long stored run, still being diagnosed: run this again for the rest)")
     base = str(client.http.base_url)
     for finding in items:
         print()

@@ -127,6 +127,24 @@ def seed_run(num_steps: int, *, seed: int = 0) -> str:
     return run.id
 
 
+def seed_scalars(run_id: str, total: int, *, seed: int = 0, eval_every: int = 0) -> None:
+    """Steps 1..total into an existing run as step rows of scalars alone (METRIC_KEYS, each
+    uniform in [0, 1), 6 digits; no groups, no events): what a long run's curves and its
+    doctor read, seeded in a second for 20,000 steps. With eval_every, `eval/accuracy` on
+    every eval_every-th step. The same seed gives the same rows."""
+    rng = random.Random(seed)
+    rows = []
+    for step in range(1, total + 1):
+        scalars = {key: round(rng.random(), 6) for key in METRIC_KEYS}
+        if eval_every and step % eval_every == 0:
+            scalars["eval/accuracy"] = round(rng.random(), 6)
+        rows.append({"run_id": run_id, "step": step, "metrics": scalars,
+                     "advantage_histogram": [], "reward_histogram": []})  # fmt: skip
+    with db.session() as session:
+        for first in range(0, total, 5000):
+            bulk_insert(session, StepMetric, rows[first : first + 5000])
+
+
 def synthetic_eval(step: int, total: int) -> dict[str, float]:
     """An evaluation's scalars, rising with training as the synthetic rewards do."""
     accuracy = round(0.2 + 0.6 * step / total, 4)

@@ -55,10 +55,27 @@ class MetricRow(BaseModel):
     metrics: dict[str, float]
 
 
+class Thinning(BaseModel):
+    """How a thinned metrics answer was cut (app/store/thinning.py): of the `steps` stored
+    steps in the range it keeps the first and the last, every row of a sparse metric, and in
+    each of `buckets` runs of `bucket_steps` consecutive steps (the last may be shorter) the
+    row where each other metric is lowest and the one where it is highest. Every row is a
+    stored step as written: values are never averaged."""
+
+    steps: int
+    buckets: int
+    bucket_steps: int
+
+
 class MetricList(BaseModel):
     last_event_id: int
     """Newest event id when the rows were read: open the stream with it to continue live."""
     items: list[MetricRow]
+    next_after_step: int | None = None
+    """With `limit`: more steps follow; ask again with this as `after_step`. Null: the last
+    page."""
+    thinned: Thinning | None = None
+    """Null: every step of the range is here. Else a thinned view of more steps, and how."""
 
 
 class HistogramRow(BaseModel):

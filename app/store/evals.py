@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from app.store.db import unit
 from app.store.lease import Lease, hold
 from app.store.models import Event, StepMetric
-from app.store.steps import compact_scalars
+from app.store.steps import compact_scalars, forget_doctor
 from grpo.report import EvalReport
 
 
@@ -40,6 +40,7 @@ def save_eval(session: Session, run_id: str, report: EvalReport, *, lease: Lease
 def _save_step_zero(session: Session, run_id: str, metrics: dict[str, float]) -> None:
     """Step 0's metrics row: the evaluation alone (a run restarted from scratch replaces it)."""
     session.execute(delete(StepMetric).where(StepMetric.run_id == run_id, StepMetric.step == 0))
+    forget_doctor(session, run_id)
     session.add(
         StepMetric(
             run_id=run_id,

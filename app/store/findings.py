@@ -4,38 +4,61 @@ run stored before (or by older rules), each with a `diagnosis` event on the run'
 A finding is one row per episode (`<rule>@<first step>`), rewritten as it grows; the
 groups and completions behind it are picked from the stored groups of the step its
 verdict names (grpo/doctor/examples.py) inside the same transaction, so a step's own
-groups, written just before, are there. Knows nothing of HTTP or torch.
+groups, written just before, are there.
+
+A stored run is diagnosed a stretch of STRETCH_STEPS steps at a time: each stretch restores
+the doctor the last one saved on the run's diagnosis row (grpo/doctor/state.py), feeds it
+the next steps, writes what changed and saves it again. So a read costs one stretch however
+long the run, and the findings once every stretch is done are those of one pass over all
+the steps. A saved doctor is trusted only while the steps it read are as it read them: a
+rewritten step (a resumed run replays it, steps.py) drops it, and the count of the steps it
+read is checked before each stretch. Knows nothing of HTTP or torch.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import ColumnElement, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.store.db import unit
 from app.store.events import lock_run_events
 from app.store.lease import Lease
-from app.store.models import Diagnosis, Event, Run, RunStatus, Sample, StepGroup, utcnow
+from app.store.models import (
+    Diagnosis,
+    Event,
+    Run,
+    RunStatus,
+    Sample,
+    StepGroup,
+    StepMetric,
+    utcnow,
+)
 from app.store.models import Finding as FindingRow
 from app.store.steps import list_metrics, save_step
 from grpo.doctor import (
     RULES_VERSION,
     CompletionView,
+    Doctor,
     Finding,
     GroupView,
     Severity,
-    diagnose,
+    doctor_from,
     pick_examples,
+    state_of,
 )
 from grpo.report import StepReport
 from grpo.spec import JobSpec
 
 MARKED = (Severity.WARNING, Severity.CRITICAL)
 """Severities that mark a run in the runs list (an open `info` finding does not)."""
+STRETCH_STEPS = 2_000
+"""Stored steps one call of `diagnose_stored` reads (about 0.2 s of the doctor's work on
+a 2-core VM, bench/long_run.py); a longer run is diagnosed over several calls."""
 
 
 def _record(
@@ -45,26 +68,37 @@ def _record(
     *,
     spec: JobSpec,
     step: int,
-    is_full: bool = False,
+    withdraw: tuple[int, int | None] | None = None,
 ) -> None:
     """Upsert `findings` and note the run diagnosed through `step`, in the caller's
-    transaction (which holds the run's event lock). `is_full`: these are all the run's
-    findings; any other stored one is withdrawn."""
+    transaction (which holds the run's event lock). `withdraw` (after, through): every
+    finding that opened after `after` (and by `through`, unless None) is among `findings`;
+    any other stored one opened then is withdrawn."""
     keys = [f.id for f in findings]
-    query = select(FindingRow).where(FindingRow.run_id == run_id)
-    if not is_full:
-        query = query.where(FindingRow.key.in_(keys))
-    stored = {row.key: row for row in session.scalars(query)} if keys or is_full else {}
+    conditions: list[ColumnElement[bool]] = [FindingRow.key.in_(keys)] if keys else []
+    if withdraw is not None:
+        after, through = withdraw
+        opened = FindingRow.first_step > after
+        if through is not None:
+            opened &= FindingRow.first_step <= through
+        conditions.append(opened)
+    stored: dict[str, FindingRow] = {}
+    if conditions:
+        query = select(FindingRow).where(FindingRow.run_id == run_id, or_(*conditions))
+        stored = {row.key: row for row in session.scalars(query)}
     for finding in findings:
         body = _with_examples(session, run_id, finding, spec, stored.get(finding.id))
         row = stored.get(finding.id)
         if row is not None and row.body == body:
             continue
         _write(session, run_id, finding, body, row)
-    if is_full:
+    if withdraw is not None:
+        after, through = withdraw
         for key in stored.keys() - set(keys):
-            session.execute(delete(FindingRow).where(FindingRow.id == stored[key].id))
-            _event(session, run_id, {"id": key, "status": "withdrawn"}, stored[key].last_step)
+            row = stored[key]
+            if row.first_step > after and (through is None or row.first_step <= through):
+                session.execute(delete(FindingRow).where(FindingRow.id == row.id))
+                _event(session, run_id, {"id": key, "status": "withdrawn"}, row.last_step)
     _mark_diagnosed(session, run_id, step)
 
 
@@ -147,24 +181,62 @@ def _mark_diagnosed(session: Session, run_id: str, step: int) -> None:
 
 
 @unit
-def diagnose_stored(session: Session, run_id: str) -> None:
-    """Diagnose a run from its stored steps unless a worker is doing it live or its findings
-    are current; a stored spec that no longer validates gets no diagnosis."""
+def diagnose_stored(session: Session, run_id: str, *, max_steps: int = STRETCH_STEPS) -> bool:
+    """Diagnose the next `max_steps` stored steps of a run, unless a worker is diagnosing it
+    live or its findings are current. True when nothing is left to diagnose: the findings
+    cover every stored step (or cannot: no run, or a stored spec that no longer validates)."""
     run = session.get(Run, run_id)
     if run is None or not _is_stale(session, run):
-        return  # the common case, without a lock
+        return True  # the common case, without a lock
     lock_run_events(session, run_id)
     session.refresh(run)
     if not _is_stale(session, run):
-        return
+        return True
     try:
         spec = JobSpec.model_validate(run.spec)
     except ValueError:
-        return
-    rows = list_metrics(session.connection(), run_id)
-    findings = diagnose(spec, ((r["step"], r["metrics"]) for r in rows))
-    last = rows[-1]["step"] if rows else 0
-    _record(session, run_id, findings, spec=spec, step=last, is_full=True)
+        return True
+    doctor, through, read = _resume(session, run_id, spec)
+    rows = list_metrics(session.connection(), run_id, after_step=through, limit=max_steps + 1)
+    is_done = len(rows) <= max_steps
+    rows = rows[:max_steps]
+    settled: list[Finding] = []
+    for row in rows:
+        doctor.observe(row["step"], row["metrics"])
+        settled += doctor.settle()
+    last = rows[-1]["step"] if rows else max(through, 0)
+    found = [*settled, *doctor.findings()]
+    _record(
+        session, run_id, found, spec=spec, step=last, withdraw=(through, None if is_done else last)
+    )
+    saved = {"step": last, "rows": read + len(rows), "doctor": state_of(doctor)}
+    session.execute(
+        update(Diagnosis).where(Diagnosis.run_id == run_id).values(state=json.dumps(saved))
+    )
+    return is_done
+
+
+def _resume(session: Session, run_id: str, spec: JobSpec) -> tuple[Doctor, int, int]:
+    """The doctor the last stretch saved, the step it reached and how many steps it read; a
+    new doctor before step 0 when none was saved, or the steps it read have changed since."""
+    diagnosed = session.get(Diagnosis, run_id)
+    if diagnosed is not None and diagnosed.state and diagnosed.rules_version == RULES_VERSION:
+        saved = json.loads(diagnosed.state)
+        count = select(func.count()).where(
+            StepMetric.run_id == run_id, StepMetric.step <= saved["step"]
+        )
+        if session.scalar(count) == saved["rows"]:
+            doctor = doctor_from(spec, saved["doctor"])
+            if doctor is not None:
+                return doctor, saved["step"], saved["rows"]
+    return Doctor(spec), -1, 0
+
+
+@unit
+def is_diagnosed(session: Session, run_id: str) -> bool:
+    """Whether the run's findings are current (or a worker keeps them so): no stretch left."""
+    run = session.get(Run, run_id)
+    return run is None or not _is_stale(session, run)
 
 
 def _is_stale(session: Session, run: Run) -> bool:
@@ -175,7 +247,11 @@ def _is_stale(session: Session, run: Run) -> bool:
     diagnosed = session.get(Diagnosis, run.id, populate_existing=True)
     if diagnosed is None:
         return True
-    return diagnosed.rules_version != RULES_VERSION or diagnosed.step < run.step
+    if diagnosed.rules_version != RULES_VERSION:
+        return True
+    # the last stored step, not run.step: rows written without it (seeded, imported) count
+    last = select(func.max(StepMetric.step)).where(StepMetric.run_id == run.id)
+    return diagnosed.step < (session.scalar(last) or 0)
 
 
 @unit
@@ -225,4 +301,5 @@ def save_diagnosed_step(
 ) -> None:
     """One step and what the doctor made of it, in one transaction under the worker's lease."""
     save_step(session, run_id, report, lease=lease)
-    _record(session, run_id, findings, spec=spec, step=report.step, is_full=is_full)
+    withdraw = (-1, None) if is_full else None
+    _record(session, run_id, findings, spec=spec, step=report.step, withdraw=withdraw)

@@ -310,3 +310,7 @@ class Diagnosis(Base):
     updated_at: Mapped[datetime] = mapped_column(
         UtcDateTime(), default=utcnow, server_default=func.now()
     )
+    state: Mapped[str | None] = mapped_column(Text)
+    """JSON: the doctor as the API's last stretch of a stored run left it, the step it
+    reached and how many steps it read (app/store/findings.py); null when none is kept or
+    the steps it read were rewritten since. Text, not JSON: it may hold NaN."""

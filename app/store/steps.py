@@ -10,14 +10,22 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, Text, cast, delete, func, insert, select, update
+from sqlalchemy import Connection, Select, Text, cast, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.store.bulk import bulk_insert
 from app.store.db import unit
 from app.store.events import lock_run_events
 from app.store.lease import Lease, hold
-from app.store.models import Event, GroupOutcome, Run, Sample, StepGroup, StepMetric
+from app.store.models import (
+    Diagnosis,
+    Event,
+    GroupOutcome,
+    Run,
+    Sample,
+    StepGroup,
+    StepMetric,
+)
 from grpo.report import GroupReport, StepReport
 
 SUMMARY_KEYS = ("reward", "reward_std", "kl", "loss")
@@ -66,6 +74,13 @@ def _delete_step(session: Session, run_id: str, step: int) -> None:
     session.execute(
         delete(Event).where(Event.run_id == run_id, Event.kind == "step", Event.step == step)
     )
+    forget_doctor(session, run_id)
+
+
+def forget_doctor(session: Session, run_id: str) -> None:
+    """Drop the doctor a stored run's diagnosis keeps (findings.py): a step it read is being
+    rewritten, so its next stretch starts from the first step again."""
+    session.execute(update(Diagnosis).where(Diagnosis.run_id == run_id).values(state=None))
 
 
 def step_payload(report: StepReport) -> dict[str, Any]:
@@ -127,23 +142,27 @@ def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
     return {"run_id": run_id, "step": step, "group_index": group.index, "completions": completions}
 
 
+def step_range(
+    columns: list[Any], run_id: str, after_step: int, before_step: int | None = None
+) -> Select[Any]:
+    """`columns` of the run's step rows after `after_step` and before `before_step` (if given)."""
+    stmt = select(*columns).where(StepMetric.run_id == run_id, StepMetric.step > after_step)
+    return stmt if before_step is None else stmt.where(StepMetric.step < before_step)
+
+
 def list_metrics(
     conn: Connection,
     run_id: str,
     *,
     after_step: int = -1,
-    limit: int = 100_000,
+    before_step: int | None = None,
+    limit: int | None = None,
     keys: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Step scalars in step order (step 0: the evaluation before training, app/store/evals.py),
-    optionally only some keys."""
-    stmt = (
-        select(StepMetric.step, StepMetric.metrics)
-        .where(StepMetric.run_id == run_id, StepMetric.step > after_step)
-        .order_by(StepMetric.step)
-        .limit(limit)
-    )
-    rows = conn.execute(stmt).all()
+    optionally only some keys; every step of the range unless `limit`."""
+    stmt = step_range([StepMetric.step, StepMetric.metrics], run_id, after_step, before_step)
+    rows = conn.execute(stmt.order_by(StepMetric.step).limit(limit)).all()
     if keys:
         return [{"step": s, "metrics": {k: m[k] for k in keys if k in m}} for s, m in rows]
     return [{"step": s, "metrics": m} for s, m in rows]
@@ -246,23 +265,27 @@ def metrics_json(
     run_id: str,
     *,
     after_step: int = -1,
-    limit: int = 100_000,
+    before_step: int | None = None,
+    limit: int | None,
     after_event: int | None = None,
 ) -> str:
-    """The metrics list as a JSON document, spliced from the stored JSON text unparsed.
+    """A page of the metrics list as a JSON document, spliced from the stored JSON text
+    unparsed: every step of the range, or the first `limit` of them and, when more follow,
+    `next_after_step` (the step to ask after for the next page).
 
     Parsing and re-serialising 10,000 rows of ~30 scalars costs more than the query itself.
     `after_event` is the run's newest event id when the caller has read it already.
     """
-    stmt = (
-        select(StepMetric.step, cast(StepMetric.metrics, Text))
-        .where(StepMetric.run_id == run_id, StepMetric.step > after_step)
-        .order_by(StepMetric.step)
-        .limit(limit)
-    )
+    stmt = step_range(
+        [StepMetric.step, cast(StepMetric.metrics, Text)], run_id, after_step, before_step
+    ).order_by(StepMetric.step)
     # Read before the rows: a stream resumed from this id can repeat a step, never skip one.
     if after_event is None:
         after_event = last_event_id(conn, run_id)
-    rows = conn.execute(stmt).all()
-    items = ",".join(f'{{"step":{s},"metrics":{m}}}' for s, m in rows)
-    return f'{{"last_event_id":{after_event},"items":[{items}]}}'
+    rows = conn.execute(stmt.limit(None if limit is None else limit + 1)).all()
+    after = rows[limit - 1][0] if limit is not None and len(rows) > limit else None
+    items = ",".join(f'{{"step":{s},"metrics":{m}}}' for s, m in rows[:limit])
+    return (
+        f'{{"last_event_id":{after_event},"items":[{items}],'
+        f'"next_after_step":{"null" if after is None else after},"thinned":null}}'
+    )

@@ -6,6 +6,7 @@ from grpo.doctor.doctor import Doctor, diagnose
 from grpo.doctor.examples import CompletionView, GroupView, pick_examples
 from grpo.doctor.finding import Finding, Severity, Suggestion
 from grpo.doctor.registry import RULES, RULES_BY_ID, RULES_VERSION
+from grpo.doctor.state import doctor_from, state_of
 
 __all__ = [
     "RULES",
@@ -18,5 +19,7 @@ __all__ = [
     "Severity",
     "Suggestion",
     "diagnose",
+    "doctor_from",
     "pick_examples",
+    "state_of",
 ]

@@ -104,8 +104,23 @@ class Doctor:
         episode.is_open = False
         return episode
 
+    def settle(self) -> list[Finding]:
+        """Take out the finished episodes that no later step can change (the evidence window
+        has moved past their last step) and answer their findings, final. A doctor that
+        settles after each step holds one window of steps, not every episode of the run:
+        what the store keeps of a long run between two stretches of its diagnosis."""
+        if not self.recent:
+            return []
+        oldest = self.recent[0][0]
+        done = [e for e in self.finished if e.last_step < oldest]
+        if not done:
+            return []
+        self.finished = [e for e in self.finished if e.last_step >= oldest]
+        return [self.finding(e) for e in done]
+
     def findings(self) -> list[Finding]:
-        """Every episode so far, open and resolved, by the step it opened."""
+        """Every episode so far (since the last `settle`), open and resolved, by the step it
+        opened."""
         episodes = [*self.finished, *self.episodes.values()]
         return [self.finding(e) for e in sorted(episodes, key=lambda e: e.first_step)]
 

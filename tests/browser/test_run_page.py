@@ -1,9 +1,12 @@
 """The run page live: curves and the advantage histogram grow while the run trains; a
-reload or a server restart mid-run loses no point and doubles none."""
+reload or a server restart mid-run loses no point and doubles none; a long run is drawn
+from a thinned history and a zoom reads its window's every step."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -11,8 +14,8 @@ from playwright.sync_api import expect
 
 from tests.browser.charts import CHART_JS, chart_points, wait_points
 from tests.browser.conftest import Console
-from tests.browser.runs import long_spec, status_of, stop, submit
-from tests.stack import Stack, wait_healthy
+from tests.browser.runs import long_spec, small_spec, status_of, stop, submit
+from tests.stack import ROOT, Stack, wait_healthy
 
 ADVANTAGE_BARS_JS = f"""() => {{
   const chart = ({CHART_JS})('chart-advantages');
@@ -110,4 +113,44 @@ def test_finished_run_shows_each_steps_group_reward_spread_after_a_reload(
     cells = {(x, y): groups for x, y, groups in drawn["cells"]}
     assert cells == {(x, y): n for x, row in enumerate(counts) for y, n in enumerate(row) if n}
     assert all(sum(row) == finished_run["spec"]["prompts_per_step"] for row in counts)
+    assert console.unexpected() == []
+
+
+ZOOM_JS = f"""([first, last]) => ({CHART_JS})('chart-reward').dispatchAction(
+  {{ type: 'dataZoom', startValue: first, endValue: last }})"""
+
+
+def test_a_long_run_is_drawn_thinned_and_a_zoom_reads_every_step_of_its_window(
+    page: Any, api: httpx.Client, stack: Stack, console: Console
+) -> None:
+    steps = 3_000  # the page asks for 1,000 rows (sampling.js MAX_POINTS): a thinned history
+    run = submit(
+        api, small_spec(name="browser-zoom", max_steps=steps, resources={"queue": "parked"})
+    )
+    seed = [sys.executable, "-m", "tests.seed", "into", run["id"], str(steps)]
+    subprocess.run(seed, cwd=ROOT, env=stack.env, check=True)
+    api.post(f"/api/runs/{run['id']}/cancel")
+    page.goto(f"/runs/{run['id']}")
+    page.wait_for_function(
+        "performance.getEntriesByName('grpo:history-drawn').length > 0", timeout=120_000
+    )
+    points = chart_points(page, "chart-reward", "reward")
+    assert (points[0][0], points[-1][0]) == (1, steps) and len(points) <= 1000
+    assert page.get_attribute("#page", "data-rendered-steps") == str(steps)
+
+    page.evaluate(ZOOM_JS, [1000, 1400])
+    # a chart off screen is redrawn once it is back: the Doctor card above it grows as the
+    # stored run's findings come in, so the chart is scrolled to while waiting
+    page.wait_for_function(
+        f"""() => {{
+          document.getElementById('chart-reward').scrollIntoView({{ block: 'center' }});
+          const source = ({CHART_JS})('chart-reward')?.getOption()?.dataset?.[0]?.source;
+          return (source?.step || []).filter((s) => s >= 1000 && s <= 1400).length === 401;
+        }}""",
+        timeout=60_000,
+    )
+    window = [s for s, _ in chart_points(page, "chart-reward", "reward") if 1000 <= s <= 1400]
+    assert window == list(range(1000, 1401)), "the window is drawn at full resolution"
+    # the doctor read the stored run a stretch at a time and says when it is done
+    expect(page.locator("#doctor")).to_have_attribute("data-current", "true", timeout=60_000)
     assert console.unexpected() == []

@@ -17,6 +17,7 @@ from app.main import create_app
 from app.store import db, steps, workers
 from grpo.report import CompletionReport, GroupReport, StepReport
 from tests.integration.store_fixture import store
+from tests.seed import METRIC_KEYS, seed_scalars
 
 __all__ = ["store"]
 
@@ -140,6 +141,73 @@ def test_steps_read_back_through_every_step_route(api: TestClient) -> None:
     lines = export.text.splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2]
     assert isinstance(api.get(f"/api/runs/{run_id}/logs").json()["items"], list)
+
+
+LONG = 20_000
+
+
+def every_step(api: TestClient, run_id: str, **params: object) -> list[dict[str, Any]]:
+    """Every row of the range, a page at a time, following next_after_step."""
+    rows: list[dict[str, Any]] = []
+    after: int | None = None
+    while True:
+        query = {**params, "limit": 3000, **({"after_step": after} if after is not None else {})}
+        page = api.get(f"/api/runs/{run_id}/metrics", params=query).json()
+        rows += page["items"]
+        assert page["thinned"] is None
+        if page["next_after_step"] is None:
+            return rows
+        assert page["next_after_step"] == page["items"][-1]["step"]
+        after = page["next_after_step"]
+
+
+def test_a_long_runs_metrics_are_paged_every_step_exactly_once(api: TestClient) -> None:
+    run_id = submit(api)
+    seed_scalars(run_id, LONG, eval_every=500)
+    steps = [row["step"] for row in every_step(api, run_id)]
+    assert steps == list(range(1, LONG + 1))  # in order, each once, across 7 pages
+    keyed = every_step(api, run_id, keys="kl,eval/accuracy", after_step=100, before_step=9001)
+    assert [row["step"] for row in keyed] == list(range(101, 9001))
+    assert {k for row in keyed for k in row["metrics"]} == {"kl", "eval/accuracy"}
+    assert error_of(api.get(f"/api/runs/{run_id}/metrics", params={"limit": 10_001}), 422)
+    both = api.get(f"/api/runs/{run_id}/metrics", params={"limit": 10, "max_points": 10})
+    assert [row["step"] for row in both.json()["items"]] == list(range(1, 11)), "a page wins"
+
+
+def test_a_long_runs_metrics_are_thinned_to_stored_steps_and_each_metrics_extremes(
+    api: TestClient,
+) -> None:
+    run_id = submit(api)
+    seed_scalars(run_id, LONG, eval_every=500)
+    stored = {row["step"]: row["metrics"] for row in every_step(api, run_id)}
+    url = f"/api/runs/{run_id}/metrics"
+
+    plain = api.get(url)  # no parameters: the server's cap, 10,000 rows
+    assert len(plain.json()["items"]) <= 10_000 and plain.json()["thinned"]["steps"] == LONG
+    assert len(plain.content) < 0.6 * len(json.dumps(list(stored.values())))
+
+    view = api.get(url, params={"max_points": 500}).json()
+    rows = view["items"]
+    assert len(rows) <= 500 and (rows[0]["step"], rows[-1]["step"]) == (1, LONG)
+    assert all(row["metrics"] == stored[row["step"]] for row in rows), "rows as stored"
+    kept = {row["step"] for row in rows}
+    assert set(range(500, LONG + 1, 500)) <= kept, "a sparse metric keeps every point"
+    thinned = view["thinned"]
+    assert thinned["steps"] == LONG and thinned["buckets"] > 1
+    size = thinned["bucket_steps"]
+    for first in range(1, LONG + 1, size):  # each bucket's lowest and highest of each metric
+        bucket = [(step, stored[step]) for step in range(first, min(first + size, LONG + 1))]
+        for key in METRIC_KEYS:
+            values = {m[key] for _, m in bucket}
+            shown = {m[key] for step, m in bucket if step in kept}
+            assert {min(values), max(values)} <= shown, (first, key)
+
+    window = api.get(url, params={"after_step": 999, "before_step": 2001}).json()
+    assert [row["step"] for row in window["items"]] == list(range(1000, 2001))
+    assert window["thinned"] is None  # a zoom window the size of a chart: every step
+    keyed = api.get(url, params={"max_points": 100, "keys": "reward"}).json()
+    assert len(keyed["items"]) <= 100 and keyed["thinned"]["buckets"] >= 40
+    assert {k for row in keyed["items"] for k in row["metrics"]} == {"reward"}
 
 
 def test_a_dataset_is_uploaded_listed_and_a_bad_line_named(api: TestClient) -> None:

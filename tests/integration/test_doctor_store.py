@@ -1,23 +1,28 @@
 """The run doctor through the real store and routes, in this process (PostgreSQL and
 SQLite): findings written with a step under the worker's lease, caught up on a resumed
 run, diagnosed from the stored steps on the first read, served, marked in the runs list,
-and sent as `diagnosis` events."""
+and sent as `diagnosis` events; a long stored run diagnosed a stretch at a time, from a
+doctor kept in the store, to the findings one pass over it finds."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
 from app.main import create_app
-from app.store import db, runs, steps
+from app.store import db, findings, runs, steps
 from app.store.lease import Lease
 from app.store.models import Diagnosis, Event, Finding, RunStatus
+from grpo.doctor import diagnose
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import store
+from tests.integration.store_fixture import _clear_caches, store
+from tests.seed import seed_scalars
 from worker.diagnosis import RunDoctor
 
 __all__ = ["store"]
@@ -114,7 +119,83 @@ def test_the_worker_writes_findings_with_its_steps_and_a_resumed_run_catches_up(
     for step in range(3, 7):
         resumed.save_step(held, report(step, cut=0.0))
     assert api.get(f"/api/runs/{run_id}/diagnostics").json() == {
-        "step": 6, "rules_version": 1, "items": []}  # fmt: skip
+        "step": 6, "rules_version": 1, "is_current": True, "items": []}  # fmt: skip
     assert [(e["id"], e.get("status")) for e in diagnosis_events(run_id)] == [
         ("truncation@5", "open"), ("truncation@5", "withdrawn")]  # fmt: skip
     assert api.get(f"/api/runs/{run_id}").json()["doctor"] is None
+
+
+LONG = 12_000  # six stretches of findings.STRETCH_STEPS
+
+
+def findings_of(run_id: str) -> list[dict[str, object]]:
+    return db.call(findings.list_findings, run_id)[1]
+
+
+def stored_state(run_id: str) -> dict[str, Any] | None:
+    with db.session() as session:
+        diagnosed = session.get(Diagnosis, run_id)
+        return json.loads(diagnosed.state) if diagnosed and diagnosed.state else None
+
+
+def seeded(api: TestClient, total: int) -> str:
+    """A finished run of `total` steps of random scalars (the same for every call), stored
+    without findings: as a run trained before the doctor, or diagnosed by older rules."""
+    run_id = submit(api)
+    seed_scalars(run_id, total, eval_every=50)
+    db.call(runs.finish_run, run_id, status=RunStatus.SUCCEEDED)
+    return run_id
+
+
+def test_a_long_runs_first_read_costs_one_stretch_and_ends_as_one_pass_over_it(
+    api: TestClient,
+) -> None:
+    run_id, reference = seeded(api, LONG), seeded(api, LONG)
+    # the old way: every stored step through one doctor, in one transaction
+    assert db.call(findings.diagnose_stored, reference, max_steps=10 * LONG)
+    expected = findings_of(reference)
+    assert len(expected) > 100, "the random scalars open and settle many episodes"
+    rows = db.read(steps.list_metrics, reference)
+    pure = diagnose(JobSpec.model_validate(SPEC), ((r["step"], r["metrics"]) for r in rows))
+    assert sorted((f["id"], f["status"], f["last_step"]) for f in expected) == sorted(
+        (f.id, f.status, f.last_step) for f in pure
+    )
+
+    first = api.get(f"/api/runs/{run_id}/diagnostics").json()
+    assert (first["step"], first["is_current"]) == (findings.STRETCH_STEPS, False)
+    # the rest was diagnosed after that answer (TestClient waits for it), a stretch at a time
+    later = api.get(f"/api/runs/{run_id}/diagnostics").json()
+    assert (later["step"], later["is_current"]) == (LONG, True)
+    assert later["items"] == expected
+    assert findings_of(run_id) == expected
+    assert stored_state(run_id)["step"] == LONG  # type: ignore[index]
+
+
+def test_the_stored_doctor_outlives_the_api_and_a_rewritten_step_starts_it_over(
+    api: TestClient,
+) -> None:
+    run_id, reference = seeded(api, LONG // 2), seeded(api, LONG // 2)
+    assert db.call(findings.diagnose_stored, reference, max_steps=10 * LONG)
+    for _ in range(2):
+        assert not db.call(findings.diagnose_stored, run_id, max_steps=1000)
+    assert stored_state(run_id)["step"] == 2000  # type: ignore[index]
+    _clear_caches()  # a new API process: nothing of the doctor is left in memory
+    with TestClient(create_app(), base_url="http://localhost"):
+        assert not db.call(findings.diagnose_stored, run_id, max_steps=1000)
+    assert stored_state(run_id)["step"] == 3000, "it went on from step 2000"  # type: ignore[index]
+
+    # a resumed run rewrites a step the doctor read: its state is dropped, and the next
+    # stretch starts from the first step again
+    step_10 = db.read(steps.list_metrics, run_id, after_step=9, limit=1)[0]["metrics"]
+    db.call(steps.save_step, run_id, StepReport(step=10, total_steps=6000, scalars=step_10))
+    assert stored_state(run_id) is None
+    assert not db.call(findings.diagnose_stored, run_id, max_steps=1000)
+    assert stored_state(run_id)["step"] == 1000  # type: ignore[index]
+    while not db.call(findings.diagnose_stored, run_id, max_steps=1000):
+        pass
+    assert findings_of(run_id) == findings_of(reference)
+    with db.session() as session:  # as if the rules changed: diagnosed again, the same
+        session.execute(update(Diagnosis).where(Diagnosis.run_id == run_id).values(rules_version=0))
+    while not api.get(f"/api/runs/{run_id}/diagnostics").json()["is_current"]:
+        pass
+    assert findings_of(run_id) == findings_of(reference)

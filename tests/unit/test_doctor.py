@@ -1,15 +1,27 @@
 """The run doctor's episodes: a finding opens, grows, escalates, resolves and reopens; the
-live doctor and a diagnosis of the stored series agree; examples are picked from groups."""
+live doctor and a diagnosis of the stored series agree; examples are picked from groups; a
+doctor saved as JSON and restored goes on as if never stopped."""
 
 from __future__ import annotations
 
 import json
 import math
 
-from grpo.doctor import CompletionView, Doctor, GroupView, Severity, diagnose, pick_examples
+from grpo.doctor import (
+    RULES,
+    CompletionView,
+    Doctor,
+    GroupView,
+    Severity,
+    diagnose,
+    doctor_from,
+    pick_examples,
+    state_of,
+)
 from grpo.doctor.doctor import QUIET_STEPS, REFRESH_STEPS
 from grpo.doctor.finding import ExampleQuery
-from tests.unit.doctor_series import demo_rows, demo_spec, steady, then
+from grpo.spec import JobSpec
+from tests.unit.doctor_series import Row, demo_rows, demo_spec, steady, then
 
 CUT = "completions/clipped_ratio"
 
@@ -97,3 +109,59 @@ def test_examples_are_the_flat_the_cut_and_the_high_scoring_wrong_groups() -> No
         (1, "7", 1.0, "12"),
     ]
     assert [g.index for g in refs] == [0, 1]
+
+
+def troubled_rows() -> list[Row]:
+    """The demo, then KL running away, completions cut at the limit on and off (episodes
+    that resolve and open again later), a flat stretch and a falling eval."""
+    rows = then(demo_rows(), 30, kl=4.0)
+    rows = then(rows, 10, kl=0.1)
+    for _ in range(5):
+        rows = then(then(rows, 8, **{CUT: 0.8}), 30, **{CUT: 0.0})
+    rows = then(rows, 25, frac_reward_zero_std=0.97, **{"groups/all_fail": 31.0})
+    rows = then(rows, 25, frac_reward_zero_std=0.1, **{"groups/all_fail": 1.0})
+    return [
+        (step, {**m, "eval/accuracy": 0.9 - step / 1000} if step % 25 == 0 else m)
+        for step, m in rows
+    ]
+
+
+def every_rule_spec() -> JobSpec:
+    """The demo's spec with every rule applying (as bench/doctor.py's)."""
+    return demo_spec(
+        scale_rewards="batch", generation_batch_size=64, num_iterations=2,
+        eval={"every_steps": 25}, rewards=[{"name": "accuracy"}, {"name": "format", "weight": 0.1}],
+    )  # fmt: skip
+
+
+def test_a_doctor_saved_and_restored_anywhere_answers_as_the_one_never_stopped() -> None:
+    spec, rows = every_rule_spec(), troubled_rows()
+    unbroken, doctor = Doctor(spec), Doctor(spec)
+    assert len(doctor.detectors) == len(RULES), "every rule's state is saved"
+    settled = []
+    for i, (step, metrics) in enumerate(rows):
+        assert doctor.observe(step, metrics) == unbroken.observe(step, metrics), step
+        settled += doctor.settle()
+        if i % 7 == 3:  # saved as the store saves it: JSON text, NaN and all
+            restored = doctor_from(spec, json.loads(json.dumps(state_of(doctor))))
+            assert restored is not None, step
+            doctor = restored
+    found = sorted([*settled, *doctor.findings()], key=lambda f: (f.first_step, f.rule))
+    assert found == sorted(diagnose(spec, rows), key=lambda f: (f.first_step, f.rule))
+    assert len([f for f in settled if f.rule == "truncation"]) >= 3, "episodes were settled"
+    assert len(doctor.finished) <= 1, "a settled doctor holds no old episodes"
+
+
+def test_a_state_from_other_code_or_for_other_rules_restores_as_nothing() -> None:
+    spec = every_rule_spec()
+    doctor = Doctor(spec)
+    for step, metrics in troubled_rows()[:40]:
+        doctor.observe(step, metrics)
+    state = json.loads(json.dumps(state_of(doctor)))
+    assert doctor_from(spec, state) is not None
+    assert doctor_from(spec, {**state, "code": "0" * 16}) is None  # the doctor's code changed
+    assert doctor_from(spec, {**state, "rules_version": 0}) is None
+    assert doctor_from(demo_spec(), state) is None  # fewer rules apply to this spec
+    first, *rest = state["detectors"]
+    broken = {**state, "detectors": [{**first, "extra": 1}, *rest]}  # of another shape
+    assert doctor_from(spec, broken) is None

@@ -11,6 +11,7 @@ STORE = Path(__file__).resolve().parents[2] / "app" / "store"
 IN_TRANSACTION = {
     "add_status_event": "runs.py",
     "bulk_insert": "bulk.py",
+    "forget_doctor": "steps.py",
     "hold": "lease.py",
     "insert_log": "events.py",
     "lock_run_events": "events.py",

@@ -29,7 +29,14 @@ from app.api.deps import (
     WriterDep,
 )
 from app.api.errors import ApiError
-from app.api.params import AfterStepQuery, MetricKeysQuery, RunIdPath, SearchQuery, StepQuery
+from app.api.params import (
+    MAX_STEP,
+    AfterStepQuery,
+    MetricKeysQuery,
+    RunIdPath,
+    SearchQuery,
+    StepQuery,
+)
 from app.api.responses import WRITES, errors
 from app.api.schemas import (
     DoctorMark,
@@ -42,7 +49,7 @@ from app.api.schemas import (
     RunOut,
 )
 from app.queue import dispatch_run
-from app.store import db, events, findings, histograms, runs, steps
+from app.store import db, events, findings, histograms, runs, steps, thinning
 from app.store.db import Connection
 from app.store.models import Run, RunStatus
 from grpo.spec import JobSpec
@@ -152,22 +159,61 @@ def get_run(run: RunDep, session: SessionDep) -> RunOut:
     return run_out(run, findings.open_marks(session, [run.id]).get(run.id))
 
 
+MAX_POINTS = 10_000
+"""The most rows one metrics answer holds: a thinned view's max_points, and a page's limit
+(about 8 MB of a step's ~30 scalars)."""
+MaxPointsQuery = Annotated[
+    int | None,
+    Query(
+        ge=10,
+        le=MAX_POINTS,
+        description="thin the range to at most this many rows (default 10,000): first and "
+        "last step, every row of a sparse metric, and each bucket's lowest and highest row "
+        "of every other metric; `thinned` says when it did",
+    ),
+]
+PageLimitQuery = Annotated[
+    int | None,
+    Query(
+        ge=1,
+        le=MAX_POINTS,
+        description="instead of thinning (max_points is then not used), a page of every "
+        "step: at most this many, and `next_after_step` to ask the next page after",
+    ),
+]
+BeforeStepQuery = Annotated[
+    int | None, Query(ge=1, le=MAX_STEP, description="only steps before this one")
+]
+
+
 @router.get("/{run_id}/metrics", dependencies=[ReadAccess], response_model=MetricList)
 async def get_metrics(
     run_id: RunIdPath,
     newest_event: RunVersionDep,
     after_step: AfterStepQuery = None,
-    limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
+    before_step: BeforeStepQuery = None,
+    max_points: MaxPointsQuery = None,
+    limit: PageLimitQuery = None,
     keys: MetricKeysQuery = None,
 ) -> Response:
     """Step scalars in step order, for curves; `keys` keeps only some metrics. Step 0 holds
-    the evaluation before training (spec `eval`), when there is one, and nothing else."""
+    the evaluation before training (spec `eval`), when there is one, and nothing else.
+
+    A range of more than `max_points` steps (10,000 unless asked) is answered thinned, never
+    averaged: every row is a stored step, the first and the last are there, and of each bucket
+    of consecutive steps every metric keeps its lowest and highest row (`thinned` gives the
+    steps it stands for and the buckets). Every step, a page at a time: `limit` (which
+    `max_points` does not change), then `after_step` = the answer's `next_after_step` until it
+    is null."""
     key_list = tuple(k for k in (keys or "").split(",") if k)
     after = -1 if after_step is None else after_step
+    points = None if limit is not None else max_points or MAX_POINTS
+    key = ("metrics", run_id, newest_event, after, before_step, limit, points, key_list)
     body = await bodies.get(
-        ("metrics", run_id, newest_event, after, limit, key_list),
-        partial(db.read, _metrics_body, run_id, newest_event, after, limit, key_list),
-    )
+        key,
+        partial(db.read, _metrics_body, run_id, newest_event, after, before_step, limit, points,
+                key_list),
+    )  # fmt: skip
     return Response(content=body, media_type="application/json")
 
 
@@ -176,16 +222,29 @@ def _metrics_body(
     run_id: str,
     newest_event: int,
     after_step: int,
-    limit: int,
+    before_step: int | None,
+    limit: int | None,
+    max_points: int | None,
     keys: tuple[str, ...],
 ) -> str:
+    if max_points is not None:
+        return thinning.thinned_metrics_json(
+            conn, run_id, after_step=after_step, before_step=before_step,
+            max_points=max_points, keys=keys, after_event=newest_event,
+        )  # fmt: skip
     if not keys:
         return steps.metrics_json(
-            conn, run_id, after_step=after_step, limit=limit, after_event=newest_event
-        )
-    rows = steps.list_metrics(conn, run_id, after_step=after_step, limit=limit, keys=list(keys))
-    items = [MetricRow(**r) for r in rows]
-    return MetricList(last_event_id=newest_event, items=items).model_dump_json()
+            conn, run_id, after_step=after_step, before_step=before_step, limit=limit,
+            after_event=newest_event,
+        )  # fmt: skip
+    one_more = None if limit is None else limit + 1
+    rows = steps.list_metrics(conn, run_id, after_step=after_step, before_step=before_step,
+                              limit=one_more, keys=list(keys))  # fmt: skip
+    more = limit is not None and len(rows) > limit
+    items = [MetricRow(**r) for r in rows[:limit]]
+    next_after = items[-1].step if more else None
+    page = MetricList(last_event_id=newest_event, items=items, next_after_step=next_after)
+    return page.model_dump_json()
 
 
 @router.get("/{run_id}/histograms", dependencies=[ReadAccess], response_model=HistogramList)

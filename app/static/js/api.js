@@ -1,6 +1,7 @@
 // The public REST API, one function per endpoint. The dashboard reads nothing else.
 
 import { seg } from './dom.js';
+import { MAX_POINTS } from './sampling.js';
 import { getToken } from './token.js';
 
 /**
@@ -17,6 +18,8 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').GroupSummary} GroupSummary
  * @typedef {import('./openapi').GroupDetail} GroupDetail
  * @typedef {import('./openapi').MetricRow} MetricRow
+ * @typedef {import('./openapi').MetricList} MetricList
+ * @typedef {import('./openapi').Thinning} Thinning
  * @typedef {import('./openapi').EvalList} EvalList
  * @typedef {import('./openapi').HistogramRow} HistogramRow
  * @typedef {import('./openapi').HistogramList['bin_edges']} BinEdges
@@ -155,7 +158,8 @@ export const getGroup = (id, step, index) => request('GET', `${run(id)}/steps/${
 export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/prompts/${seg(promptId)}`);
 /** @type {(id: string, params?: { examples?: boolean, step?: number }) => Promise<EvalList>} */
 export const getEvals = (id, params = {}) => request('GET', `${run(id)}/evals`, { params });
-/** The run doctor's findings (a run stored before is diagnosed on this first read). */
+/** The run doctor's findings (a run stored before is diagnosed when read: `is_current` is
+ * false while a long one is still being caught up with, after the answer). */
 /** @type {(id: string) => Promise<DiagnosisOut>} */
 export const getDiagnostics = (id) => request('GET', `${run(id)}/diagnostics`);
 /** @type {(id: string) => string} */
@@ -165,12 +169,12 @@ export const exportUrl = (id, query) => `${run(id)}/export?${query}`;
 /** A checkpoint's model as .tar.gz; `which`: a step or 'latest'. */
 export const checkpointUrl = (id, which) => `${run(id)}/checkpoints/${which}/download`;
 
-const METRICS_PAGE = 20000;
+const HISTOGRAMS_PAGE = 20000;
 
 /**
- * Every row of a per-step resource (metrics, histograms) after `afterStep` (none: all, the
- * metrics of step 0 included), following pages until a short one. `lastEventId` is the stream position the server says the rows cover,
- * when it says so (resume from there).
+ * Every row of a per-step resource (histograms) after `afterStep` (none: all), following
+ * pages until a short one. `lastEventId` is the stream position the server says the rows
+ * cover, when it says so (resume from there).
  */
 /**
  * @template {{ step: number }} Row
@@ -184,17 +188,31 @@ async function getAllSteps(path, { afterStep, params = {} } = {}) {
   /** @type {string | null} */
   let lastEventId = null;
   for (;;) {
-    const page = await request('GET', path, { params: { ...params, after_step: afterStep, limit: METRICS_PAGE } });
+    const page = await request('GET', path, { params: { ...params, after_step: afterStep, limit: HISTOGRAMS_PAGE } });
     if (lastEventId === null && page.last_event_id != null) lastEventId = String(page.last_event_id);
     rows.push(...page.items);
-    if (page.items.length < METRICS_PAGE) return Object.assign(rows, { lastEventId });
+    if (page.items.length < HISTOGRAMS_PAGE) return Object.assign(rows, { lastEventId });
     afterStep = page.items[page.items.length - 1].step;
   }
 }
 
-/** @type {(id: string, options?: { afterStep?: number, keys?: string[] }) => Promise<MetricRow[] & { lastEventId: string | null }>} */
-export const getAllMetrics = (id, { afterStep, keys } = {}) =>
-  getAllSteps(`${run(id)}/metrics`, { afterStep, params: { keys: keys?.join(',') } });
+/**
+ * A run's step metrics in (afterStep, beforeStep) as a chart shows them, in one answer:
+ * every step of a range of up to `maxPoints` steps, a thinned view of a longer one (stored
+ * steps only: the first and the last, every row of a sparse metric, and each bucket's lowest
+ * and highest row of every other metric; `thinned` says how many steps it stands for).
+ * `lastEventId` is the stream position the rows cover (resume from there).
+ * @type {(id: string, options?: { afterStep?: number, beforeStep?: number, maxPoints?: number, keys?: string[] }) =>
+ *   Promise<MetricRow[] & { lastEventId: string | null, thinned: Thinning | null }>}
+ */
+export const getMetrics = async (id, { afterStep, beforeStep, maxPoints = MAX_POINTS, keys } = {}) => {
+  /** @type {MetricList} */
+  const page = await request('GET', `${run(id)}/metrics`, {
+    params: { after_step: afterStep, before_step: beforeStep, max_points: maxPoints, keys: keys?.join(',') },
+  });
+  const lastEventId = page.last_event_id != null ? String(page.last_event_id) : null;
+  return Object.assign(page.items, { lastEventId, thinned: page.thinned ?? null });
+};
 
 /**
  * Every step's histograms (advantage, reward, group reward spread).

@@ -322,10 +322,20 @@ function timePanel(s) {
   };
 }
 
-/** The grid of curve cards; `render(weight)` redraws every chart from the series. */
+/**
+ * The grid of curve cards; `render(weight)` redraws every chart from the series. `onWindow`
+ * is told the zoom window ([first, last] step) of a series that a thinned answer left steps
+ * out of: it reads them and redraws.
+ */
 export class CurvesView {
-  constructor(container, series) {
+  /**
+   * @param {HTMLElement} container
+   * @param {import('./series.js').RunSeries} series
+   * @param {{ onWindow?: (window: [number, number]) => void }} [options]
+   */
+  constructor(container, series, { onWindow } = {}) {
     this.series = series;
+    this.onWindow = onWindow;
     /** @type {[number, number] | null} zoom window, in steps */
     this.window = null;
     this.last = { weight: 0, finished: false };
@@ -380,13 +390,17 @@ export class CurvesView {
     });
   }
 
-  /** A long run is drawn thinned; zooming in redraws the window at full resolution. */
+  /**
+   * A long run is drawn thinned; zooming in redraws the window at full resolution, once the
+   * steps the server's thinned answer left out of it are read (onWindow).
+   */
   followZoom() {
     const zoom = this.cards[0].chart.getOption().dataZoom?.[0];
     const s = this.series;
-    if (!zoom || s.size <= MAX_POINTS) return;
+    if (!zoom || (s.size <= MAX_POINTS && !s.hidden)) return;
     const full = (zoom.start ?? 0) <= 0 && (zoom.end ?? 100) >= 100;
     this.window = full ? null : [Math.floor(zoom.startValue), Math.ceil(zoom.endValue)];
+    if (this.window && s.hidden) this.onWindow?.(this.window);
     this.render(this.last.weight, { finished: this.last.finished });
   }
 

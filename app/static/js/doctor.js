@@ -1,7 +1,9 @@
 // The run page's Doctor card: the run doctor's findings, one sentence each, a sparkline of
 // the evidence, links to the steps and groups behind it, and "clone with this change".
 // Findings come from GET /diagnostics, then as `diagnosis` events on the run's stream (the
-// newest event of a finding replaces it; a `withdrawn` one removes it).
+// newest event of a finding replaces it; a `withdrawn` one removes it). A long stored run is
+// diagnosed a stretch at a time after the first read (`is_current` false): the card reads
+// again every POLL_MS until it is current, each read replacing the last.
 
 import { getDiagnostics } from './api.js';
 import { fill, h, seg } from './dom.js';
@@ -17,6 +19,7 @@ const SPARK_WIDTH = 140;
 const SPARK_HEIGHT = 28;
 const SPARK_CONTEXT = 20;
 const SVG = 'http://www.w3.org/2000/svg';
+const POLL_MS = 1000;
 
 /**
  * The new-run page with the run's spec and each suggested field set (those with a value).
@@ -159,16 +162,23 @@ export class DoctorCard {
     this.withdrawn = new Set();
     this.step = 0;
     this.isLoaded = false;
+    this.isCurrent = true;
     this.drawnVersion = -1;
   }
 
   async load() {
     try {
       const found = await getDiagnostics(this.runId);
-      this.step = found.step;
+      if (!this.isCurrent) {
+        // a read while the stored steps are caught up with: it has every finding so far
+        this.findings = new Map(found.items.map((f) => [f.id, f]));
+      }
+      this.step = Math.max(this.step, found.step);
       for (const finding of found.items) {
         if (!this.findings.has(finding.id) && !this.withdrawn.has(finding.id)) this.findings.set(finding.id, finding);
       }
+      this.isCurrent = found.is_current ?? true;
+      if (!this.isCurrent) setTimeout(() => this.load(), POLL_MS);
       this.isLoaded = true;
       this.render();
     } catch (error) {
@@ -217,6 +227,7 @@ export class DoctorCard {
     const items = this.sorted();
     const open = items.filter((f) => f.status === 'open').length;
     this.el.dataset.findings = String(items.length);
+    this.el.dataset.current = String(this.isCurrent);
     fill(
       this.el,
       h(
@@ -226,9 +237,12 @@ export class DoctorCard {
         h(
           'span',
           { class: 'hint' },
-          items.length
-            ? `${open} open · ${items.length - open} resolved`
-            : 'what is going wrong, the evidence, and what to change',
+          [
+            items.length ? `${open} open · ${items.length - open} resolved` : '',
+            this.isCurrent ? '' : `reading the stored steps: through step ${this.step} so far`,
+          ]
+            .filter(Boolean)
+            .join(' · ') || 'what is going wrong, the evidence, and what to change',
         ),
       ),
       items.length
@@ -240,7 +254,7 @@ export class DoctorCard {
         : h(
             'div',
             { class: 'doctor-empty' },
-            this.step ? `Nothing found through step ${this.step}.` : 'Nothing found yet.',
+            this.step || !this.isCurrent ? `Nothing found through step ${this.step}.` : 'Nothing found yet.',
           ),
     );
   }

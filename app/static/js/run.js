@@ -2,7 +2,7 @@
 // batches (at most a few frames a second, however fast steps arrive).
 
 import { dump } from '../vendor/js-yaml.mjs';
-import { eventsUrl, getAllHistograms, getAllMetrics, getRun } from './api.js';
+import { eventsUrl, getAllHistograms, getMetrics, getRun } from './api.js';
 import { FINAL, progressBar } from './badges.js';
 import { histogram } from './bins.js';
 import { CurvesView } from './curves.js';
@@ -31,7 +31,7 @@ const series = new RunSeries();
  *   run: import('./api.js').RunOut | null, shownStep: number | null, renderQueued: boolean, lastRender: number,
  *   renderCost: number, curvesKey: string, stepTimer: ReturnType<typeof setTimeout> | undefined,
  *   statusTimer: ReturnType<typeof setTimeout> | undefined,
- *   evalTimer: ReturnType<typeof setTimeout> | undefined,
+ *   evalTimer: ReturnType<typeof setTimeout> | undefined, window: string,
  * }}
  */
 const state = {
@@ -44,6 +44,7 @@ const state = {
   stepTimer: undefined,
   statusTimer: undefined,
   evalTimer: undefined,
+  window: '',
 };
 
 /** The run as last read; main() reads it before any view is built. */
@@ -61,7 +62,7 @@ function smoothing() {
 function defaultSmoothing() {
   const stored = localStorage.getItem(SMOOTHING_KEY);
   if (stored !== null) return;
-  const value = series.size > 200 ? '0.6' : '0';
+  const value = series.trained > 200 ? '0.6' : '0';
   $('#smoothing').value = value;
   $('#smoothing-value').textContent = value;
 }
@@ -182,9 +183,9 @@ async function refreshAfterEnd() {
   try {
     const [run, rows] = await Promise.all([
       getRun(runId),
-      getAllMetrics(runId, { afterStep: series.size ? series.last : undefined }),
+      getMetrics(runId, { afterStep: series.size ? series.last : undefined }),
     ]);
-    for (const row of rows) series.add(row);
+    series.load(rows, rows.thinned);
     setRun(run);
     scheduleRender();
   } catch {
@@ -246,6 +247,23 @@ async function showStep(step) {
   }
 }
 
+/**
+ * The steps of a zoom window that the thinned history left out, read at the resolution a
+ * chart shows (the latest window only: a window zoomed past is not read).
+ * @param {[number, number]} window
+ */
+async function loadWindow([first, last]) {
+  const key = `${first}-${last}`;
+  if (state.window === key) return;
+  state.window = key;
+  try {
+    const rows = await getMetrics(runId, { afterStep: first > 0 ? first - 1 : undefined, beforeStep: last + 1 });
+    if (state.window === key && series.fill(rows)) scheduleRender();
+  } catch {
+    state.window = ''; // the next zoom tries again
+  }
+}
+
 function showAdvantagesEmpty(text) {
   stepHistogram.draw([]);
   $('#advantages-empty').textContent = text;
@@ -286,7 +304,7 @@ function initSmoothing() {
 
 /** @param {import('./api.js').BinEdges} edges each histogram's bins, as the API gives them */
 function buildViews(edges) {
-  curves = new CurvesView($('#curves'), series);
+  curves = new CurvesView($('#curves'), series, { onWindow: loadWindow });
   stepGroups = new StepGroupsView($('#chart-groups'), { runId });
   stepHistogram = new StepHistogramView($('#chart-advantages'), edges.advantage_histogram);
   const pick = (step) => scrubber.select(step, { live: false });
@@ -346,7 +364,7 @@ async function main() {
   if (page.dataset.step) scrubber.live = false;
   const rows = await loaded.history;
   performance.mark('grpo:history-fetched');
-  series.load(rows);
+  series.load(rows, rows.thinned);
   performance.mark('grpo:history-merged');
   defaultSmoothing();
   await render();

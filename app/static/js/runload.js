@@ -2,11 +2,12 @@
 // library is still loading. Loaded as an async module in <head>; run.js imports the same
 // instance and takes over the requests already in flight.
 
-import { getAllMetrics, getBinEdges, getLogs, getRun } from './api.js';
+import { getBinEdges, getLogs, getMetrics, getRun } from './api.js';
 
 export const runId = /** @type {HTMLMetaElement} */ (document.querySelector('meta[name="grpo-run-id"]')).content;
 export const run = getRun(runId);
-export const history = getAllMetrics(runId).catch(() => Object.assign([], { lastEventId: null }));
+// a long run's history comes thinned to what the charts show (GET /metrics max_points)
+export const history = getMetrics(runId).catch(() => Object.assign([], { lastEventId: null, thinned: null }));
 export const logLines = getLogs(runId)
   .then((r) => r.items)
   .catch(() => []);

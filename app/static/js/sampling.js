@@ -3,6 +3,10 @@
 // first curve (so spikes stay visible), and every point of a sparse curve (an evaluation every
 // k steps: thinned by the dense curve's extremes, it would lose most of its few points).
 // Values are never averaged: a drawn point is a real step.
+//
+// A long run's history comes thinned the same way by the server (GET /metrics max_points,
+// app/store/thinning.py), for every metric at once: the page asks for MAX_POINTS rows, and
+// for a zoom window's rows when it zooms in (curves.js).
 
 // a chart is ~400 px wide: 500 buckets keep each pixel column's lowest and highest point
 export const MAX_POINTS = 1000;

@@ -1,5 +1,7 @@
 // A run's step metrics in columns (one array per metric, aligned with `steps`), merged from
-// REST pages and live events alike: a step seen twice is overwritten, never doubled.
+// REST answers and live events alike: a step seen twice is overwritten, never doubled. A long
+// run's history comes thinned (GET /metrics `thinned`): `hidden` counts the stored steps it
+// left out, until a zoom window's rows bring them in (`fill`).
 
 export class RunSeries {
   constructor() {
@@ -8,6 +10,8 @@ export class RunSeries {
     this.histograms = new Map();
     this.version = 0;
     this.histogramVersion = 0;
+    /** stored steps a thinned answer stood for but did not hold */
+    this.hidden = 0;
   }
 
   get last() {
@@ -18,9 +22,10 @@ export class RunSeries {
     return this.steps.length;
   }
 
-  /** Steps trained: step 0 (the evaluation before training, when the run has one) is not. */
+  /** Steps trained, held or left out by a thinned answer: step 0 (the evaluation before
+   * training, when the run has one) is not one. */
   get trained() {
-    return this.steps[0] === 0 ? this.steps.length - 1 : this.steps.length;
+    return (this.steps[0] === 0 ? this.steps.length - 1 : this.steps.length) + this.hidden;
   }
 
   /** The first trained step; 0 when none. */
@@ -40,8 +45,13 @@ export class RunSeries {
     return this.columns.get(name) || null;
   }
 
-  /** Loads a run's history (REST rows in step order); falls back to add() when not empty. */
-  load(rows) {
+  /**
+   * Loads a run's history (REST rows in step order); falls back to add() when not empty.
+   * @param {any[]} rows
+   * @param {{ steps: number } | null} [thinned] the answer's `thinned`: how many stored steps the rows stand for
+   */
+  load(rows, thinned = null) {
+    if (thinned) this.hidden += Math.max(0, thinned.steps - rows.length);
     if (this.steps.length || rows.some((r, i) => i && r.step <= rows[i - 1].step)) {
       for (const row of rows) this.add(row);
       return;
@@ -77,6 +87,19 @@ export class RunSeries {
       this.histograms.set(row.step, histogramsOf(row));
       this.histogramVersion += 1;
     }
+  }
+
+  /** Rows of steps a thinned answer left out (a zoom window read again); true when any was new. */
+  fill(rows) {
+    let added = 0;
+    for (const row of rows) {
+      const index = this.bisect(row.step);
+      if (this.steps[index] === row.step) continue;
+      this.add(row);
+      added += 1;
+    }
+    this.hidden = Math.max(0, this.hidden - added);
+    return added > 0;
   }
 
   /** Histogram rows read over REST (GET /histograms); a step the stream already gave is kept. */
