@@ -143,6 +143,15 @@ class Settings(BaseSettings):
     stop_grace_seconds: float = Field(20.0, gt=0)
     """How long a stopping worker waits for its job's next step boundary (to checkpoint and
     hand the run back) before it hands the run back without it and exits."""
+    db_outage_wait_seconds: float = Field(120.0, ge=0)
+    """How long a running job waits for a database it cannot reach (connection refused or
+    lost, the server restarting): its writes (steps, log lines, heartbeats, lease checks,
+    checkpoint rows) are tried again with backoff and the run goes on, no retry spent, with
+    one log line saying how long it waited. Past this the run stops without the step in
+    flight and, once the database answers, is handed back to the queue as a stopping
+    worker's run is; it resumes from its last checkpoint. Workers that saw an outage hold
+    their stale-run sweep for GRPO_STALE_AFTER_SECONDS after it, so a run is not requeued
+    for a heartbeat the outage stopped."""
     redispatch_after_seconds: float = Field(300.0, gt=0)
     """A queued run nobody claimed this long after its task was sent is sent again (a send
     that failed is sent again at the next sweep)."""

@@ -12,28 +12,30 @@ from __future__ import annotations
 
 import logging
 
-from app.store import db, findings, steps
+from app.store import findings, steps
 from app.store.lease import Lease, LeaseLost
 from grpo.doctor import Doctor, Finding
 from grpo.report import StepReport
 from grpo.spec import JobSpec
+from worker.run_writes import GaveUp, RunWrites
 
 log = logging.getLogger(__name__)
 
 
 class RunDoctor:
-    def __init__(self, run_id: str, spec: JobSpec) -> None:
-        self.run_id, self.spec = run_id, spec
+    def __init__(self, run_id: str, spec: JobSpec, writes: RunWrites | None = None) -> None:
+        """`writes`: the run's (worker/training.py); default, ones of the first save's lease."""
+        self.run_id, self.spec, self.writes = run_id, spec, writes
         self.doctor: Doctor | None = None
         self.is_broken = False
 
-    def observe(self, report: StepReport) -> tuple[list[Finding], bool]:
+    def observe(self, report: StepReport, writes: RunWrites) -> tuple[list[Finding], bool]:
         """The findings to write with this step, and whether they are all of the run's."""
         metrics = steps.compact_scalars(report.scalars)
         if self.doctor is not None:
             return self.doctor.observe(report.step, metrics), False
         self.doctor = Doctor(self.spec)
-        for row in db.read(steps.list_metrics, self.run_id, limit=report.step):
+        for row in writes.read(steps.list_metrics, self.run_id, limit=report.step):
             if row["step"] < report.step:
                 self.doctor.observe(row["step"], row["metrics"])
         self.doctor.observe(report.step, metrics)
@@ -42,16 +44,17 @@ class RunDoctor:
     def save_step(self, held: Lease, report: StepReport) -> None:
         """Write the step with its findings; without them once the doctor has failed (a
         failed write of both is tried again as the step alone, which raises what it raises)."""
+        writes = self.writes = self.writes or RunWrites(held)
         if not self.is_broken:
             try:
-                found, is_full = self.observe(report)
-                db.call(findings.save_diagnosed_step, self.run_id, report, found,
-                        spec=self.spec, is_full=is_full, lease=held)  # fmt: skip
+                found, is_full = self.observe(report, writes)
+                writes.call(findings.save_diagnosed_step, self.run_id, report, found,
+                            spec=self.spec, is_full=is_full, lease=held)  # fmt: skip
                 return
-            except LeaseLost:
+            except (LeaseLost, GaveUp):  # not the doctor's failure: the run stops
                 raise
             except Exception:  # noqa: BLE001 - a doctor's bug must not fail the run
                 log.exception("run %s: the doctor failed at step %s; off for this run",
                               self.run_id, report.step)  # fmt: skip
                 self.is_broken = True
-        db.call(steps.save_step, self.run_id, report, lease=held)
+        writes.call(steps.save_step, self.run_id, report, lease=held)

@@ -7,8 +7,11 @@ returned: a worker that finds it lost the run (it stalled, the run was requeued 
 claimed by another) stops at once, writes nothing more and says why in its own log. A
 worker that is told to stop hands the run back to the queue at the next step boundary,
 with a checkpoint. Errors become a failed run with a message a user understands; the
-worker process goes on to the next job. A run on several ranks is launched and supervised
-by worker/ranks.py; its steps are written as worker/training.py writes a one-process run's.
+worker process goes on to the next job. A database outage is waited out: by the run's
+writes up to GRPO_DB_OUTAGE_WAIT_SECONDS (past it the run is handed back to the queue,
+worker/run_writes.py), by the writes that end the run (its status, a hand-back) for as long
+as it lasts. A run on several ranks is launched and supervised by worker/ranks.py; its
+steps are written as worker/training.py writes a one-process run's.
 
 Every run trains in processes of its own, one per rank (one for most runs), started for it
 and gone when it ends: reward and tool plugins installed after the worker started are found,
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 
 from app.queue import dispatch_run
 from app.settings import get_settings
@@ -30,12 +34,16 @@ from grpo.engines.choice import available_engines
 from grpo.failures import user_message
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult
+from worker.db_outage import OutageWait
 from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
-from worker.ranks import StoppedStarting, ranks_label, train_on_ranks
+from worker.ranks import GaveUpOnDatabase, StoppedStarting, ranks_label, train_on_ranks
 from worker.training import outcome_of
 
 log = logging.getLogger(__name__)
+until_answered = OutageWait(None)
+"""The writes that end a run (its status, a hand-back) wait out an outage however long: the
+run's processes are gone, and this worker can claim nothing before the database answers."""
 DECLINES_REMEMBERED = 1024
 """Runs a worker remembers having declined (oldest forgotten first): a long-lived worker
 that sees many unfit runs must not grow without bound; a forgotten one is logged again."""
@@ -67,7 +75,7 @@ def run_job(run_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         log.exception("run %s failed", run_id)
         try:
-            db.call(lease.finish, held, status=RunStatus.FAILED, error=user_message(exc))
+            _finish(held, RunStatus.FAILED, error=user_message(exc))
         except LeaseLost as lost:
             log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:
@@ -77,32 +85,49 @@ def run_job(run_id: str) -> None:
 def _train_on_ranks(held: Lease, spec: JobSpec, *, queue: str) -> None:
     try:
         result = train_on_ranks(held, spec, stopping=stopping)
-    except StoppedStarting as stopped:
-        if db.call(lease.check, held):  # a cancel asked for meanwhile wins over the stop
-            db.call(lease.finish, held, status=RunStatus.CANCELLED)
+    except (StoppedStarting, GaveUpOnDatabase) as stopped:
+        if until_answered.call(lease.check, held):  # a cancel asked for meanwhile wins
+            _finish(held, RunStatus.CANCELLED)
+        elif isinstance(stopped, StoppedStarting):
+            _hand_back(held, reason=f"worker {worker_name()} is stopping: {stopped}", queue=queue)
         else:
-            _hand_back(held, reason=str(stopped), queue=queue)
+            _hand_back(held, reason=f"worker {worker_name()} gave the run back: {stopped}; it "
+                       "resumes from its last checkpoint", queue=queue)  # fmt: skip
         return
     _end(held, result, queue=queue)
 
 
 def _end(held: Lease, result: FitResult, *, queue: str) -> None:
     """Succeeded, cancelled, or (this worker is stopping) handed back to the queue."""
-    outcome = outcome_of(held, result)
+    outcome = outcome_of(result, is_cancel_asked=partial(until_answered.call, lease.check, held))
     if outcome == "succeeded":
-        db.call(lease.finish, held, status=RunStatus.SUCCEEDED)
+        _finish(held, RunStatus.SUCCEEDED)
     elif outcome == "cancelled":
-        db.call(lease.finish, held, status=RunStatus.CANCELLED)
+        _finish(held, RunStatus.CANCELLED)
     else:
-        where = f"at step {result.last_step} with a checkpoint"
-        _hand_back(held, reason=f"handed the run back to the queue {where}", queue=queue)
+        where = f"handed the run back to the queue at step {result.last_step} with a checkpoint"
+        _hand_back(held, reason=f"worker {worker_name()} is stopping: {where}", queue=queue)
+
+
+def _finish(held: Lease, status: RunStatus, *, error: str | None = None) -> None:
+    """The run's final status, waiting out a database outage; a retry that finds its own
+    earlier commit landed (its answer was lost) is done."""
+    try:
+        until_answered.call(lease.finish, held, status=status, error=error)
+    except LeaseLost:
+        if not until_answered.call(lease.is_left_as, held, status):
+            raise
 
 
 def _hand_back(held: Lease, *, reason: str, queue: str) -> None:
-    """Back to the queue for the next worker: this one is stopping."""
-    db.call(lease.hand_back, held, reason=f"worker {worker_name()} is stopping: {reason}")
+    """Back to the queue for the next worker, waiting out a database outage."""
+    try:
+        until_answered.call(lease.hand_back, held, reason=reason)
+    except LeaseLost:
+        if not until_answered.call(lease.is_left_as, held, RunStatus.QUEUED):
+            raise
     log.warning("run %s: %s", held.run_id, reason)
-    db.call(dispatch_run, held.run_id, queue=queue)
+    until_answered.call(dispatch_run, held.run_id, queue=queue)
 
 
 def _device(queued: Run | None) -> str:

@@ -4,7 +4,10 @@ promptly.
 
 Every worker sweeps on start and then periodically; conditional updates let only one
 worker requeue a given run. Runs the sweep found are sent to their queue again and resume
-from their last checkpoint.
+from their last checkpoint. A worker that found the database unreachable says so once, and
+once it answers again holds its stale-run sweep for GRPO_STALE_AFTER_SECONDS: every
+heartbeat stopped with the database, and the workers still alive beat again by then, so
+the sweep requeues only the runs of workers that died meanwhile.
 
 Stopping (SIGTERM or SIGINT, once or repeated; `docker compose stop`): Celery's warm
 shutdown would wait for the whole training task, hours maybe, and a second Ctrl-C would
@@ -29,7 +32,9 @@ from app.queue import dispatch_run, redispatch_due, requeue_lost_runs
 from app.settings import get_settings
 from app.store import db, lease, runs, workers
 from app.store.lease import Lease, LeaseLost
+from app.store.outage import is_unreachable
 from grpo.engines.choice import available_engines
+from worker.db_outage import note_answered, note_unreachable, take_outage
 from worker.device import free_memory_mb, held_devices, held_threads
 
 log = logging.getLogger(__name__)
@@ -39,6 +44,7 @@ stopping = threading.Event()
 _stopped = threading.Event()
 _identity: dict[str, str] = {}
 _lost_logged: dict[str, Lease] = {}
+_sweep_held_until = [0.0]  # time.monotonic() before which the stale-run sweep waits
 
 
 def worker_name() -> str:
@@ -72,6 +78,8 @@ def _beat() -> None:
     try:
         db.call(lease.beat, held)
     except LeaseLost as exc:  # the job stops at its next write; say why here, once
+        if current_run["lease"] != held:
+            return  # the job let go meanwhile (it ended the run, or handed it back)
         if _lost_logged.get("lease") != held:
             _lost_logged["lease"] = held
             log.warning("run %s: lost it: %s", held.run_id, exc)
@@ -82,10 +90,29 @@ def _loop(every_seconds: float) -> None:
         try:
             _beat()
             _report()
-            db.call(requeue_lost_runs)
+            note_answered()
+            if not _is_sweep_held():
+                db.call(requeue_lost_runs)
             db.call(redispatch_due)
-        except Exception:  # noqa: BLE001 - a failed sweep must not kill the worker
-            log.exception("worker housekeeping failed; retrying")
+        except Exception as exc:  # noqa: BLE001 - a failed sweep must not kill the worker
+            if is_unreachable(exc):
+                note_unreachable(exc)  # said once per outage; the next round tries again
+            else:
+                log.exception("worker housekeeping failed; retrying")
+
+
+def _is_sweep_held() -> bool:
+    """Whether the stale-run sweep waits: for GRPO_STALE_AFTER_SECONDS after this process
+    last saw the database come back, since heartbeats stopped while it was away."""
+    lasted = take_outage()
+    if lasted is not None:
+        hold = get_settings().stale_after_seconds
+        _sweep_held_until[0] = time.monotonic() + hold
+        log.warning(
+            "database back after %.1f s: no stale-run sweep for %.0f s, while the running "
+            "jobs' heartbeats resume", lasted, hold,
+        )  # fmt: skip
+    return time.monotonic() < _sweep_held_until[0]
 
 
 @worker_ready.connect

@@ -54,6 +54,7 @@ from grpo.parallel.threads import threads_for, user_threads
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult
 from worker.device import Devices, held_devices
+from worker.run_writes import GaveUp
 from worker.training import train, train_silently
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,12 @@ class StoppedStarting(Exception):  # noqa: N818 - a stop, not an error
     the run goes back to the queue as it was."""
 
 
+class GaveUpOnDatabase(Exception):  # noqa: N818 - a stop, not an error
+    """Rank 0 gave up on the database (it did not answer within GRPO_DB_OUTAGE_WAIT_SECONDS;
+    worker/run_writes.py): the ranks have stopped, and the run goes back to the queue once
+    the database answers, to resume from its last checkpoint."""
+
+
 def ranks_label(spec: JobSpec, held: Devices) -> str:
     """Where the run's ranks train, as the run page shows it: '2 ranks · cpu (gloo)', or
     '4 ranks · cuda:0,1,2,3 (nccl)' with the ids of the worker's GPUs the ranks take."""
@@ -81,13 +88,15 @@ def ranks_label(spec: JobSpec, held: Devices) -> str:
 
 def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> FitResult:
     """Launch the run's ranks and wait for them; rank 0's result. RanksFailed when one dies,
-    StoppedStarting when the worker is stopped before rank 0 joined the group."""
+    StoppedStarting when the worker is stopped before rank 0 joined the group,
+    GaveUpOnDatabase when rank 0 gave up on the database."""
     spawn = multiprocessing.get_context("spawn")
-    stop, started = spawn.Event(), spawn.Event()
+    stop, started, gave_up = spawn.Event(), spawn.Event(), spawn.Event()
     ranks = spec.resources.num_processes
     held_here = held_devices()
     threads = threads_for(held_here.kind, held_here.count, ranks=ranks)
     others = {child.pid for child in multiprocessing.active_children()}
+    worker = os.getpid()
     launched: Future[FitResult] = Future()
 
     def launch() -> None:
@@ -95,7 +104,7 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
             launched.set_result(
                 launch_ranks(
                     rank_main,
-                    (held, spec.model_dump(mode="json"), stop, started, os.getpid(), threads),
+                    (held, spec.model_dump(mode="json"), stop, started, gave_up, worker, threads),
                     num_processes=ranks,
                     run_id=held.run_id,
                     log_dir=get_settings().runs_dir / held.run_id / "ranks",
@@ -119,6 +128,11 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
         # of their own: either way a stop, with no step to lose
         raise StoppedStarting("handed the run back to the queue before its ranks started")
     error = launched.exception()
+    if gave_up.is_set():  # the ranks have stopped (the launcher stopped those of several)
+        raise GaveUpOnDatabase(
+            f"the database did not answer for {get_settings().db_outage_wait_seconds:g} s "
+            "(GRPO_DB_OUTAGE_WAIT_SECONDS)"
+        ) from error
     if isinstance(error, ChildFailedError):
         if ranks == 1:
             raise RanksFailed(one_process_failure(error)) from error
@@ -156,11 +170,13 @@ def rank_main(
     spec_json: dict[str, Any],
     stop: ProcessEvent,
     started: ProcessEvent,
+    gave_up: ProcessEvent,
     worker: int,
     threads: int,
 ) -> Any:
     """One rank, in the process the launcher spawned; `threads`: its torch threads, unless
-    the user set OMP_NUM_THREADS (grpo/parallel/threads.py)."""
+    the user set OMP_NUM_THREADS (grpo/parallel/threads.py). `gave_up`: set by rank 0 when
+    the run gave up on the database (worker/run_writes.py)."""
     _die_with(worker)
     os.setpgid(0, 0)  # out of the terminal's job: its Ctrl-C (or a group's SIGTERM) is the
     # worker's to act on, by stopping every rank at a step boundary
@@ -172,7 +188,13 @@ def rank_main(
             # from now on a stop waits for a step boundary; the other ranks are past their
             # setpgid too (the group's gloo part, on CUDA too, is made by all ranks at once)
             started.set()
-            return train(held, spec, should_stop=stop.is_set)
+            try:
+                return train(held, spec, should_stop=stop.is_set)
+            except GaveUp:
+                gave_up.set()
+                if ranks.is_distributed:
+                    raise  # the launcher stops the other ranks
+                return None  # alone: no failure for the launcher to report
         return train_silently(held.run_id, spec)
 
 

@@ -1,5 +1,7 @@
 """The trainer of a run, wired to the store: every step, log line, checkpoint and evaluation
 is written under the worker's lease, and a cancel or a stop ends the run at a step boundary.
+Each write waits out a database outage; a run that gave up on the database stops, to be
+handed back (worker/run_writes.py).
 
 It runs in rank 0's process, which the worker starts for the run (worker/ranks.py; one
 process for most runs); the other ranks of a run on several are given no lease and write
@@ -14,13 +16,14 @@ from functools import partial
 from typing import TypeVar
 
 from app.settings import get_settings
-from app.store import checkpoints, db, evals, lease
+from app.store import checkpoints, evals
 from app.store.lease import Lease, LeaseLost
 from grpo.report.trackers import Outcome, Trackers
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
 from grpo.trainer import FitResult, Trainer
 from worker.diagnosis import RunDoctor
+from worker.run_writes import GaveUp, RunWrites
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -30,40 +33,40 @@ def train(held: Lease, spec: JobSpec, *, should_stop: Callable[[], bool]) -> Fit
     """Train the run this worker holds; `should_stop`: the worker was told to stop. Its
     trackers are closed with the run's outcome before the worker ends the run in the store:
     who sees it ended there finds its tracker runs ended too."""
-    trainer = build_trainer(
-        spec, held.run_id, log=lambda level, message: db.call(lease.add_log, held, level, message)
-    )
+    writes = RunWrites(held)
+    trainer = build_trainer(spec, held.run_id, log=writes.add_log)
     settings = get_settings()
     trackers = Trackers(
         spec, settings.runs_dir / held.run_id, run_name=held.run_id, mlflow_uri=settings.mlflow_uri
     )
     outcome: Outcome = "failed"  # the worker fails the run in the store
-    doctor = RunDoctor(held.run_id, spec)
+    doctor = RunDoctor(held.run_id, spec, writes)
     try:
         result = trainer.fit(
             both(partial(doctor.save_step, held), trackers.log_step),
-            should_stop=lambda: db.call(lease.check, held) or should_stop(),
-            fence=lambda: db.call(lease.check, held),
-            on_checkpoint=lambda saved: db.call(checkpoints.record_checkpoint, held, saved),
+            should_stop=lambda: writes.check() or should_stop(),
+            fence=writes.check,
+            on_checkpoint=lambda saved: writes.call(checkpoints.record_checkpoint, held, saved),
             on_eval=both(
-                lambda report: db.call(evals.save_eval, held.run_id, report, lease=held),
+                lambda report: writes.call(evals.save_eval, held.run_id, report, lease=held),
                 trackers.log_eval,
             ),
         )
-        outcome = outcome_of(held, result)
+        outcome = outcome_of(result, is_cancel_asked=writes.check)
         return result
-    except LeaseLost:
-        outcome = "handed_back"  # its new owner reopens the trackers' runs
+    except (LeaseLost, GaveUp):
+        outcome = "handed_back"  # to its new owner, or by the worker once the database answers
         raise
     finally:
         _close(trackers, outcome, held.run_id)
 
 
-def outcome_of(held: Lease, result: FitResult) -> Outcome:
-    """Succeeded, cancelled, or (the worker is stopping) to be handed back to the queue."""
+def outcome_of(result: FitResult, *, is_cancel_asked: Callable[[], bool]) -> Outcome:
+    """Succeeded, cancelled, or (the worker is stopping) to be handed back to the queue;
+    `is_cancel_asked`: the lease check."""
     if not result.is_stopped:
         return "succeeded"
-    if db.call(lease.check, held):  # a cancel wins over a stop
+    if is_cancel_asked():  # a cancel wins over a stop
         return "cancelled"
     return "handed_back"
 
@@ -103,7 +106,7 @@ def build_trainer(
     )
 
 
-def both(store: Callable[[T], None], track: Callable[[T], None]) -> Callable[[T], None]:
+def both(store: Callable[[T], object], track: Callable[[T], None]) -> Callable[[T], None]:
     """The store first: a tracker only hears of what was written under the lease."""
 
     def call(report: T) -> None:

@@ -5,6 +5,7 @@ Knows nothing of HTTP: the stream endpoint turns these rows into Server-Sent Eve
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Integer, Text, bindparam, cast, func, select
@@ -36,10 +37,13 @@ def add_log(session: Session, run_id: str, level: str, message: str) -> None:
     insert_log(session, run_id, level, message)
 
 
-def insert_log(session: Session, run_id: str, level: str, message: str) -> None:
-    """A log line and its event, in a transaction that already holds the run's event lock."""
+def insert_log(
+    session: Session, run_id: str, level: str, message: str, *, at: datetime | None = None
+) -> None:
+    """A log line and its event (at `at`, default now), in a transaction that already holds
+    the run's event lock."""
     level = level.lower() if level.lower() in LOG_LEVELS else "info"
-    now = utcnow()
+    now = at or utcnow()
     session.add(LogLine(run_id=run_id, level=level, message=message, created_at=now))
     payload = {"level": level, "message": message, "created_at": now.isoformat()}
     session.add(Event(run_id=run_id, kind="log", payload=payload, created_at=now))

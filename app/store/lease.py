@@ -12,6 +12,7 @@ written anything, and stops. Knows nothing of Celery or HTTP.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
@@ -19,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.store.db import unit
 from app.store.events import insert_log
-from app.store.models import FINAL_STATUSES, Run, RunStatus, utcnow
+from app.store.models import FINAL_STATUSES, LogLine, Run, RunStatus, utcnow
 from app.store.runs import add_status_event
 
 
@@ -82,10 +83,24 @@ def check(session: Session, lease: Lease) -> bool:
 
 
 @unit
-def add_log(session: Session, lease: Lease, level: str, message: str) -> None:
-    """A log line of the owner (the trainer's progress notes), written only while it owns."""
+def add_log(
+    session: Session, lease: Lease, level: str, message: str, *, at: datetime | None = None
+) -> None:
+    """A log line of the owner (the trainer's progress notes), written only while it owns.
+
+    Given its time `at`, the line is written once however often it is sent: a retry after a
+    commit whose answer was lost (worker/db_outage.py) finds it there."""
     hold(session, lease)
-    insert_log(session, lease.run_id, level, message)
+    if at is not None and _has_log(session, lease.run_id, message, at=at):
+        return
+    insert_log(session, lease.run_id, level, message, at=at)
+
+
+def _has_log(session: Session, run_id: str, message: str, *, at: datetime) -> bool:
+    stmt = select(LogLine.id).where(
+        LogLine.run_id == run_id, LogLine.created_at == at, LogLine.message == message
+    )
+    return session.scalar(stmt.limit(1)) is not None
 
 
 @unit
@@ -104,6 +119,14 @@ def hand_back(session: Session, lease: Lease, *, reason: str) -> None:
     hold(session, lease, status=RunStatus.QUEUED, dispatched_at=utcnow())
     insert_log(session, lease.run_id, "warning", reason)
     _add_status_event(session, lease.run_id)
+
+
+@unit
+def is_left_as(session: Session, lease: Lease, status: RunStatus) -> bool:
+    """Whether the run is `status` and was last claimed under `lease`: a final status or a
+    hand-back of this owner's whose commit landed though its answer was lost."""
+    row = session.execute(select(Run.status, Run.lease).where(Run.id == lease.run_id)).one_or_none()
+    return row is not None and tuple(row) == (status, lease.token)
 
 
 def _add_status_event(session: Session, run_id: str) -> None:
