@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from app.store import findings, steps
-from app.store.lease import Lease, LeaseLost
+from app.store.lease import LeaseLost
 from grpo.doctor import Doctor, Finding
 from grpo.report import StepReport
 from grpo.spec import JobSpec
@@ -23,33 +23,34 @@ log = logging.getLogger(__name__)
 
 
 class RunDoctor:
-    def __init__(self, run_id: str, spec: JobSpec, writes: RunWrites | None = None) -> None:
-        """`writes`: the run's (worker/training.py); default, ones of the first save's lease."""
-        self.run_id, self.spec, self.writes = run_id, spec, writes
+    def __init__(self, spec: JobSpec, writes: RunWrites) -> None:
+        """The doctor of the run `writes` writes (worker/training.py)."""
+        self.spec, self.writes = spec, writes
+        self.run_id = writes.held.run_id
         self.doctor: Doctor | None = None
         self.is_broken = False
 
-    def observe(self, report: StepReport, writes: RunWrites) -> tuple[list[Finding], bool]:
+    def observe(self, report: StepReport) -> tuple[list[Finding], bool]:
         """The findings to write with this step, and whether they are all of the run's."""
         metrics = steps.compact_scalars(report.scalars)
         if self.doctor is not None:
             return self.doctor.observe(report.step, metrics), False
         self.doctor = Doctor(self.spec)
-        for row in writes.read(steps.list_metrics, self.run_id, limit=report.step):
+        for row in self.writes.read(steps.list_metrics, self.run_id, limit=report.step):
             if row["step"] < report.step:
                 self.doctor.observe(row["step"], row["metrics"])
         self.doctor.observe(report.step, metrics)
         return self.doctor.findings(), True
 
-    def save_step(self, held: Lease, report: StepReport) -> None:
+    def save_step(self, report: StepReport) -> None:
         """Write the step with its findings; without them once the doctor has failed (a
         failed write of both is tried again as the step alone, which raises what it raises)."""
-        writes = self.writes = self.writes or RunWrites(held)
+        held = self.writes.held
         if not self.is_broken:
             try:
-                found, is_full = self.observe(report, writes)
-                writes.call(findings.save_diagnosed_step, self.run_id, report, found,
-                            spec=self.spec, is_full=is_full, lease=held)  # fmt: skip
+                found, is_full = self.observe(report)
+                self.writes.call(findings.save_diagnosed_step, self.run_id, report, found,
+                                 spec=self.spec, is_full=is_full, lease=held)  # fmt: skip
                 return
             except (LeaseLost, GaveUp):  # not the doctor's failure: the run stops
                 raise
@@ -57,4 +58,4 @@ class RunDoctor:
                 log.exception("run %s: the doctor failed at step %s; off for this run",
                               self.run_id, report.step)  # fmt: skip
                 self.is_broken = True
-        writes.call(steps.save_step, self.run_id, report, lease=held)
+        self.writes.call(steps.save_step, self.run_id, report, lease=held)

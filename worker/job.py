@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from functools import partial
 
 from app.queue import dispatch_run
 from app.settings import get_settings
 from app.store import db, events, lease, runs
+from app.store.db import Session
 from app.store.lease import Lease, LeaseLost
 from app.store.models import Run, RunStatus
 from grpo.engines.choice import available_engines
@@ -110,24 +112,25 @@ def _end(held: Lease, result: FitResult, *, queue: str) -> None:
 
 
 def _finish(held: Lease, status: RunStatus, *, error: str | None = None) -> None:
-    """The run's final status, waiting out a database outage; a retry that finds its own
-    earlier commit landed (its answer was lost) is done."""
-    try:
-        until_answered.call(lease.finish, held, status=status, error=error)
-    except LeaseLost:
-        if not until_answered.call(lease.is_left_as, held, status):
-            raise
+    """The run's final status, waiting out a database outage."""
+    _leave(held, status, partial(lease.finish, status=status, error=error))
 
 
 def _hand_back(held: Lease, *, reason: str, queue: str) -> None:
     """Back to the queue for the next worker, waiting out a database outage."""
-    try:
-        until_answered.call(lease.hand_back, held, reason=reason)
-    except LeaseLost:
-        if not until_answered.call(lease.is_left_as, held, RunStatus.QUEUED):
-            raise
+    _leave(held, RunStatus.QUEUED, partial(lease.hand_back, reason=reason))
     log.warning("run %s: %s", held.run_id, reason)
     until_answered.call(dispatch_run, held.run_id, queue=queue)
+
+
+def _leave(held: Lease, status: RunStatus, write: Callable[[Session, Lease], None]) -> None:
+    """The write that leaves the run `status`, waiting out a database outage; a retry that
+    finds its own earlier commit landed (its answer was lost) is done."""
+    try:
+        until_answered.call(write, held)
+    except LeaseLost:
+        if not until_answered.call(lease.is_left_as, held, status):
+            raise
 
 
 def _device(queued: Run | None) -> str:

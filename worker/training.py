@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
 from typing import TypeVar
 
 from app.settings import get_settings
@@ -40,10 +39,10 @@ def train(held: Lease, spec: JobSpec, *, should_stop: Callable[[], bool]) -> Fit
         spec, settings.runs_dir / held.run_id, run_name=held.run_id, mlflow_uri=settings.mlflow_uri
     )
     outcome: Outcome = "failed"  # the worker fails the run in the store
-    doctor = RunDoctor(held.run_id, spec, writes)
+    doctor = RunDoctor(spec, writes)
     try:
         result = trainer.fit(
-            both(partial(doctor.save_step, held), trackers.log_step),
+            both(doctor.save_step, trackers.log_step),
             should_stop=lambda: writes.check() or should_stop(),
             fence=writes.check,
             on_checkpoint=lambda saved: writes.call(checkpoints.record_checkpoint, held, saved),

@@ -46,6 +46,11 @@ class Endpoint:
     port: int | None
     """None: the scheme's default port (the URL names none)."""
 
+    @property
+    def host_port(self) -> str:
+        """`host[:port]`, as allow-lists name hosts."""
+        return f"{self.host}:{self.port}" if self.port else self.host
+
 
 def parse_endpoint(url: str) -> Endpoint:
     """The URL's scheme, host and port; ValueError saying what breaks the rule."""
@@ -130,10 +135,9 @@ def endpoint_host(url: str) -> str:
     """`host[:port]` of a URL, lower-case, as GRPO_REWARD_HOSTS lists hosts; for a URL that
     breaks the rule, the text between `//` and the path (for messages: no list matches it)."""
     try:
-        endpoint = parse_endpoint(url)
+        return parse_endpoint(url).host_port
     except ValueError:
         return url.partition("//")[2].split("/", 1)[0][:200].lower()
-    return f"{endpoint.host}:{endpoint.port}" if endpoint.port else endpoint.host
 
 
 def is_allowed_host(url: str, allowed: Sequence[str]) -> bool:
@@ -144,4 +148,4 @@ def is_allowed_host(url: str, allowed: Sequence[str]) -> bool:
     except ValueError:
         return False
     entries = {a.strip().lower() for a in allowed if a.strip()}
-    return endpoint_host(url) in entries or endpoint.host in entries
+    return endpoint.host_port in entries or endpoint.host in entries

@@ -24,6 +24,7 @@ from grpo.spec import JobSpec
 from tests.integration.store_fixture import _clear_caches, store
 from tests.seed import seed_scalars
 from worker.diagnosis import RunDoctor
+from worker.run_writes import RunWrites
 
 __all__ = ["store"]
 
@@ -106,18 +107,18 @@ def test_the_worker_writes_findings_with_its_steps_and_a_resumed_run_catches_up(
     run_id = submit(api)
     spec = JobSpec.model_validate(SPEC)
     held = Lease.of(db.call(runs.claim_run, run_id, worker="w", device="cpu"))
-    doctor = RunDoctor(run_id, spec)
+    doctor = RunDoctor(spec, RunWrites(held))
     for step in range(1, 7):
-        doctor.save_step(held, report(step, cut=0.9 if step >= 3 else 0.0))
+        doctor.save_step(report(step, cut=0.9 if step >= 3 else 0.0))
     assert api.get(f"/api/runs/{run_id}/diagnostics").json()["items"][0]["id"] == "truncation@5"
     # the worker loses the run at step 6; the next one resumes from a checkpoint at step 2,
     # where nothing was cut: it replays steps 3-6 without cuts, and the finding is withdrawn
     db.call(runs.finish_run, run_id, status=RunStatus.FAILED)
     db.call(runs.requeue_run, run_id)
     held = Lease.of(db.call(runs.claim_run, run_id, worker="w2", device="cpu"))
-    resumed = RunDoctor(run_id, spec)
+    resumed = RunDoctor(spec, RunWrites(held))
     for step in range(3, 7):
-        resumed.save_step(held, report(step, cut=0.0))
+        resumed.save_step(report(step, cut=0.0))
     assert api.get(f"/api/runs/{run_id}/diagnostics").json() == {
         "step": 6, "rules_version": 1, "is_current": True, "items": []}  # fmt: skip
     assert [(e["id"], e.get("status")) for e in diagnosis_events(run_id)] == [

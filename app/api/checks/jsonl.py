@@ -101,20 +101,14 @@ def _check_shape(
     """A 422 when this record has too many fields, one too deeply nested, or when the
     records so far have too many fields together."""
     most = limits.max_dataset_columns
-    if len(record) > most or len(fields) > most:
-        own = len(record) > most
-        raise past_limit(
-            DatasetLimitError(
-                "max_dataset_columns",
-                f"line {number}: "
-                + (
-                    f"{len(record)} fields"
-                    if own
-                    else f"the records so far have {len(fields)} distinct fields"
-                )
-                + f"; at most {most} are accepted",
-            )
-        )
+    found = None
+    if len(record) > most:
+        found = f"{len(record)} fields"
+    elif len(fields) > most:
+        found = f"the records so far have {len(fields)} distinct fields"
+    if found is not None:
+        message = f"line {number}: {found}; at most {most} are accepted"
+        raise past_limit(DatasetLimitError("max_dataset_columns", message))
     for name, value in record.items():
         if (depth := json_nesting(value)) > limits.max_dataset_nesting:
             raise past_limit(
