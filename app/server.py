@@ -5,6 +5,12 @@ a client may take to send a request's headers: 100 sockets that never finish the
 open for good (slowloris). Here a connection that has not completed a request's headers
 within GRPO_HEADER_TIMEOUT_SECONDS of opening, or of its previous response, is closed.
 `grpo up`, the Dockerfile's compose command and the tests start the API through this.
+
+A stop (SIGINT, SIGTERM) closes the live event streams at once, so that the graceful stop,
+which waits for open responses, does not wait for a dashboard to go away. The ASGI lifespan
+is off: the app has no startup or shutdown work, and uvicorn's forced stop (a second
+Ctrl-C) skips the lifespan's shutdown and leaves its task to be cancelled, which Starlette
+logs as a CancelledError traceback.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.api.run_feed import hub
 from app.settings import get_settings
 
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, closing a connection whose headers are late."""
+    """uvicorn's httptools protocol, closing a connection whose headers are late, and every
+    live stream when the server stops."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -39,6 +47,10 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if not is_pipelined and not self.transport.is_closing():
             self.arm_header_timer()  # the next request's headers, from now
+
+    def shutdown(self) -> None:
+        hub.close_streams()  # called for each open connection as the server stops
+        super().shutdown()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm_header_timer()
@@ -79,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         workers=args.workers or settings.resolved_api_processes,
         log_level=args.log_level,
         http=HeaderTimeoutProtocol,
+        lifespan="off",
     )
 
 

@@ -58,15 +58,20 @@ class Subscriber:
     def offer(self, batch: tuple[Frame, ...]) -> bool:
         """Queue a batch; False (and the stream is to close) when the client lags too far."""
         if self.pending + len(batch) > self.limit:
-            self.is_dropped = True
+            self.drop()
         else:
             self.batches.append(batch)
             self.pending += len(batch)
-        self.has_news.set()
+            self.has_news.set()
         return not self.is_dropped
 
     def end(self) -> None:
         self.is_ended = True
+        self.has_news.set()
+
+    def drop(self) -> None:
+        """Close the stream at once; its client resumes with Last-Event-ID."""
+        self.is_dropped = True
         self.has_news.set()
 
     async def take(self, timeout: float) -> list[tuple[Frame, ...]]:
@@ -175,6 +180,8 @@ class FeedHub:
 
     def __init__(self) -> None:
         self.feeds: dict[str, RunFeed] = {}
+        self.is_closing = False
+        """Set as the server stops: a stream still catching up closes when it subscribes."""
 
     def feed(self, run_id: str, *, poll_seconds: float, queue_limit: int) -> RunFeed:
         feed = self.feeds.get(run_id)
@@ -183,6 +190,16 @@ class FeedHub:
             self.feeds[run_id] = feed
             feed.task = asyncio.create_task(self._run(feed))
         return feed
+
+    def close_streams(self) -> None:
+        """Close every open stream of this process, as the server stops: a graceful stop
+        waits for open responses, and a live stream never ends by itself. Each client
+        resumes with Last-Event-ID from whichever process answers next."""
+        self.is_closing = True
+        for feed in self.feeds.values():
+            for subscriber in feed.subscribers:
+                subscriber.drop()
+            feed.subscribers.clear()
 
     async def _run(self, feed: RunFeed) -> None:
         try:

@@ -47,6 +47,8 @@ async def event_stream(run_id: str, after_id: int, settings: Settings) -> AsyncI
         elif hub.feeds.get(run_id) is feed and feed.ring_after == ring_after:
             last = ring_after  # the feed read every event up to here before we found none
     frames, subscriber = feed.subscribe(last)
+    if hub.is_closing:  # the server began to stop while this stream caught up
+        subscriber.drop()
     try:
         if frames:
             yield b"".join(frame for _, frame in frames)
