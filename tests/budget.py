@@ -10,7 +10,9 @@ that subset alone is over the budget. Knows nothing of what the tests test.
 from __future__ import annotations
 
 import os
+import time
 import tomllib
+from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
 
@@ -36,10 +38,22 @@ class Tally:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.tests: set[str] = set()
+        self.by_file: Counter[str] = Counter()
+        self.by_fixture: Counter[str] = Counter()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.seconds += report.duration
         self.tests.add(report.nodeid)
+        self.by_file[report.nodeid.split("::")[0]] += report.duration
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[object]) -> Generator[None]:
+        """Where setup time goes: the seconds each fixture's setups took, all scopes."""
+        start = time.perf_counter()
+        try:
+            return (yield)
+        finally:
+            self.by_fixture[fixturedef.argname] += time.perf_counter() - start
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(
@@ -55,7 +69,20 @@ class Tally:
         items[:] = [i for i in items if i not in budget] + budget
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        terminalreporter.write_line(
+        """The total last; before it where the time went: by folder, the slowest files and
+        the fixtures whose setups took longest (a fixture's time is inside its tests')."""
+        write = terminalreporter.write_line
+        by_folder: Counter[str] = Counter()
+        for path, seconds in self.by_file.items():
+            by_folder[path.rsplit("/", 1)[0]] += seconds
+        if len(self.by_file) > 1:
+            folders = by_folder.most_common()
+            write("test time by folder: " + ", ".join(f"{f} {s:,.0f} s" for f, s in folders))
+            files = self.by_file.most_common(15)
+            write("slowest files: " + ", ".join(f"{f} {s:,.0f} s" for f, s in files))
+            fixtures = self.by_fixture.most_common(15)
+            write("slowest fixture setups: " + ", ".join(f"{f} {s:,.1f} s" for f, s in fixtures))
+        write(
             f"suite: {len(self.tests)} tests, {self.seconds:,.1f} s of test time, "
             f"budget {budget_seconds():g} s (tests/{BUDGET_FILE.name})"
         )
