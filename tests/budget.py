@@ -1,26 +1,38 @@
-"""The suite's test-time budget, as a pytest plugin (registered by tests/conftest.py).
+"""The suite's test-time budget and where its time goes, as a pytest plugin (registered by
+tests/conftest.py).
 
-Every test report's duration (setup, call and teardown) is added up as the run goes;
-tests/test_budget.py, always run and always last, fails when the sum exceeds the budget in
-tests/budget.toml (or GRPO_TEST_BUDGET_S, when lower); the terminal summary prints the
-total. A subset of the suite (`-k`, a path) still runs the budget test, which passes unless
-that subset alone is over the budget. Knows nothing of what the tests test.
+Every test report's duration (setup, call and teardown) is added up as the run goes, in the
+process that prints the results: pytest's own, or xdist's controller, which receives every
+worker's reports. When the run ends, the budget is checked as one more test,
+`tests/budget.toml::test_time_budget`: it fails when the sum exceeds `seconds` in
+tests/budget.toml (or GRPO_TEST_BUDGET_S, when lower), so a run over its budget ends as a
+failed run whatever its parts did. A part of the suite (`-k`, a path) passes unless that part
+alone is over the budget. The summary also says where the time went (by folder, the slowest
+files and fixture setups).
+
+Under xdist (`make test` runs `-n`), each worker orders its files longest first by the
+seconds recorded in tests/durations.json (files not recorded first), so that the longest
+files start early and none is left to run alone at the end; GRPO_WRITE_DURATIONS=1 rewrites
+that record from the run. Knows nothing of what the tests test.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import time
 import tomllib
 from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 BUDGET_FILE = Path(__file__).with_name("budget.toml")
-BUDGET_TEST_FILE = Path(__file__).with_name("test_budget.py")
-BUDGET_TEST = "test_the_suite_stays_within_its_test_time_budget"
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+BUDGET_NODEID = "tests/budget.toml::test_time_budget"
 
 
 def budget_seconds() -> float:
@@ -32,10 +44,22 @@ def budget_seconds() -> float:
     return seconds
 
 
+def recorded_durations() -> dict[str, float]:
+    """Seconds per test file as a whole run recorded them (tests/durations.json)."""
+    if not DURATIONS_FILE.exists():
+        return {}
+    return {str(k): float(v) for k, v in json.loads(DURATIONS_FILE.read_text()).items()}
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 class Tally:
     """Seconds of test time this run so far, and the tests they came from."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.seconds = 0.0
         self.tests: set[str] = set()
         self.by_file: Counter[str] = Counter()
@@ -55,18 +79,59 @@ class Tally:
         finally:
             self.by_fixture[fixturedef.argname] += time.perf_counter() - start
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_collection_modifyitems(
-        self, session: pytest.Session, items: list[pytest.Item]
-    ) -> Generator[None]:
-        """After every other reordering and deselection (`-k`, `--lf`, `--ff`): the budget
-        test last, added when the selection left it out."""
-        yield
-        budget = [i for i in items if i.path == BUDGET_TEST_FILE and i.name == BUDGET_TEST]
-        if not budget:
-            module = pytest.Module.from_parent(session, path=BUDGET_TEST_FILE)
-            budget = [i for i in module.collect() if i.name == BUDGET_TEST]  # type: ignore[misc]
-        items[:] = [i for i in items if i not in budget] + budget
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """On an xdist worker (all collect alike, so the controller sees one order): files
+        longest first as recorded, files not yet recorded before them, each file's tests in
+        their own order. xdist's `--dist loadfile` then hands out files in this order."""
+        if not is_xdist_worker(self.config):
+            return
+        recorded = recorded_durations()
+        first_seen: dict[str, int] = {}
+        for index, item in enumerate(items):
+            first_seen.setdefault(item.nodeid.split("::")[0], index)
+
+        def key(item: pytest.Item) -> tuple[float, int]:
+            path = item.nodeid.split("::")[0]
+            return (-recorded.get(path, math.inf), first_seen[path])
+
+        items.sort(key=key)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Fixture times go to the controller; there (or in a run without xdist) the budget
+        is reported as a test of its own, and a run over it fails."""
+        if is_xdist_worker(self.config):
+            self.config.workeroutput["fixture_seconds"] = dict(self.by_fixture)  # type: ignore[attr-defined]
+            return
+        if not self.tests or self.config.option.collectonly:
+            return
+        budget = budget_seconds()
+        over = self.seconds > budget
+        message = (
+            f"{len(self.tests)} tests took {self.seconds:,.3f} s of test time, over the budget "
+            f"of {budget:g} s (tests/{BUDGET_FILE.name}, GRPO_TEST_BUDGET_S): make the new "
+            "tests cheaper, or raise the budget as docs/how-to/development.md says"
+        )
+        report = pytest.TestReport(
+            nodeid=BUDGET_NODEID,
+            location=(f"tests/{BUDGET_FILE.name}", None, "test_time_budget"),
+            keywords={},
+            outcome="failed" if over else "passed",
+            longrepr=message if over else None,
+            when="call",
+        )
+        self.config.hook.pytest_runtest_logreport(report=report)
+        if over and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if os.environ.get("GRPO_WRITE_DURATIONS") == "1":
+            files = {path: round(s, 1) for path, s in sorted(self.by_file.items())}
+            files.pop(BUDGET_NODEID.split("::")[0], None)
+            DURATIONS_FILE.write_text(json.dumps(files, indent=1) + "\n")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """An xdist worker's fixture times, added to the controller's."""
+        self.by_fixture.update(getattr(node, "workeroutput", {}).get("fixture_seconds", {}))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """The total last; before it where the time went: by folder, the slowest files and
@@ -75,7 +140,7 @@ class Tally:
         by_folder: Counter[str] = Counter()
         for path, seconds in self.by_file.items():
             by_folder[path.rsplit("/", 1)[0]] += seconds
-        if len(self.by_file) > 1:
+        if len(self.by_file) > 2:
             folders = by_folder.most_common()
             write("test time by folder: " + ", ".join(f"{f} {s:,.0f} s" for f, s in folders))
             files = self.by_file.most_common(15)
@@ -92,5 +157,5 @@ TALLY = pytest.StashKey[Tally]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[TALLY] = Tally()
+    config.stash[TALLY] = Tally(config)
     config.pluginmanager.register(config.stash[TALLY], "grpo-test-budget")

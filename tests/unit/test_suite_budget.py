@@ -1,5 +1,6 @@
 """The test-time budget (tests/budget.py) fails a run that goes over it, naming the budget,
-and a part of the suite still ends with the budget test, which passes within it."""
+in one process and under xdist (whose controller adds up every worker's tests); a part of
+the suite within it passes, the budget reported as its last test."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.budget import budget_seconds
+import pytest
+
+from tests.budget import BUDGET_NODEID, budget_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = "tests/data/budget_sample.py"  # one test of at least 10 ms
+SAMPLE = "tests/data/budget_sample.py"  # two tests of at least 10 ms each
+WORKERS = {"one process": ["-p", "no:xdist"], "two xdist workers": ["-n", "2"]}
 
 
 def pytest_on_the_sample(*args: str, budget_s: str | None) -> subprocess.CompletedProcess[str]:
@@ -22,23 +26,20 @@ def pytest_on_the_sample(*args: str, budget_s: str | None) -> subprocess.Complet
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_a_run_over_its_budget_fails_naming_the_budget() -> None:
-    over = pytest_on_the_sample(budget_s="0.001")
+@pytest.mark.parametrize("workers", WORKERS.values(), ids=WORKERS.keys())
+def test_a_run_over_its_budget_fails_naming_the_budget(workers: list[str]) -> None:
+    # 15 ms: over what either sample test takes alone, under what both take together
+    over = pytest_on_the_sample(*workers, budget_s="0.015")
     assert over.returncode == 1, over.stdout + over.stderr
-    assert "1 failed, 1 passed" in over.stdout, over.stdout
-    assert "FAILED tests/test_budget.py::test_the_suite_stays_within_its_test_time_budget" in (
-        over.stdout
-    )
-    assert "over the budget of 0.001 s (tests/budget.toml, GRPO_TEST_BUDGET_S)" in over.stdout
-    assert "suite: 2 tests," in over.stdout and "budget 0.001 s (tests/budget.toml)" in over.stdout
+    assert "1 failed, 2 passed" in over.stdout, over.stdout
+    assert f"FAILED {BUDGET_NODEID}" in over.stdout
+    assert "over the budget of 0.015 s (tests/budget.toml, GRPO_TEST_BUDGET_S)" in over.stdout
+    assert "suite: 3 tests," in over.stdout and "budget 0.015 s (tests/budget.toml)" in over.stdout
 
 
-def test_a_part_of_the_suite_ends_with_the_budget_test_and_passes_within_the_file_budget() -> None:
-    part = pytest_on_the_sample("-k", "ten_milliseconds", budget_s=None)
+def test_a_part_of_the_suite_ends_with_the_budget_and_passes_within_the_file_budget() -> None:
+    part = pytest_on_the_sample("-p", "no:xdist", "-k", "first", budget_s=None)
     assert part.returncode == 0, part.stdout + part.stderr
     ran = [line.split(" ")[0] for line in part.stdout.splitlines() if " PASSED" in line]
-    assert ran == [
-        "tests/data/budget_sample.py::test_takes_at_least_ten_milliseconds",
-        "tests/test_budget.py::test_the_suite_stays_within_its_test_time_budget",
-    ], part.stdout
+    assert ran == [f"{SAMPLE}::test_first_takes_at_least_ten_milliseconds", BUDGET_NODEID]
     assert f"budget {budget_seconds():g} s (tests/budget.toml)" in part.stdout
