@@ -38,7 +38,7 @@ from app.store.steps import compact_scalars  # noqa: E402
 from grpo.doctor import Doctor, diagnose  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
 
-RECORDED = ROOT / "tests" / "unit" / "doctor_arith_demo.json"
+RECORDED = ROOT / "tests" / "data" / "doctor_arith_demo.json"
 OTHER_KEYS = ("loss", "beta", "learning_rate", "clip_ratio/low", "clip_ratio/high",
               "completions/min_length", "completions/max_length", "prompts/truncated",
               "reward_within_group_var_share", "rewards/accuracy/std", "time/reward",

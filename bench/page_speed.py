@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from playwright import sync_api  # noqa: E402
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
-from tests.browser.runs import small_spec, submit  # noqa: E402
+from tests.fixtures.browser import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
+from tests.runs import small_spec, submit  # noqa: E402
 from tests.stack import ROOT, Stack, running_stack  # noqa: E402
 
 STEPS, LIVE_STEPS, LIVE_EVERY_S = 10_000, 100, 0.05

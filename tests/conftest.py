@@ -1,4 +1,5 @@
-"""Shared test fixtures: where built-in models live, and torch's thread count."""
+"""Shared test fixtures: where built-in models live, and torch's thread count; the fixture
+plugins of tests/fixtures/ (the real service, the browser, a tiny model), for every folder."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.budget"]  # the suite's test-time budget, checked last
+pytest_plugins = [
+    "tests.fixtures.service",  # the real service: pg_stack, embedded_stack, stack
+    "tests.fixtures.browser",  # Chromium on the service: ui_stack, ui_api, browser, page...
+    "tests.fixtures.tiny_model",  # a tiny random model: tokenizer, model
+    "tests.budget",  # the suite's test-time budget, checked last
+]
 
 # Every vLLM engine a test starts gets the KV cache its spec needs
 # (grpo/engines/vllm.py kv_cache_bytes), not 30% of the machine's memory; with an explicit

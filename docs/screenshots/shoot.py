@@ -28,8 +28,8 @@ from playwright.sync_api import expect, sync_playwright
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
-from tests.browser.test_new_run_page import BAD_SPEC  # noqa: E402
+from tests.dashboard.test_new_run_page import BAD_SPEC  # noqa: E402
+from tests.fixtures.browser import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
 from tests.stack import running_stack  # noqa: E402
 
 FINAL = {"succeeded", "failed", "cancelled"}

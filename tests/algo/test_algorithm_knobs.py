@@ -12,7 +12,7 @@ from grpo.spec import FormatReward, RegexReward
 from grpo.spec.logging import LoggingSpec
 from grpo.trainer import Trainer
 from grpo.update import policy_update
-from tests.unit.test_trainer import comparable, run, tiny_spec
+from tests.train.test_trainer import comparable, run, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -36,9 +36,9 @@ from grpo.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
 from grpo.step_loss import loss_mask_of
 from grpo.update import policy_update
+from tests.algo.test_update import ADVANTAGES, rollout_and_reference
+from tests.algo.test_update import spec as update_spec
 from tests.stack import free_port
-from tests.unit.test_update import ADVANTAGES, rollout_and_reference
-from tests.unit.test_update import spec as update_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -10,7 +10,7 @@ from grpo.models import lm_head
 from grpo.models.lm_head import token_logps
 from grpo.reference import ReferencePolicy
 from grpo.rollout import Rollout, row_slices, tokenize_prompts
-from tests.unit.tiny_lm import CPU, completion_logits, sample, tiny_causal_lm
+from tests.tiny_lm import CPU, completion_logits, sample, tiny_causal_lm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

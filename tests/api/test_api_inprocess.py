@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.store import db, steps, workers
 from grpo.report import CompletionReport, GroupReport, StepReport
-from tests.integration.store_fixture import store
 from tests.seed import METRIC_KEYS, seed_scalars
+from tests.store_fixture import store
 
 __all__ = ["store"]
 

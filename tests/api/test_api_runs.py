@@ -10,7 +10,7 @@ import uuid
 
 import httpx
 
-from tests.integration.conftest import tiny_spec
+from tests.fixtures.service import tiny_spec
 from tests.sse import read_events
 from tests.stack import ROOT, Stack
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import tiny_spec
+from tests.fixtures.service import tiny_spec
 from tests.stack import ROOT, Stack, free_port, running_stack, wait_healthy
 
 

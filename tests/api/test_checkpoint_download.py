@@ -19,7 +19,7 @@ from app.store import checkpoints, db, runs
 from app.store.lease import Lease
 from grpo.report import SavedCheckpoint
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import store
+from tests.store_fixture import store
 
 __all__ = ["store"]
 

@@ -20,10 +20,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from app.client import GrpoClient
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
 from tests.stack import Stack
 from tests.tracker_logs import wandb_exit_code, wandb_logs, wandb_metric
+from tests.worker.test_run_lifecycle import wait_for_final
 
 GRPO = str(Path(sys.executable).parent / "grpo")
 

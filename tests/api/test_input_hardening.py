@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import psutil
 
-from tests.integration.test_api_runs import JSONL, parked_spec
+from tests.api.test_api_runs import JSONL, parked_spec
 from tests.stack import Stack
 
 HUGE = str(2**70)

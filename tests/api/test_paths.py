@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.test_api_runs import parked_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.api.test_api_runs import parked_spec
 from tests.stack import Stack, running_stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 DATA_ESCAPES = [
     "app/../../../../etc/passwd",

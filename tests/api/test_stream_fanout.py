@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from app.client import parse_sse
-from tests.integration.conftest import tiny_spec
+from tests.fixtures.service import tiny_spec
 from tests.seed import go_and_finish, live_seeder
 from tests.sse import SseEvent, follow_events, read_events
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack

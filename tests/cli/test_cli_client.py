@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.conftest import tiny_spec
+from tests.fixtures.service import tiny_spec
 from tests.stack import Stack
 
 GRPO = str(Path(sys.executable).parent / "grpo")

@@ -9,13 +9,13 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import wait_points
-from tests.browser.conftest import Console
-from tests.browser.runs import finish, small_spec, submit
+from tests.charts import wait_points
+from tests.fixtures.browser import Console
+from tests.runs import finish, small_spec, submit
 
 
 def test_dropped_groups_and_entropy_masked_share_are_drawn_from_the_runs_metrics(
-    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+    page: Any, ui_api: httpx.Client, finished_run: dict[str, Any], console: Console
 ) -> None:
     spec = small_spec(
         name="browser-dynamic",
@@ -23,8 +23,8 @@ def test_dropped_groups_and_entropy_masked_share_are_drawn_from_the_runs_metrics
         dynamic_sampling={"enabled": True, "max_rounds": 2},
         top_entropy_quantile=0.5,
     )
-    run = finish(api, submit(api, spec)["id"])
-    metrics = api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
+    run = finish(ui_api, submit(ui_api, spec)["id"])
+    metrics = ui_api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
     steps = len(metrics)
     page.goto(f"/runs/{run['id']}")
     expect(page.locator("#card-dynamic")).to_be_visible(timeout=30_000)
@@ -40,7 +40,7 @@ def test_dropped_groups_and_entropy_masked_share_are_drawn_from_the_runs_metrics
 
     # the inspector lists the dropped groups under their filter and says why they sat out
     step = next(m["step"] for m in metrics if m["metrics"]["dynamic_sampling/dropped_groups"])
-    dropped_groups = api.get(
+    dropped_groups = ui_api.get(
         f"/api/runs/{run['id']}/steps/{step}/groups", params={"filter": "dropped"}
     ).json()["items"]
     first = dropped_groups[0]["index"]
@@ -48,7 +48,7 @@ def test_dropped_groups_and_entropy_masked_share_are_drawn_from_the_runs_metrics
     expect(page.locator("#group-items .group-item")).to_have_count(len(dropped_groups))
     expect(page.locator("#group-filter")).to_have_value("dropped")
     expect(page.locator("#group-dropped")).to_have_text("dropped (dynamic sampling)")
-    trained = api.get(f"/api/runs/{run['id']}/steps/{step}/groups").json()["items"]
+    trained = ui_api.get(f"/api/runs/{run['id']}/steps/{step}/groups").json()["items"]
     assert {g["index"] for g in trained}.isdisjoint(g["index"] for g in dropped_groups)
 
     # a run without dynamic sampling has no such card

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import VIEWPORT, Console
+from tests.fixtures.browser import VIEWPORT, Console
 from tests.stack import ROOT, Stack, running_stack
 
 TOKEN = "browser-test-token"

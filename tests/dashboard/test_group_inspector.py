@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import CHART_JS
-from tests.browser.conftest import Console
-from tests.browser.runs import finish, small_spec, submit
+from tests.charts import CHART_JS
+from tests.fixtures.browser import Console
+from tests.runs import finish, small_spec, submit
 
 BOX_CENTRES_JS = f"""() => {{
   const el = document.getElementById('chart-groups');
@@ -35,10 +35,10 @@ def box_centres(page: Any) -> list[dict[str, float]]:
 
 
 def test_box_click_opens_the_group_with_the_apis_completions(
-    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+    page: Any, ui_api: httpx.Client, finished_run: dict[str, Any], console: Console
 ) -> None:
     run_id, step = finished_run["id"], 3
-    groups = api.get(f"/api/runs/{run_id}/steps/{step}/groups").json()["items"]
+    groups = ui_api.get(f"/api/runs/{run_id}/steps/{step}/groups").json()["items"]
     kept = {g["index"] for g in groups if g["has_completions"]}
     page.goto(f"/runs/{run_id}/steps/{step}")
     expect(page.locator(".scrubber .step-label")).to_contain_text(f"Step {step} /")
@@ -47,7 +47,7 @@ def test_box_click_opens_the_group_with_the_apis_completions(
     page.mouse.click(target["x"], target["y"])
     page.wait_for_url(re.compile(rf"/runs/{run_id}/steps/{step}/groups/{int(target['index'])}$"))
 
-    group = api.get(f"/api/runs/{run_id}/steps/{step}/groups/{int(target['index'])}").json()
+    group = ui_api.get(f"/api/runs/{run_id}/steps/{step}/groups/{int(target['index'])}").json()
     rows = page.locator("article.completion")
     rows.first.wait_for()
     assert rows.count() == finished_run["spec"]["num_generations"] == len(group["completions"])
@@ -91,10 +91,10 @@ def test_keyboard_walks_groups_and_steps(
 
 
 def test_group_without_kept_texts_still_shows_rewards_and_advantages(
-    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+    page: Any, ui_api: httpx.Client, finished_run: dict[str, Any], console: Console
 ) -> None:
     run_id = finished_run["id"]
-    groups = api.get(f"/api/runs/{run_id}/steps/1/groups").json()["items"]
+    groups = ui_api.get(f"/api/runs/{run_id}/steps/1/groups").json()["items"]
     bare = next(g for g in groups if not g["has_completions"])
     page.goto(f"/runs/{run_id}/steps/1/groups/{bare['index']}")
     rows = page.locator("article.completion")
@@ -109,11 +109,11 @@ def test_group_without_kept_texts_still_shows_rewards_and_advantages(
 
 
 def test_a_function_that_does_not_apply_shows_a_dash_under_its_label(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console
 ) -> None:
     # records without an answer: the example plugin returns null for them; `any` applies
     records = "".join(json.dumps({"prompt": f"{i}+1=", "answer": ""}) + "\n" for i in range(4))
-    created = api.post(
+    created = ui_api.post(
         "/api/datasets",
         params={"name": "no-answers"},
         content=records.encode(),
@@ -125,7 +125,7 @@ def test_a_function_that_does_not_apply_shows_a_dash_under_its_label(
         {"name": "regex", "pattern": ".", "label": "any"},
     ]
     spec = small_spec(name="browser-null", max_steps=1, data={"source": created.json()["source"]})
-    run = finish(api, submit(api, {**spec, "rewards": rewards})["id"])
+    run = finish(ui_api, submit(ui_api, {**spec, "rewards": rewards})["id"])
     assert run["status"] == "succeeded", run["error"]
     page.goto(f"/runs/{run['id']}/steps/1/groups/0")
     chips = page.locator("article.completion .completion-fns").first

@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import wait_points
-from tests.browser.conftest import Console
-from tests.browser.runs import stop
-from tests.browser.test_run_page import ADVANTAGE_BARS_JS
+from tests.charts import wait_points
+from tests.dashboard.test_run_page import ADVANTAGE_BARS_JS
+from tests.fixtures.browser import Console
+from tests.runs import stop
 
 BAD_SPEC = """name: broken
 max_steps: 0
@@ -26,7 +26,7 @@ colour: blue
 
 
 def test_demo_preset_is_first_and_submits_a_live_run(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console
 ) -> None:
     page.goto("/runs/new")
     first = page.locator("#presets .preset").first
@@ -38,14 +38,14 @@ def test_demo_preset_is_first_and_submits_a_live_run(
     page.wait_for_url(re.compile(r"/runs/[0-9a-f]+$"))
     run_id = page.url.rsplit("/", 1)[1]
     try:
-        preset = api.get("/api/presets").json()["items"][0]["spec"]
-        run = api.get(f"/api/runs/{run_id}").json()
+        preset = ui_api.get("/api/presets").json()["items"][0]["spec"]
+        run = ui_api.get(f"/api/runs/{run_id}").json()
         assert {k: run["spec"][k] for k in preset} == preset
         points = wait_points(page, "chart-reward", "reward", 1, timeout=600)
         page.wait_for_function(f"({ADVANTAGE_BARS_JS})() > 0", timeout=60_000)
         wait_points(page, "chart-reward", "reward", len(points) + 1)
     finally:
-        stop(api, run_id)
+        stop(ui_api, run_id)
     assert console.unexpected() == []
 
 
@@ -109,7 +109,7 @@ def test_edit_as_new_loads_a_runs_spec(
 
 
 def test_a_dataset_is_previewed_uploaded_and_used_from_the_upload_box(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console
 ) -> None:
     page.goto("/runs/new")
     page.locator("#presets .preset").first.wait_for()
@@ -131,5 +131,5 @@ def test_a_dataset_is_previewed_uploaded_and_used_from_the_upload_box(
     source = page.locator("#upload-status").inner_text().split(":")[0:2]
     text = page.input_value("#spec-text")
     assert f"source: {':'.join(source)}" in text and "prompt_field: q" in text, text
-    assert any(d["source"] == ":".join(source) for d in api.get("/api/datasets").json()["items"])
+    assert any(d["source"] == ":".join(source) for d in ui_api.get("/api/datasets").json()["items"])
     assert console.unexpected() == []

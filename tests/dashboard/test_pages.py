@@ -11,14 +11,14 @@ from urllib.parse import quote
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import CHART_JS, wait_points
-from tests.browser.conftest import Console
-from tests.browser.runs import finish, small_spec, submit
+from tests.charts import CHART_JS, wait_points
+from tests.fixtures.browser import Console
+from tests.runs import finish, small_spec, submit
 
 
 def test_every_page_renders_without_console_errors(
     page: Any,
-    api: httpx.Client,
+    ui_api: httpx.Client,
     finished_run: dict[str, Any],
     console: Console,
     shoot: Callable[[Any, str], None],
@@ -28,7 +28,7 @@ def test_every_page_renders_without_console_errors(
 
     page.goto("/")
     expect(page.locator(f"tr[data-run-id='{run_id}']")).to_be_visible()
-    worker = api.get("/api/workers").json()["items"][0]
+    worker = ui_api.get("/api/workers").json()["items"][0]
     held = len(worker["devices"])
     kind = "GPU" if worker["device_kind"] == "cuda" else "CPU slot"
     expect(page.locator(f"li[data-worker='{worker['name']}'] .worker-devices")).to_have_text(
@@ -56,7 +56,7 @@ def test_every_page_renders_without_console_errors(
     expect(page.locator("article.completion").first).to_be_visible()
     shoot(page, "group")
 
-    prompt_id = api.get(f"/api/runs/{run_id}/steps/2/groups").json()["items"][0]["prompt_id"]
+    prompt_id = ui_api.get(f"/api/runs/{run_id}/steps/2/groups").json()["items"][0]["prompt_id"]
     page.goto(f"/runs/{run_id}/prompts/{quote(prompt_id, safe='')}")
     expect(page.locator("#occurrences tbody tr").first).to_be_visible()
     shoot(page, "prompt")
@@ -66,12 +66,14 @@ def test_every_page_renders_without_console_errors(
 
 def test_compare_overlays_runs_and_keeps_them_in_the_url(
     page: Any,
-    api: httpx.Client,
+    ui_api: httpx.Client,
     finished_run: dict[str, Any],
     console: Console,
     shoot: Callable[[Any, str], None],
 ) -> None:
-    other = finish(api, submit(api, small_spec(name="browser-lr-1e-2", learning_rate=1e-2))["id"])
+    other = finish(
+        ui_api, submit(ui_api, small_spec(name="browser-lr-1e-2", learning_rate=1e-2))["id"]
+    )
     page.goto(f"/compare?runs={finished_run['id']},{other['id']}")
     chart = page.locator("#compare-reward")
     expect(chart).to_be_visible()

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import chart_points
-from tests.browser.conftest import Console
-from tests.browser.runs import small_spec, submit
+from tests.charts import chart_points
+from tests.fixtures.browser import Console
+from tests.runs import small_spec, submit
 from tests.stack import ROOT, Stack
 
 STEPS = 10_000
@@ -38,9 +38,9 @@ def seeded_run(api: httpx.Client, stack: Stack) -> dict[str, Any]:
 
 
 def test_ten_thousand_steps_are_drawn_thinned_from_the_first_step_to_the_last(
-    page: Any, api: httpx.Client, stack: Stack, console: Console
+    page: Any, ui_api: httpx.Client, ui_stack: Stack, console: Console
 ) -> None:
-    run = seeded_run(api, stack)
+    run = seeded_run(ui_api, ui_stack)
     page.goto(f"/runs/{run['id']}")
     page.wait_for_function(
         "performance.getEntriesByName('grpo:history-drawn').length > 0", timeout=HANG_MS
@@ -66,14 +66,14 @@ def rendered_steps(at_least: int) -> str:
 
 
 def test_twenty_live_steps_a_second_are_all_drawn_once_and_the_scrubber_answers_keys(
-    page: Any, api: httpx.Client, stack: Stack, console: Console
+    page: Any, ui_api: httpx.Client, ui_stack: Stack, console: Console
 ) -> None:
     # parked (no worker reads the queue); the seeder claims it and writes as a worker would
     spec = small_spec(name="browser-live-20hz", max_steps=LIVE_STEPS, resources={"queue": "parked"})
-    run_id = submit(api, spec)["id"]
+    run_id = submit(ui_api, spec)["id"]
     seeder = subprocess.Popen(
         [sys.executable, "-m", "tests.seed", "live", run_id, str(LIVE_STEPS), str(LIVE_EVERY_S)],
-        cwd=ROOT, env=stack.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT, env=ui_stack.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert seeder.stdin and seeder.stdout
     try:

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import CHART_JS, chart_points, wait_points
-from tests.browser.conftest import Console
-from tests.browser.runs import long_spec, small_spec, status_of, stop, submit
+from tests.charts import CHART_JS, chart_points, wait_points
+from tests.fixtures.browser import Console
+from tests.runs import long_spec, small_spec, status_of, stop, submit
 from tests.stack import ROOT, Stack, wait_healthy
 
 ADVANTAGE_BARS_JS = f"""() => {{
@@ -29,9 +29,9 @@ def steps_of(points: list[Any]) -> list[int]:
 
 
 def test_curves_and_histogram_grow_live_and_survive_reload(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console
 ) -> None:
-    run = submit(api, long_spec(name="browser-live"))
+    run = submit(ui_api, long_spec(name="browser-live"))
     page.goto(f"/runs/{run['id']}")
 
     first = wait_points(page, "chart-reward", "reward", 1)
@@ -42,14 +42,14 @@ def test_curves_and_histogram_grow_live_and_survive_reload(
     assert steps_of(grown) == sorted(set(steps_of(grown)))
     assert chart_points(page, "chart-kl", "kl"), "the KL curve is empty"
 
-    assert status_of(api, run["id"]) == "running", "the reload must happen mid-run"
+    assert status_of(ui_api, run["id"]) == "running", "the reload must happen mid-run"
     before = len(chart_points(page, "chart-reward", "reward"))
     page.reload()
     after = wait_points(page, "chart-reward", "reward", before + 1)
     assert steps_of(after) == list(range(1, len(after) + 1)), "a reload lost or doubled steps"
 
-    stop(api, run["id"])
-    metrics = api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
+    stop(ui_api, run["id"])
+    metrics = ui_api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
     final = wait_points(page, "chart-reward", "reward", len(metrics))
     assert final == [[m["step"], m["metrics"]["reward"]] for m in metrics]
     expect(page.locator("#run-head .pill")).to_have_text(re.compile("cancelled", re.I))
@@ -57,24 +57,24 @@ def test_curves_and_histogram_grow_live_and_survive_reload(
 
 
 def test_stream_resumes_without_gaps_after_a_server_restart(
-    page: Any, api: httpx.Client, stack: Stack, console: Console
+    page: Any, ui_api: httpx.Client, ui_stack: Stack, console: Console
 ) -> None:
-    run = submit(api, long_spec(name="browser-restart"))
+    run = submit(ui_api, long_spec(name="browser-restart"))
     page.goto(f"/runs/{run['id']}")
     wait_points(page, "chart-reward", "reward", 2)
 
     # a crash, not a graceful stop: uvicorn would wait for the open stream to finish
-    assert status_of(api, run["id"]) == "running", "the crash must happen mid-stream"
-    stack.processes["api"].kill()
-    stack.processes["api"].wait(timeout=15)
+    assert status_of(ui_api, run["id"]) == "running", "the crash must happen mid-stream"
+    ui_stack.processes["api"].kill()
+    ui_stack.processes["api"].wait(timeout=15)
     page.wait_for_selector('#stream-state[data-state="reconnecting"]', timeout=30_000)
-    stack.start_api()
-    wait_healthy(stack.url)
+    ui_stack.start_api()
+    wait_healthy(ui_stack.url)
 
-    missed = api.get(f"/api/runs/{run['id']}").json()["step"]
+    missed = ui_api.get(f"/api/runs/{run['id']}").json()["step"]
     wait_points(page, "chart-reward", "reward", missed + 1, timeout=120)
-    stop(api, run["id"])
-    last = api.get(f"/api/runs/{run['id']}").json()["step"]
+    stop(ui_api, run["id"])
+    last = ui_api.get(f"/api/runs/{run['id']}").json()["step"]
     final = wait_points(page, "chart-reward", "reward", last, timeout=120)
     assert steps_of(final) == list(range(1, last + 1))
     # the dropped connection is the only thing the console may mention
@@ -92,7 +92,7 @@ SPREAD_HEATMAP_JS = f"""() => {{
 
 
 def test_finished_run_shows_each_steps_group_reward_spread_after_a_reload(
-    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+    page: Any, ui_api: httpx.Client, finished_run: dict[str, Any], console: Console
 ) -> None:
     run_id, steps = finished_run["id"], finished_run["spec"]["max_steps"]
     page.goto(f"/runs/{run_id}")
@@ -102,7 +102,7 @@ def test_finished_run_shows_each_steps_group_reward_spread_after_a_reload(
     # where it trained, as the worker stored it (a run on ranks: '2 ranks · cpu (gloo)')
     expect(page.locator("#run-head .run-device")).to_have_text(finished_run["device"])
 
-    served = api.get(f"/api/runs/{run_id}/histograms").json()["items"]
+    served = ui_api.get(f"/api/runs/{run_id}/histograms").json()["items"]
     counts = [row["group_reward_std_histogram"] for row in served]
     assert drawn["steps"] == [str(row["step"]) for row in served]
     assert len(counts[0]) == 30
@@ -121,15 +121,15 @@ ZOOM_JS = f"""([first, last]) => ({CHART_JS})('chart-reward').dispatchAction(
 
 
 def test_a_long_run_is_drawn_thinned_and_a_zoom_reads_every_step_of_its_window(
-    page: Any, api: httpx.Client, stack: Stack, console: Console
+    page: Any, ui_api: httpx.Client, ui_stack: Stack, console: Console
 ) -> None:
     steps = 3_000  # the page asks for 1,000 rows (sampling.js MAX_POINTS): a thinned history
     run = submit(
-        api, small_spec(name="browser-zoom", max_steps=steps, resources={"queue": "parked"})
+        ui_api, small_spec(name="browser-zoom", max_steps=steps, resources={"queue": "parked"})
     )
     seed = [sys.executable, "-m", "tests.seed", "into", run["id"], str(steps)]
-    subprocess.run(seed, cwd=ROOT, env=stack.env, check=True)
-    api.post(f"/api/runs/{run['id']}/cancel")
+    subprocess.run(seed, cwd=ROOT, env=ui_stack.env, check=True)
+    ui_api.post(f"/api/runs/{run['id']}/cancel")
     page.goto(f"/runs/{run['id']}")
     page.wait_for_function(
         "performance.getEntriesByName('grpo:history-drawn').length > 0", timeout=120_000

@@ -9,16 +9,16 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import chart_points, wait_points
-from tests.browser.conftest import Console
-from tests.browser.runs import small_spec, stop, submit
+from tests.charts import chart_points, wait_points
+from tests.fixtures.browser import Console
+from tests.runs import small_spec, stop, submit
 
 # the first demo run builds the warm-started tiny model once per machine
 FIRST_STEP_TIMEOUT = 600
 
 
 def test_demo_button_trains_the_demo_with_live_reward_and_kl_curves(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console
 ) -> None:
     page.goto("/")
     first = page.locator("#page > *").first
@@ -29,21 +29,21 @@ def test_demo_button_trains_the_demo_with_live_reward_and_kl_curves(
     page.wait_for_url(re.compile(r"/runs/[0-9a-f]+$"))
     run_id = page.url.rsplit("/", 1)[1]
     try:
-        assert api.get(f"/api/runs/{run_id}").json()["name"] == "arith-demo"
+        assert ui_api.get(f"/api/runs/{run_id}").json()["name"] == "arith-demo"
         points = wait_points(page, "chart-reward", "reward", 1, timeout=FIRST_STEP_TIMEOUT)
         wait_points(page, "chart-reward", "reward", len(points) + 1)
         assert chart_points(page, "chart-kl", "kl"), "the KL curve is empty"
         expect(page.locator("#run-head .pill")).to_have_text(re.compile("running", re.I))
     finally:
-        stop(api, run_id)
+        stop(ui_api, run_id)
     assert console.unexpected() == []
 
 
 def test_table_filters_searches_cancels_and_deletes(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console
 ) -> None:
     # no worker listens on this queue: the run stays queued until the page cancels it
-    run = submit(api, small_spec(name="browser-parked", resources={"queue": "parked"}))
+    run = submit(ui_api, small_spec(name="browser-parked", resources={"queue": "parked"}))
     page.on("dialog", lambda dialog: dialog.accept())
     page.goto("/")
     row = page.locator(f"tr[data-run-id='{run['id']}']")
@@ -58,9 +58,9 @@ def test_table_filters_searches_cancels_and_deletes(
 
     row.locator("button[data-action='cancel']").click()
     expect(row).to_contain_text("cancelled")
-    assert api.get(f"/api/runs/{run['id']}").json()["status"] == "cancelled"
+    assert ui_api.get(f"/api/runs/{run['id']}").json()["status"] == "cancelled"
     row.locator("button[data-action='delete']").click()
     expect(row).to_have_count(0)
-    assert api.get(f"/api/runs/{run['id']}").status_code == 404
+    assert ui_api.get(f"/api/runs/{run['id']}").status_code == 404
     expect(page.locator("#runs-table")).to_contain_text("No runs match")
     assert console.unexpected() == []

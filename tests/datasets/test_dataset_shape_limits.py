@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import get_settings
-from tests.integration.store_fixture import store
-from tests.integration.test_dataset_uploads import PeakRss
+from tests.datasets.test_dataset_uploads import PeakRss
+from tests.store_fixture import store
 
 __all__ = ["store"]
 PARQUET = {"content-type": "application/vnd.apache.parquet"}

@@ -13,7 +13,7 @@ from grpo.doctor.rule import Metrics, Rule
 from grpo.spec import JobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = Path(__file__).with_name("doctor_arith_demo.json")
+DEMO = ROOT / "tests" / "data" / "doctor_arith_demo.json"
 """The 300 steps of examples/arith-demo.yaml (seed 0, fp32) trained by grpo.Trainer, the
 metrics the rules read, at 4 significant digits."""
 

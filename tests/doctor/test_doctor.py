@@ -21,7 +21,7 @@ from grpo.doctor import (
 from grpo.doctor.doctor import QUIET_STEPS, REFRESH_STEPS
 from grpo.doctor.finding import ExampleQuery
 from grpo.spec import JobSpec
-from tests.unit.doctor_series import Row, demo_rows, demo_spec, steady, then
+from tests.doctor.doctor_series import Row, demo_rows, demo_spec, steady, then
 
 CUT = "completions/clipped_ratio"
 

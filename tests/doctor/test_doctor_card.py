@@ -11,26 +11,26 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console
-from tests.browser.runs import long_spec, status_of, stop, submit, wait_for_run
+from tests.fixtures.browser import Console
+from tests.runs import long_spec, status_of, stop, submit, wait_for_run
 
 
 def test_a_provoked_finding_shows_live_and_clones_with_its_change(
-    page: Any, api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
+    page: Any, ui_api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
 ) -> None:
     # the worker is busy with another run while the page opens: the finding can only come
     # over the stream, once the page shows none
-    blocker = submit(api, long_spec(name="browser-doctor-blocker"))
-    wait_for_run(api, blocker["id"], lambda r: r["step"] > 0)
+    blocker = submit(ui_api, long_spec(name="browser-doctor-blocker"))
+    wait_for_run(ui_api, blocker["id"], lambda r: r["step"] > 0)
     # the random built-in model almost never samples its end token: with room for two tokens
     # nearly every completion is cut at the limit, so the truncation rule fires at step 5
-    run = submit(api, long_spec(name="browser-doctor", max_completion_length=2))
+    run = submit(ui_api, long_spec(name="browser-doctor", max_completion_length=2))
     page.goto(f"/runs/{run['id']}")
     expect(page.locator("#doctor .doctor-empty")).to_have_text("Nothing found yet.")
-    stop(api, blocker["id"])
+    stop(ui_api, blocker["id"])
     finding = page.locator('#doctor [data-rule="truncation"]')
     expect(finding).to_be_visible(timeout=120_000)
-    assert status_of(api, run["id"]) == "running", "the finding must arrive while the run trains"
+    assert status_of(ui_api, run["id"]) == "running", "the finding must arrive while the run trains"
     expect(finding.locator(".doctor-message")).to_contain_text(
         "hit max_completion_length (2 tokens)"
     )
@@ -64,5 +64,5 @@ def test_a_provoked_finding_shows_live_and_clones_with_its_change(
     expect(editor).to_have_value(re.compile(r"^max_completion_length: 4$", re.M))
     expect(editor).to_have_value(re.compile(r"^mask_truncated_completions: true$", re.M))
     expect(editor).to_have_value(re.compile(r"^name: browser-doctor \(copy\)$", re.M))
-    stop(api, run["id"])
+    stop(ui_api, run["id"])
     assert console.unexpected() == []

@@ -15,7 +15,7 @@ from grpo.doctor.length import LENGTH_DRIFT, TRUNCATION
 from grpo.doctor.resources import GENERATION_BOUND, MEMORY_PRESSURE
 from grpo.doctor.signal import NO_SIGNAL, REWARD_SCALE
 from grpo.doctor.stability import CLIP_RATIO, GRAD_NORM_SPIKE, KL_RUNAWAY
-from tests.unit.doctor_series import demo_rows, demo_spec, fields, first_verdict, steady, then
+from tests.doctor.doctor_series import demo_rows, demo_spec, fields, first_verdict, steady, then
 
 # a spec under which every rule applies (reward_scale needs scale_rewards batch,
 # generation_bound a generation_batch_size under B x G)
@@ -238,6 +238,6 @@ def test_a_rule_reads_nothing_it_does_not_find() -> None:
 
 
 def _all(rule, spec, rows):
-    from tests.unit.doctor_series import verdicts
+    from tests.doctor.doctor_series import verdicts
 
     return list(verdicts(rule, spec, rows))

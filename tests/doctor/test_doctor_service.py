@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from tests.integration.test_cli_client import grpo
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.cli.test_cli_client import grpo
 from tests.stack import Stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "arith-demo.yaml"
 PROVOKED: dict[str, tuple[dict[str, Any], int]] = {

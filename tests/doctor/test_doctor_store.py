@@ -21,8 +21,8 @@ from app.store.models import Diagnosis, Event, Finding, RunStatus
 from grpo.doctor import diagnose
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import _clear_caches, store
 from tests.seed import seed_scalars
+from tests.store_fixture import _clear_caches, store
 from worker.diagnosis import RunDoctor
 from worker.run_writes import RunWrites
 

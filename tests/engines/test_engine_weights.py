@@ -13,7 +13,7 @@ from grpo.engines.weights import policy_weights, save_engine_copy
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.lora import apply_lora
 from grpo.spec.optimization import LoraSpec
-from tests.unit.tiny_lm import tiny_llama
+from tests.tiny_lm import tiny_llama
 
 
 def test_lora_weights_are_pushed_merged_under_the_plain_names() -> None:

@@ -10,21 +10,21 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import wait_points
-from tests.browser.conftest import Console
-from tests.browser.runs import finish, small_spec, submit
+from tests.charts import wait_points
+from tests.fixtures.browser import Console
+from tests.runs import finish, small_spec, submit
 
 KEYS = ("generation/logprob_diff_mean", "generation/logprob_diff_max",
         "generation/is_corrected_share")  # fmt: skip
 
 
 def test_the_logprob_gap_card_draws_a_vllm_runs_metrics(
-    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+    page: Any, ui_api: httpx.Client, finished_run: dict[str, Any], console: Console
 ) -> None:
     spec = small_spec(name="browser-vllm", model="builtin:small", use_vllm=True,
                       precision="fp32", max_steps=3, save_steps=0)  # fmt: skip
-    run = finish(api, submit(api, spec)["id"], timeout=900)
-    metrics = [m for m in api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
+    run = finish(ui_api, submit(ui_api, spec)["id"], timeout=900)
+    metrics = [m for m in ui_api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
                if KEYS[0] in m["metrics"]]  # fmt: skip
     assert [m["step"] for m in metrics] == [1, 2, 3]
     page.goto(f"/runs/{run['id']}")

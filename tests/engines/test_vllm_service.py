@@ -21,13 +21,13 @@ import psutil
 import pytest
 import yaml
 
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_chat_run import chat_dataset
-from tests.integration.test_ranks_service import LONG, wait_for_ranks, wait_gone
-from tests.integration.test_run_lifecycle import wait_for_final
-from tests.integration.test_worker_resilience import wait_for_step
+from tests.fixtures.service import tiny_spec
 from tests.processes import alive
 from tests.stack import Stack
+from tests.train.test_chat_run import chat_dataset
+from tests.worker.test_ranks_service import LONG, wait_for_ranks, wait_gone
+from tests.worker.test_run_lifecycle import wait_for_final
+from tests.worker.test_worker_resilience import wait_for_step
 
 
 @pytest.fixture(scope="module")

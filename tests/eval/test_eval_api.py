@@ -14,7 +14,7 @@ from app.store import db, evals, runs
 from app.store.lease import Lease
 from grpo.report import EvalReport
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import store
+from tests.store_fixture import store
 
 __all__ = ["store"]
 SPEC = {"model": "builtin:tiny", "max_steps": 4}

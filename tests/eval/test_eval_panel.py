@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import CHART_JS, chart_points
-from tests.browser.conftest import Console
-from tests.browser.runs import finish, long_spec, small_spec, stop, submit
+from tests.charts import CHART_JS, chart_points
+from tests.fixtures.browser import Console
+from tests.runs import finish, long_spec, small_spec, stop, submit
 from tests.stack import ROOT, Stack
 
 EVAL_SERIES_JS = f"""() => {{
@@ -77,10 +77,10 @@ def eval_spec(name: str, **overrides: Any) -> dict[str, Any]:
 
 
 def test_eval_curve_table_and_history(
-    page: Any, api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
+    page: Any, ui_api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
 ) -> None:
-    run = finish(api, submit(api, eval_spec("browser-eval"))["id"])
-    stored = api.get(f"/api/runs/{run['id']}/evals", params={"examples": True}).json()["items"]
+    run = finish(ui_api, submit(ui_api, eval_spec("browser-eval"))["id"])
+    stored = ui_api.get(f"/api/runs/{run['id']}/evals", params={"examples": True}).json()["items"]
     assert [row["step"] for row in stored] == [0, 2, 4]
 
     page.goto(f"/runs/{run['id']}")
@@ -115,10 +115,10 @@ def test_eval_curve_table_and_history(
 
 
 def test_evaluations_arrive_live_over_the_runs_stream(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console
 ) -> None:
     spec = long_spec(name="browser-eval-live", eval={"every_steps": 2, "max_examples": 4})
-    run = submit(api, spec)
+    run = submit(ui_api, spec)
     try:
         page.goto(f"/runs/{run['id']}")
         # the worker may still be starting (torch loads in seconds to minutes)
@@ -127,28 +127,28 @@ def test_evaluations_arrive_live_over_the_runs_stream(
         assert seen[0] == 0
         # no reload from here: two more evaluations reach the curve and the table live
         more = len(seen) + 2
-        wait_for_evals(page, api, run["id"], more, timeout=120)
+        wait_for_evals(page, ui_api, run["id"], more, timeout=120)
         page.wait_for_function(
             f"() => document.querySelectorAll('#eval-step option').length >= {more}",
             timeout=60_000,
         )
         assert page.evaluate(EVAL_STEPS_JS)[:more] == [2 * i for i in range(more)]
     finally:
-        stop(api, run["id"])
+        stop(ui_api, run["id"])
     assert console.unexpected() == []
 
 
 def test_a_long_runs_eval_curve_keeps_every_evaluation(
-    page: Any, api: httpx.Client, stack: Stack, console: Console
+    page: Any, ui_api: httpx.Client, ui_stack: Stack, console: Console
 ) -> None:
     """3,000 steps are thinned to the train reward's extremes; the 60 evaluations among them
     are all drawn (thinned the same way, all but a few were lost)."""
     steps, every = 3_000, 50
     spec = small_spec(name="browser-eval-long", max_steps=steps, resources={"queue": "parked"})
-    run = submit(api, spec)
+    run = submit(ui_api, spec)
     seed = [sys.executable, "-m", "tests.seed", "into", run["id"], str(steps), str(every)]
-    subprocess.run(seed, cwd=ROOT, env=stack.env, check=True)
-    api.post(f"/api/runs/{run['id']}/cancel")
+    subprocess.run(seed, cwd=ROOT, env=ui_stack.env, check=True)
+    ui_api.post(f"/api/runs/{run['id']}/cancel")
     page.goto(f"/runs/{run['id']}")
     page.wait_for_function(f"() => ({EVAL_STEPS_JS})().length > 0", timeout=60_000)
     assert page.evaluate(EVAL_STEPS_JS) == list(range(every, steps + 1, every))
@@ -158,10 +158,10 @@ def test_a_long_runs_eval_curve_keeps_every_evaluation(
 
 
 def test_compare_overlays_eval_curves(
-    page: Any, api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
+    page: Any, ui_api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
 ) -> None:
     runs = [
-        finish(api, submit(api, eval_spec(f"browser-eval-lr-{lr}", learning_rate=lr))["id"])
+        finish(ui_api, submit(ui_api, eval_spec(f"browser-eval-lr-{lr}", learning_rate=lr))["id"])
         for lr in (3e-4, 1e-3)
     ]
     ids = ",".join(r["id"] for r in runs)

@@ -19,7 +19,7 @@ from huggingface_hub import constants
 
 from app.main import create_app
 from grpo.models.loading import load_policy
-from tests.integration.store_fixture import store
+from tests.store_fixture import store
 
 __all__ = ["store"]
 

@@ -6,15 +6,15 @@ from typing import Any
 
 import httpx
 
-from tests.browser.charts import wait_points
-from tests.browser.conftest import Console
+from tests.charts import wait_points
+from tests.fixtures.browser import Console
 
 
 def test_step_time_chart_draws_each_labels_reward_phase(
-    page: Any, api: httpx.Client, finished_run: dict[str, Any], console: Console
+    page: Any, ui_api: httpx.Client, finished_run: dict[str, Any], console: Console
 ) -> None:
     run_id, steps = finished_run["id"], finished_run["spec"]["max_steps"]
-    metrics = api.get(f"/api/runs/{run_id}/metrics").json()["items"]
+    metrics = ui_api.get(f"/api/runs/{run_id}/metrics").json()["items"]
     page.goto(f"/runs/{run_id}")
     # charts below the fold are drawn when scrolled to, as a reader would
     page.locator("#chart-time").scroll_into_view_if_needed()

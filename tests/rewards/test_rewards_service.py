@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
+from tests.rewards.test_reward_model import build_classifier
 from tests.stack import Stack, running_stack
-from tests.unit.test_reward_model import build_classifier
+from tests.worker.test_run_lifecycle import wait_for_final
 
 
 def judge(text: str) -> float:

@@ -6,7 +6,7 @@ import torch
 from grpo.data.example import Example
 from grpo.dynamic_sampling import Batch, fill_with_signal
 from grpo.rollout import Rollout, concat_rollouts
-from tests.unit.test_trainer import run, tiny_spec
+from tests.train.test_trainer import run, tiny_spec
 
 PAD = 0
 

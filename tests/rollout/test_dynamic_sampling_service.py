@@ -4,8 +4,8 @@ signal, the dropped ones are stored apart under the `dropped` filter and counted
 from __future__ import annotations
 
 from app.api.routes.presets import DEMO_SPEC
-from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import Stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 
 def test_demo_with_dynamic_sampling_stores_groups_with_signal_and_counts_the_dropped(

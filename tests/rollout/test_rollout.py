@@ -6,7 +6,7 @@ import torch
 
 from grpo.rollout import Rollout, decode_completions, prompt_positions, tokenize_prompts
 from grpo.sampling import sample_next_tokens
-from tests.unit.tiny_lm import CPU, completion_logits, sample
+from tests.tiny_lm import CPU, completion_logits, sample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

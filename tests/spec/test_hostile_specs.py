@@ -17,9 +17,9 @@ import psutil
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 ADMIN = "admin-secret-7f3a9c"
 JUDGE = "judge-token-51d2e8"

@@ -7,7 +7,7 @@ from sqlalchemy import select, update
 
 from app.store.db import make_engine
 from app.store.models import Run
-from tests.integration.conftest import tiny_spec
+from tests.fixtures.service import tiny_spec
 from tests.stack import Stack
 
 NEW_KEYS = {

@@ -24,8 +24,8 @@ from app.main import create_app
 from app.settings import get_settings
 from app.store import db, runs
 from app.store.models import Run, RunStatus
-from tests.integration.store_fixture import store
 from tests.stack import Stack
+from tests.store_fixture import store
 from worker.job import run_job
 
 __all__ = ["store"]

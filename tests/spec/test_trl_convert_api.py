@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from app.api.routes import specs
 from app.main import create_app
 from app.settings import get_settings
-from tests.integration.store_fixture import store
-from tests.unit.test_yaml_input import billion_laughs
+from tests.spec.test_yaml_input import billion_laughs
+from tests.store_fixture import store
 
 __all__ = ["store"]
 RECIPES = Path(__file__).parents[1] / "data" / "trl_recipes"

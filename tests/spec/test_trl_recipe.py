@@ -12,9 +12,9 @@ from typing import Any
 
 from grpo_example_rewards import trl_recipe
 
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
 from tests.stack import Stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 QUESTIONS = [("What is 2+2?", "4"), ("What is 3+5?", "8"), ("What is 9-4?", "5")]
 REWARDS = [

@@ -12,20 +12,20 @@ from typing import Any
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser.charts import wait_points
-from tests.browser.conftest import Console
-from tests.browser.runs import finish, small_spec, submit
+from tests.charts import wait_points
+from tests.fixtures.browser import Console
+from tests.runs import finish, small_spec, submit
 
 RECIPE = Path(__file__).parents[1] / "data" / "trl_recipes" / "open_r1_math.yaml"
 
 
 def test_logged_metrics_are_charted_and_logged_columns_shown_per_completion(
-    page: Any, api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console
 ) -> None:
     records = "".join(
         json.dumps({"prompt": f"{i}+{i}=", "solution": str(2 * i)}) + "\n" for i in range(6)
     )
-    uploaded = api.post(
+    uploaded = ui_api.post(
         "/api/datasets",
         params={"name": "trl-browser", "answer_field": "solution"},
         content=records.encode(),
@@ -35,9 +35,10 @@ def test_logged_metrics_are_charted_and_logged_columns_shown_per_completion(
     rewards = [{"name": "python", "function": "trl_accuracy", "label": "accuracy"}]
     data = {"source": uploaded.json()["source"], "answer_field": "solution"}
     run = finish(
-        api, submit(api, small_spec(name="trl-logs", data=data, rewards=rewards, max_steps=3))["id"]
+        ui_api,
+        submit(ui_api, small_spec(name="trl-logs", data=data, rewards=rewards, max_steps=3))["id"],
     )
-    metrics = api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
+    metrics = ui_api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
 
     page.goto(f"/runs/{run['id']}")
     page.locator("#chart-logged").scroll_into_view_if_needed()
@@ -45,7 +46,7 @@ def test_logged_metrics_are_charted_and_logged_columns_shown_per_completion(
     points = wait_points(page, "chart-logged", key, 3, timeout=60)
     assert points == [[m["step"], m["metrics"][key]] for m in metrics]
 
-    group = api.get(f"/api/runs/{run['id']}/steps/1/groups/0").json()
+    group = ui_api.get(f"/api/runs/{run['id']}/steps/1/groups/0").json()
     page.goto(f"/runs/{run['id']}/steps/1/groups/0")
     extras = page.locator(".completion-extras")
     expect(extras.first).to_be_visible()

@@ -13,7 +13,7 @@ from app.store.lease import Lease, LeaseLost
 from app.store.models import utcnow
 from grpo.report import SavedCheckpoint
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import session, store
+from tests.store_fixture import session, store
 
 __all__ = ["session", "store"]
 

@@ -15,7 +15,7 @@ from app.store.lease import Lease, LeaseLost
 from app.store.models import Event, LogLine, Run, StepMetric, utcnow
 from grpo.report import GroupReport, StepReport
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import session, store
+from tests.store_fixture import session, store
 
 __all__ = ["session", "store"]
 

@@ -9,7 +9,7 @@ from app.store import db, runs, steps
 from app.store.models import Event, Sample, StepGroup, StepMetric
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import session, store
+from tests.store_fixture import session, store
 
 __all__ = ["session", "store"]
 

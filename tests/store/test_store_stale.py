@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from app.store import runs
 from app.store.models import RunStatus, utcnow
 from grpo.spec import JobSpec
-from tests.integration.store_fixture import session, store
+from tests.store_fixture import session, store
 
 __all__ = ["session", "store"]
 

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import get_settings
-from tests.integration.store_fixture import store
+from tests.store_fixture import store
 
 __all__ = ["store"]
 

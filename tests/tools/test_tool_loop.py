@@ -18,7 +18,7 @@ from grpo.spec.generation import Sampling
 from grpo.spec.tools import CodeTool, EnvironmentTool, PythonTool
 from grpo.tools.kind import ToolRunFacts
 from grpo.tools.toolbox import Toolbox
-from tests.unit.tool_engine import ScriptedEngine
+from tests.tools.tool_engine import ScriptedEngine
 
 CALL = tool_call_text("12*34")  # 64 characters, one token each
 

@@ -11,7 +11,7 @@ from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.spec import JobSpec
 from grpo.tools.kind import ToolRunFacts
 from grpo.tools.render import template_problem, tool_turn_text
-from tests.unit.tool_engine import ScriptedEngine
+from tests.tools.tool_engine import ScriptedEngine
 
 CALC = {"type": "function", "function": {"name": "calc", "description": "x", "parameters": {}}}
 PLAIN_CHATML = (

@@ -11,7 +11,7 @@ from grpo.rewards.kind import RunFacts
 from grpo.rewards.python import PYTHON
 from grpo.spec.rewards import PythonReward
 from grpo.spec.tools import EnvironmentTool
-from tests.unit.test_tool_loop import loop, request, tok
+from tests.tools.test_tool_loop import loop, request, tok
 
 __all__ = ["tok"]  # the fixture
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from tests.browser.conftest import Console
-from tests.browser.runs import finish, submit
+from tests.fixtures.browser import Console
+from tests.runs import finish, submit
 
 TOOLS_SPEC = {
     "name": "browser-tools",
@@ -33,13 +33,13 @@ TOOLS_SPEC = {
 
 
 def test_a_tool_trajectory_shows_as_turns_with_masked_results(
-    page: Any, api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
+    page: Any, ui_api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
 ) -> None:
-    run = finish(api, submit(api, TOOLS_SPEC)["id"], timeout=600)
+    run = finish(ui_api, submit(ui_api, TOOLS_SPEC)["id"], timeout=600)
     assert run["status"] == "succeeded", run["error"]
     step, found = 2, None
-    for group in api.get(f"/api/runs/{run['id']}/steps/{step}/groups").json()["items"]:
-        detail = api.get(f"/api/runs/{run['id']}/steps/{step}/groups/{group['index']}").json()
+    for group in ui_api.get(f"/api/runs/{run['id']}/steps/{step}/groups").json()["items"]:
+        detail = ui_api.get(f"/api/runs/{run['id']}/steps/{step}/groups/{group['index']}").json()
         for rank, c in enumerate(detail["completions"]):
             if c["trajectory"] and c["trajectory"]["turns"][0]["calls"]:
                 found = (group["index"], rank, c)

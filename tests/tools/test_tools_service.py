@@ -12,8 +12,8 @@ import httpx
 import yaml
 
 from grpo.data.tools_task import calc
-from tests.integration.test_run_lifecycle import wait_for_final
 from tests.stack import Stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "tools-demo.yaml"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
 from tests.stack import Stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 SYSTEM = {"role": "system", "content": "Answer with one number inside <answer></answer>."}
 QUESTIONS = [("What is 2+2?", "4"), ("What is 3+5?", "8"), ("What is 9-4?", "5")]

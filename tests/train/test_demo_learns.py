@@ -25,9 +25,9 @@ from grpo.data.loading import load_examples
 from grpo.eval.greedy import greedy_accuracy
 from grpo.models.precision import autocast, compute_dtype
 from grpo.spec import JobSpec
-from tests.integration.test_export import grpo
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.api.test_export import grpo
 from tests.stack import Stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "arith-demo.yaml"
 EVAL = {"every_steps": 50, "max_examples": 100}

@@ -15,7 +15,7 @@ QUOTE = re.compile(r"reward\s+(0\.\d+)\s*->\s*(0\.\d+)\s+over\s+(\d+)\s+steps")
 
 
 def test_the_promise_is_what_the_demo_trains():
-    stored = json.loads(Path(__file__).with_name("doctor_arith_demo.json").read_text())
+    stored = json.loads((ROOT / "tests" / "data" / "doctor_arith_demo.json").read_text())
     rewards = stored["metrics"]["reward"]
     assert len(rewards) == DEMO_STEPS
     assert round(sum(rewards[:10]) / 10, 2) == DEMO_REWARD_FROM

@@ -10,9 +10,9 @@ from typing import Any
 from grpo_example_rewards import trl_recipe
 
 import grpo
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
 from tests.stack import Stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 
 def spec_with(stack: Stack, function: str) -> dict[str, Any]:

@@ -25,10 +25,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_rewards_service import RewardHandler
-from tests.integration.test_run_lifecycle import FINAL, wait_for_final
-from tests.integration.test_worker_resilience import FAST, wait_for_step
+from tests.fixtures.service import tiny_spec
+from tests.rewards.test_rewards_service import RewardHandler
 from tests.sse import read_events
 from tests.stack import (
     REDIS_URL,
@@ -40,6 +38,8 @@ from tests.stack import (
     own_redis,
     running_stack,
 )
+from tests.worker.test_run_lifecycle import FINAL, wait_for_final
+from tests.worker.test_worker_resilience import FAST, wait_for_step
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
 from tests.stack import Stack, running_stack
+from tests.worker.test_run_lifecycle import wait_for_final
 
 PLUGIN = """\
 import ctypes

@@ -18,11 +18,11 @@ from app.store import checkpoints, db, runs
 from app.store.lease import Lease
 from grpo.report import SavedCheckpoint
 from grpo.spec import JobSpec
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_faults import assert_every_step_once, wait_for
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
 from tests.own_postgres import own_postgres
 from tests.stack import REDIS_URL, Stack, running_stack
+from tests.worker.test_faults import assert_every_step_once, wait_for
+from tests.worker.test_run_lifecycle import wait_for_final
 
 DATABASE_ROUTES = [
     ("GET", "/api/runs"),

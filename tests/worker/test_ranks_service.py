@@ -20,11 +20,11 @@ import httpx
 import pytest
 from transformers import AutoModelForCausalLM
 
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import recorded_checkpoints, wait_for_final
-from tests.integration.test_worker_resilience import wait_for_step
+from tests.fixtures.service import tiny_spec
 from tests.processes import alive, rank_processes
 from tests.stack import Stack
+from tests.worker.test_run_lifecycle import recorded_checkpoints, wait_for_final
+from tests.worker.test_worker_resilience import wait_for_step
 
 GROUPS = 4
 G = 4

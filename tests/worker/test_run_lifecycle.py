@@ -9,7 +9,7 @@ import httpx
 from sqlalchemy import create_engine, select
 
 from app.store.models import Checkpoint
-from tests.integration.conftest import tiny_spec
+from tests.fixtures.service import tiny_spec
 from tests.sse import read_events
 from tests.stack import Stack
 

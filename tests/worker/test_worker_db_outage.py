@@ -30,16 +30,16 @@ from app.store import db, lease, runs, steps
 from app.store.lease import Lease, LeaseLost
 from app.store.models import Event, LogLine, RunStatus, StepMetric, utcnow
 from grpo.spec import JobSpec
-from tests.integration.conftest import tiny_spec
-from tests.integration.store_fixture import session, store
-from tests.integration.test_faults import assert_every_step_once
-from tests.integration.test_rewards_service import RewardHandler
-from tests.integration.test_run_lifecycle import FINAL
-from tests.integration.test_store_lease import report
-from tests.integration.test_worker_resilience import FAST
+from tests.fixtures.service import tiny_spec
 from tests.own_postgres import own_postgres
+from tests.rewards.test_rewards_service import RewardHandler
 from tests.sse import read_events
 from tests.stack import Stack, running_stack
+from tests.store.test_store_lease import report
+from tests.store_fixture import session, store
+from tests.worker.test_faults import assert_every_step_once
+from tests.worker.test_run_lifecycle import FINAL
+from tests.worker.test_worker_resilience import FAST
 from worker.db_outage import OutageWait
 
 __all__ = ["session", "store"]

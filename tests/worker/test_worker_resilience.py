@@ -21,8 +21,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from app.queue import TRAIN_TASK, make_celery
 from app.settings import Settings
-from tests.integration.conftest import tiny_spec
-from tests.integration.test_run_lifecycle import wait_for_final
+from tests.fixtures.service import tiny_spec
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
 from tests.tracker_logs import (
     mlflow_history,
@@ -31,6 +30,7 @@ from tests.tracker_logs import (
     wandb_logs,
     wandb_metric,
 )
+from tests.worker.test_run_lifecycle import wait_for_final
 
 FAST = {
     "GRPO_HEARTBEAT_SECONDS": "1",
