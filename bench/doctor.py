@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/doctor.py [--steps 10000] [--passes 7]
 
-The run is the healthy demo's recorded metrics (tests/unit/doctor_arith_demo.json, 300
+The run is the healthy demo's recorded metrics (tests/data/doctor_arith_demo.json, 300
 steps) repeated to --steps with a step's other scalars beside them (31 keys, as the
 trainer reports), and three stretches of trouble laid over it (KL running away, completions
 cut at the limit, groups without signal) so findings open, grow, escalate and resolve. The

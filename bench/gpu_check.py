@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/gpu_check.py                 (CUDA; 10 steps a side, a few minutes)
     .venv/bin/python bench/gpu_check.py --tiny --device cpu --steps 2 --sides ours
-                                                        (what tests/unit/test_gpu_check.py runs)
+                                                        (what tests/project/test_gpu_check.py runs)
 
 The model has Qwen2.5-0.5B's configuration (24 layers, width 896, 14 query heads sharing 2
 key/value heads, SwiGLU 4864, tied embeddings, RoPE theta 1e6), randomly initialised and

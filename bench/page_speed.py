@@ -1,6 +1,6 @@
 """How fast the run page is: a 10,000-step run's first draw, and a run written live at 20
 steps a second while a user walks the step scrubber. The timing bounds that once were
-assertions of tests/browser/test_performance.py live here, as ratios to those bounds.
+assertions of tests/dashboard/test_performance.py live here, as ratios to those bounds.
 
     .venv/bin/python bench/page_speed.py              # 3 rounds, ~3 min on 2 cores
     .venv/bin/python bench/page_speed.py --rounds 5

@@ -20,7 +20,7 @@ pytest_plugins = [
 # (grpo/engines/vllm.py kv_cache_bytes), not 30% of the machine's memory; with an explicit
 # size and vllm_enforce_eager, vLLM also skips its warm-up. (vLLM's CPU CI mode,
 # VLLM_CPU_CI_ENV=1, started faster but traced at the first generation: it made
-# tests/unit/test_vllm_engine.py 60 s against 41 s. Tests that only need an engine set
+# tests/engines/test_vllm_engine.py 60 s against 41 s. Tests that only need an engine set
 # vllm_enforce_eager: ~5 s a start against ~19 s with vLLM's inductor compile.)
 
 

@@ -5,7 +5,7 @@ Those that do no I/O are `async def`: FastAPI would run a plain `def` in the thr
 a hop that costs more than the check itself on every request.
 
 This is where a request gets its session (`SessionDep`), as in the FastAPI full-stack
-template; no other route module opens one (tests/unit/test_import_rules.py checks).
+template; no other route module opens one (tests/project/test_import_rules.py checks).
 """
 
 from __future__ import annotations

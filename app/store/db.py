@@ -12,7 +12,7 @@ Every store function takes what it works in as its first argument; none opens it
   After its commit the unit lets go of what it loaded (objects come back detached, as
   before), so the next unit on the same session reads the database, not a stale copy.
   A request's session only closes at the end (app/api/deps.py), so a store function that
-  writes must be a unit (tests/unit/test_store_units.py checks).
+  writes must be a unit (tests/store/test_store_units.py checks).
 - Plain reads take a `Connection`: the hot, shared reads of live streams, cached bodies
   and exports (events.read_news, steps.metrics_json, ...). `read(fn, ...)` lends one a
   pooled connection for the call: a quarter of a session's cost (the ORM's bookkeeping
@@ -21,7 +21,7 @@ Every store function takes what it works in as its first argument; none opens it
 
 Who opens: a request gets its session from app/api/deps.py (`SessionDep`); the worker, the
 CLI and tests open their own with `session()` or `call(fn, ...)`; stream and export
-readers borrow a connection per read with `read`. tests/unit/test_import_rules.py checks it.
+readers borrow a connection per read with `read`. tests/project/test_import_rules.py checks it.
 
 SQLite (the embedded default) runs in WAL mode with a busy timeout so the API and the
 worker can write concurrently; PostgreSQL needs nothing special.

@@ -1,7 +1,7 @@
 """What the built-in demo promises (examples/arith-demo.yaml, the dashboard's "Run the
 demo"): the one place its numbers are written. The README, the tutorial, the example's
-comment and the demo preset quote these, and tests/unit/test_demo_promise.py checks every
-quote and the numbers against the demo's 300 recorded steps (tests/unit/doctor_arith_demo.json).
+comment and the demo preset quote these, and tests/train/test_demo_promise.py checks every
+quote and the numbers against the demo's 300 recorded steps (tests/data/doctor_arith_demo.json).
 """
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ def test_a_dataset_is_uploaded_listed_and_a_bad_line_named(api: TestClient) -> N
 
 def test_a_spec_error_finishes_the_sentence(api: TestClient) -> None:
     """The 422 words fields as grpo train does (grpo/spec/hints.py; cases in
-    tests/unit/test_spec_hints.py)."""
+    tests/spec/test_spec_hints.py)."""
     error = error_of(api.post("/api/runs", json={"num_generation": 4, "bf16": True}), 422)
     fields = {f["loc"]: f["message"] for f in error["fields"]}
     assert "did you mean num_generations?" in fields["num_generation"]

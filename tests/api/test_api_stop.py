@@ -1,7 +1,8 @@
 """The API process (`python -m app.server`) stops promptly and quietly: Ctrl-C with a
 dashboard's live stream open closes that stream cleanly instead of waiting for it, and Ctrl-C
-twice leaves no traceback in the log (one CI run of test_faults.py's "Ctrl-C twice" found
-Starlette's report of the lifespan task that uvicorn's forced stop leaves to be cancelled)."""
+twice leaves no traceback in the log (one CI run of tests/worker/test_faults.py's "Ctrl-C
+twice" found Starlette's report of the lifespan task that uvicorn's forced stop leaves to be
+cancelled)."""
 
 from __future__ import annotations
 

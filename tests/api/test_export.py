@@ -3,7 +3,7 @@ eval/accuracy is stored (in the metrics, step 0 included, the live stream, Tenso
 MLflow and the offline W&B run, with every step's reward) at steps 0, 2 and 4; the final
 checkpoint arrives (resuming a cut download) in a directory that AutoModelForCausalLM and
 AutoTokenizer load, with the trained weights. That the exported model scores the stored
-eval/accuracy, on the demo that learns, is tests/integration/test_demo_learns.py."""
+eval/accuracy, on the demo that learns, is tests/train/test_demo_learns.py."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def test_eval_reports_greedy_accuracy_of_a_checkpoint(tmp_path, grpo_cache_dir, 
 
 def test_train_reports_a_failing_job_in_one_line_and_exits_1(tmp_path, grpo_cache_dir, capsys):
     spec = tmp_path / "spec.yaml"
-    # lr 1 without clipping over 4 passes diverges at step 1 (as in test_trainer.py)
+    # lr 1 without clipping over 4 passes diverges at step 1 (as in tests/train/test_trainer.py)
     spec.write_text(
         "model: builtin:tiny\nprompts_per_step: 2\nnum_generations: 4\nmax_completion_length: 6\n"
         "rewards: [{name: regex, pattern: '\\d'}]\n"
@@ -154,7 +154,7 @@ def test_train_in_micro_batches_of_5_gives_the_weights_of_one_pass(
 ):
     """4 prompts x G 8 = 32 completions, 5 per pass (7 passes, groups split), one step.
 
-    The gradients agree to fp32 noise (test_update.py), but Adam's first step moves every
+    The gradients agree to fp32 noise (tests/algo/test_update.py), but Adam's first step moves every
     weight by about lr = 1e-3 whatever its gradient's size, so a weight whose gradient is
     itself noise (summed terms cancelling) may land up to 2 lr away. Measured: 0.1-0.4% of
     each matrix beyond lr / 10; dividing each pass by its own normalizer instead puts 10-40%

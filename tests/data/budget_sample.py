@@ -1,4 +1,4 @@
-"""Tests for tests/unit/test_suite_budget.py to run in a pytest of its own; the suite does
+"""Tests for tests/project/test_suite_budget.py to run in a pytest of its own; the suite does
 not collect them (the file's name does not start with test_)."""
 
 from __future__ import annotations

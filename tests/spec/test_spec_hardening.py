@@ -4,8 +4,9 @@ is a 422 naming the field, through `POST /api/runs` and through `clone` alike, a
 on the worker, naming the same field.
 
 The real app, store and filesystem broker in the test process (FastAPI's TestClient), as
-test_tool_checks.py and test_api_inprocess.py use them; the deep bodies also go to the
-real server (uvicorn, tests/stack.py), where the probe saw the connection reset.
+tests/tools/test_tool_checks.py and tests/api/test_api_inprocess.py use them; the deep bodies
+also go to the real server (uvicorn, tests/stack.py), where the probe saw the connection
+reset.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ RECIPES = Path(__file__).parents[1] / "data" / "trl_recipes"
 @pytest.fixture
 def api(store: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     """The recipes name hub models this machine does not have: the API's hub check is off,
-    as on a server whose workers keep their own caches (tests/integration/test_hub_models.py
+    as on a server whose workers keep their own caches (tests/models/test_hub_models.py
     covers the check)."""
     monkeypatch.setenv("GRPO_CHECK_HUB_MODELS", "false")
     get_settings.cache_clear()

@@ -8,7 +8,7 @@ trajectories call the tool (some calls come out malformed at temperature 0.3 and
 error turn, as designed), read the result, go on for a second turn, and carry the results
 masked out. Checked: the mask is 0 exactly on the tool tokens; vLLM's
 log-probs of the model tokens of whole multi-turn trajectories are the trainer's one-pass
-recomputation within fp32 tolerance (tests/unit/test_vllm_engine.py's 1e-4); a trajectory
+recomputation within fp32 tolerance (tests/engines/test_vllm_engine.py's 1e-4); a trajectory
 samples the same whatever the batch; the update's log-prob gap and importance-sampling
 correction count the model tokens; GRPO steps with tools on vLLM run and report tools/*.
 """
