@@ -177,7 +177,10 @@ class Rounds:
         except RewardFunctionError as exc:
             g = self.policy.spec.num_generations
             prompt_id = None if exc.index is None else examples[exc.index // g].id
-            raise exc.located(step=step, prompt_id=prompt_id) from exc
+            placed = exc.located(step=step, prompt_id=prompt_id)
+            if placed is exc:
+                raise  # `raise exc from exc` would lose what the reward function raised
+            raise placed from exc
         if scored.notes:
             self.policy.log("warning", notes_summary(scored.notes, batch))
         return scored

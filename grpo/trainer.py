@@ -323,7 +323,10 @@ class Trainer:
         try:
             return self.step(step)
         except RewardFunctionError as exc:
-            raise exc.located(step=step, prompt_id=None) from exc  # Rounds.score located it
+            placed = exc.located(step=step, prompt_id=None)  # Rounds.score located it
+            if placed is exc:
+                raise  # `raise exc from exc` would lose what the reward function raised
+            raise placed from exc
         except (RuntimeError, MemoryError) as exc:
             if not is_out_of_memory(exc):
                 raise

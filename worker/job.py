@@ -6,12 +6,16 @@ queue for another worker. Every write for the run is conditional on the lease th
 returned: a worker that finds it lost the run (it stalled, the run was requeued and
 claimed by another) stops at once, writes nothing more and says why in its own log. A
 worker that is told to stop hands the run back to the queue at the next step boundary,
-with a checkpoint. Errors become a failed run with a message a user understands; the
-worker process goes on to the next job. A database outage is waited out: by the run's
-writes up to GRPO_DB_OUTAGE_WAIT_SECONDS (past it the run is handed back to the queue,
-worker/run_writes.py), by the writes that end the run (its status, a hand-back) for as long
-as it lasts. A run on several ranks is launched and supervised by worker/ranks.py; its
-steps are written as worker/training.py writes a one-process run's.
+with a checkpoint. Errors become a failed run with a message a user understands and its
+cause (the exception, the last frames of its traceback, secrets scrubbed: grpo/cause.py)
+on the run and in its log; the worker process goes on to the next job. A worker whose
+Python environment changed under it (worker/environment.py) hands the run back instead,
+never failing it, and declines every run after until it is restarted. A database outage
+is waited out: by the run's writes up to GRPO_DB_OUTAGE_WAIT_SECONDS (past it the run is
+handed back to the queue, worker/run_writes.py), by the writes that end the run (its
+status, a hand-back) for as long as it lasts. A run on several ranks is launched and
+supervised by worker/ranks.py; its steps are written as worker/training.py writes a
+one-process run's.
 
 Every run trains in processes of its own, one per rank (one for most runs), started for it
 and gone when it ends: reward and tool plugins installed after the worker started are found,
@@ -32,14 +36,24 @@ from app.store import db, events, lease, runs
 from app.store.db import Session
 from app.store.lease import Lease, LeaseLost
 from app.store.models import Run, RunStatus
+from grpo.cause import Cause, cause_of
 from grpo.engines.choice import available_engines
 from grpo.failures import user_message
+from grpo.scrub import scrub
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult
+from worker import environment
 from worker.db_outage import OutageWait
 from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
-from worker.ranks import GaveUpOnDatabase, StoppedStarting, ranks_label, train_on_ranks
+from worker.ranks import (
+    CodeNotLoaded,
+    GaveUpOnDatabase,
+    RanksFailed,
+    StoppedStarting,
+    ranks_label,
+    train_on_ranks,
+)
 from worker.training import outcome_of
 
 log = logging.getLogger(__name__)
@@ -59,7 +73,7 @@ def run_job(run_id: str) -> None:
         db.call(dispatch_run, run_id, queue=queued.queue)
         return
     if queued is not None and queued.status == RunStatus.QUEUED:
-        problem = _fit_problem(queued.spec)
+        problem = environment.problem() or _fit_problem(queued.spec)
         if problem:
             _decline(run_id, problem, queue=queued.queue)
             return
@@ -77,21 +91,38 @@ def run_job(run_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         log.exception("run %s failed", run_id)
         try:
-            _finish(held, RunStatus.FAILED, error=user_message(exc))
+            _finish(held, RunStatus.FAILED, error=scrub(user_message(exc)), cause=_cause(exc))
         except LeaseLost as lost:
             log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:
         current_run["lease"] = None
 
 
+def _cause(exc: Exception) -> Cause | None:
+    """What the failed rank raised, or (a failure in this process) `exc`'s own cause; none
+    for a rank killed by a signal, or when it cannot be made: the run fails all the same."""
+    try:
+        if isinstance(exc, RanksFailed):
+            return exc.cause.scrubbed() if exc.cause else None
+        return cause_of(exc)
+    except Exception:  # noqa: BLE001 - a failed run must be recorded, with or without it
+        log.exception("the cause of a failure could not be read")
+        return None
+
+
 def _train_on_ranks(held: Lease, spec: JobSpec, *, queue: str) -> None:
     try:
         result = train_on_ranks(held, spec, stopping=stopping)
-    except (StoppedStarting, GaveUpOnDatabase) as stopped:
+    except (StoppedStarting, GaveUpOnDatabase, CodeNotLoaded) as stopped:
         if until_answered.call(lease.check, held):  # a cancel asked for meanwhile wins
             _finish(held, RunStatus.CANCELLED)
         elif isinstance(stopped, StoppedStarting):
             _hand_back(held, reason=f"worker {worker_name()} is stopping: {stopped}", queue=queue)
+        elif isinstance(stopped, CodeNotLoaded):
+            is_first_decline(held.run_id)  # the hand-back says why: no second line for it
+            problem = environment.broken(scrub(str(stopped)))
+            _hand_back(held, reason=f"worker {worker_name()} handed the run back: {problem}",
+                       queue=queue)  # fmt: skip
         else:
             _hand_back(held, reason=f"worker {worker_name()} gave the run back: {stopped}; it "
                        "resumes from its last checkpoint", queue=queue)  # fmt: skip
@@ -111,9 +142,14 @@ def _end(held: Lease, result: FitResult, *, queue: str) -> None:
         _hand_back(held, reason=f"worker {worker_name()} is stopping: {where}", queue=queue)
 
 
-def _finish(held: Lease, status: RunStatus, *, error: str | None = None) -> None:
-    """The run's final status, waiting out a database outage."""
-    _leave(held, status, partial(lease.finish, status=status, error=error))
+def _finish(
+    held: Lease, status: RunStatus, *, error: str | None = None, cause: Cause | None = None
+) -> None:
+    """The run's final status, waiting out a database outage; a failure's `cause` is kept
+    on the run and, as a traceback, in its log after the error."""
+    kept = cause.as_dict() if cause else None
+    trace = cause.as_text() if cause else None
+    _leave(held, status, partial(lease.finish, status=status, error=error, cause=kept, trace=trace))
 
 
 def _hand_back(held: Lease, *, reason: str, queue: str) -> None:
@@ -171,7 +207,9 @@ def _decline(run_id: str, problem: str, *, queue: str) -> None:
             "warning",
             f"worker {worker_name()} left this run queued: {problem}",
         )
-    log.info("run %s does not fit this worker: %s", run_id, problem)
+        log.info("run %s left queued: %s", run_id, problem)
+    else:
+        log.debug("run %s left queued again", run_id)
     db.call(dispatch_run, run_id, queue=queue)
     # Busy for the pause after the send, not before it: a worker that fits polls the queue
     # meanwhile (the filesystem broker's consumers poll, and this one would poll first the

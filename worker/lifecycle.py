@@ -34,6 +34,7 @@ from app.store import db, lease, runs, workers
 from app.store.lease import Lease, LeaseLost
 from app.store.outage import is_unreachable
 from grpo.engines.choice import available_engines
+from worker import environment
 from worker.db_outage import note_answered, note_unreachable, take_outage
 from worker.device import free_memory_mb, held_devices, held_threads
 
@@ -119,6 +120,7 @@ def _is_sweep_held() -> bool:
 def _on_ready(sender: object, **_: object) -> None:
     from worker.device import device_label
 
+    environment.remember()  # what later runs' processes must find (worker/environment.py)
     consumer = getattr(sender, "controller", None) or sender
     queues = ",".join(sorted(q.name for q in sender.app.amqp.queues.consume_from.values()))  # type: ignore[attr-defined]
     _identity.update(

@@ -21,6 +21,12 @@ signal), so no rank outlives its worker.
 The launcher runs in a thread beside the worker's main thread, so it does not take over
 the worker's SIGTERM/SIGINT handlers (Celery's stop, worker/lifecycle.py); it hands its
 result or error back through a Future.
+
+A failed run carries its cause (grpo/cause.py: the exception, the last frames): each rank
+starts in worker/rank_entry.py, which keeps the cause beside its error file, and
+RanksFailed carries the failed rank's. A rank that failed before it could import the run's
+code (worker/rank_entry.py never set `loaded`) is no failure of the run: CodeNotLoaded says
+the worker's environment broke under it (worker/environment.py).
 """
 
 from __future__ import annotations
@@ -40,10 +46,12 @@ import torch
 
 from app.settings import get_settings
 from app.store.lease import Lease
+from grpo.cause import Cause
 from grpo.failures import StepFailure
 from grpo.parallel.launch import (
     ChildFailedError,
     RankError,
+    failure_cause,
     failure_message,
     launch_ranks,
     root_failure,
@@ -54,6 +62,7 @@ from grpo.parallel.threads import threads_for, user_threads
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult
 from worker.device import Devices, held_devices
+from worker.rank_entry import enter
 from worker.run_writes import GaveUp
 from worker.training import train, train_silently
 
@@ -62,7 +71,18 @@ _PR_SET_PDEATHSIG = 1
 
 
 class RanksFailed(StepFailure):
-    """A rank of the run died or raised; every rank was stopped. Worded for the user."""
+    """A rank of the run died or raised; every rank was stopped. Worded for the user;
+    `cause`: what the failed rank raised (None when it was killed by a signal)."""
+
+    def __init__(self, message: str, *, cause: Cause | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class CodeNotLoaded(Exception):  # noqa: N818 - the worker's state, not the run's error
+    """A rank exited before it imported the run's code (worker/rank_entry.py): the worker's
+    environment broke under it, and the run, which never started, is not at fault. Worded
+    for the worker's log and the run's: what failed, and where."""
 
 
 class StoppedStarting(Exception):  # noqa: N818 - a stop, not an error
@@ -91,7 +111,7 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
     StoppedStarting when the worker is stopped before rank 0 joined the group,
     GaveUpOnDatabase when rank 0 gave up on the database."""
     spawn = multiprocessing.get_context("spawn")
-    stop, started, gave_up = spawn.Event(), spawn.Event(), spawn.Event()
+    stop, started, gave_up, loaded = spawn.Event(), spawn.Event(), spawn.Event(), spawn.Event()
     ranks = spec.resources.num_processes
     held_here = held_devices()
     threads = threads_for(held_here.kind, held_here.count, ranks=ranks)
@@ -103,8 +123,19 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
         try:
             launched.set_result(
                 launch_ranks(
-                    rank_main,
-                    (held, spec.model_dump(mode="json"), stop, started, gave_up, worker, threads),
+                    enter,  # imports rank_main by name, under its guard (worker/rank_entry.py)
+                    (
+                        loaded,
+                        RANK_MAIN,
+                        held.run_id,
+                        held.token,
+                        spec.model_dump(mode="json"),
+                        stop,
+                        started,
+                        gave_up,
+                        worker,
+                        threads,
+                    ),
                     num_processes=ranks,
                     run_id=held.run_id,
                     log_dir=get_settings().runs_dir / held.run_id / "ranks",
@@ -134,10 +165,28 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
             "(GRPO_DB_OUTAGE_WAIT_SECONDS)"
         ) from error
     if isinstance(error, ChildFailedError):
+        cause = failure_cause(error)
+        if not loaded.is_set() and root_failure(error)[1].exitcode > 0:
+            raise CodeNotLoaded(not_loaded(error, cause)) from error
         if ranks == 1:
-            raise RanksFailed(one_process_failure(error)) from error
-        raise RanksFailed(failure_message(error, num_processes=ranks)) from error
+            raise RanksFailed(one_process_failure(error), cause=cause) from error
+        message = failure_message(error, num_processes=ranks)
+        raise RanksFailed(message, cause=cause) from error
     return launched.result()  # or the launcher's other error, raised here
+
+
+def not_loaded(exc: ChildFailedError, cause: Cause | None) -> str:
+    """Why the run's process never loaded the run's code: the import's error and where it
+    was raised, or (dead before worker/rank_entry.py ran) its exit code."""
+    if cause is not None:
+        where = f" ({cause.where()})" if cause.frames else ""
+        raised = f"{cause.type}: {cause.message}{where}"
+        return f"the run's process could not import the run's code: {raised}"
+    code = root_failure(exc)[1].exitcode
+    return (
+        f"the run's process exited with code {code} before it loaded the run's code (its "
+        "traceback is in this worker's log)"
+    )
 
 
 def _end_starting_ranks(others: set[int | None]) -> None:
@@ -166,7 +215,8 @@ def one_process_failure(exc: ChildFailedError) -> str:
 
 
 def rank_main(
-    held: Lease,
+    run_id: str,
+    token: int,
     spec_json: dict[str, Any],
     stop: ProcessEvent,
     started: ProcessEvent,
@@ -174,9 +224,12 @@ def rank_main(
     worker: int,
     threads: int,
 ) -> Any:
-    """One rank, in the process the launcher spawned; `threads`: its torch threads, unless
-    the user set OMP_NUM_THREADS (grpo/parallel/threads.py). `gave_up`: set by rank 0 when
-    the run gave up on the database (worker/run_writes.py)."""
+    """One rank, in the process the launcher spawned, under the worker's lease (`run_id`,
+    `token`: plain values, so that the process imports nothing before worker/rank_entry.py
+    guards it); `threads`: its torch threads, unless the user set OMP_NUM_THREADS
+    (grpo/parallel/threads.py). `gave_up`: set by rank 0 when the run gave up on the
+    database (worker/run_writes.py)."""
+    held = Lease(run_id, token)
     _die_with(worker)
     os.setpgid(0, 0)  # out of the terminal's job: its Ctrl-C (or a group's SIGTERM) is the
     # worker's to act on, by stopping every rank at a step boundary
@@ -196,6 +249,10 @@ def rank_main(
                     raise  # the launcher stops the other ranks
                 return None  # alone: no failure for the launcher to report
         return train_silently(held.run_id, spec)
+
+
+RANK_MAIN = f"{__name__}:{rank_main.__name__}"
+"""What worker/rank_entry.py imports and runs in each rank."""
 
 
 def _die_with(worker: int) -> None:

@@ -18,6 +18,33 @@ class DoctorMark(BaseModel):
     """The worst of them."""
 
 
+class TraceFrame(BaseModel):
+    """One frame of a failure's traceback."""
+
+    file: str
+    """The source file's path (its end, when long)."""
+    line: int
+    function: str
+    code: str
+    """The source line, stripped; empty when the worker could not read it."""
+
+
+class FailureCause(BaseModel):
+    """The exception a failed run's `error` comes from (grpo/cause.py): the innermost of its
+    chain (what a reward function raised, not the wrapper naming the step), with secrets
+    scrubbed (URL passwords, bearer tokens, the values of the worker's secret variables)."""
+
+    type: str
+    """Its class, as Python's traceback names it: `ValueError`, `torch.OutOfMemoryError`."""
+    message: str
+    """Its message, at most 1,000 characters."""
+    frames: list[TraceFrame]
+    """The last frames of its traceback, innermost last (at most 10): our code's and the
+    user's, e.g. the reward plugin's line that raised."""
+    omitted_frames: int
+    """Outer frames left out (a deep recursion's)."""
+
+
 class RunOut(BaseModel):
     id: str
     name: str
@@ -32,6 +59,11 @@ class RunOut(BaseModel):
     total_steps: int
     last_metrics: dict[str, float] | None
     error: str | None
+    """Why the run failed, in one line worded for its user (or why it was requeued)."""
+    cause: FailureCause | None = None
+    """What a failed run's `error` comes from, with the last frames of its traceback; null
+    when there is none (the run did not fail, its process was killed by a signal, or it
+    failed before this was recorded). The run's log has it as a traceback too."""
     worker: str | None
     device: str | None
     attempts: int
@@ -308,9 +340,9 @@ class RunSummary(BaseModel):
     """KL to the reference at the last step."""
     no_signal_share: float | None
     """Mean over steps of frac_reward_zero_std: groups whose rewards were all equal."""
-    tokens_generated: float
-    """Completion tokens of the trained batches (tokens_per_second x time/step, summed);
-    groups that dynamic sampling dropped are not counted."""
+    tokens_generated: int
+    """Completion tokens of the trained batches (tokens_per_second x time/step, summed and
+    rounded: a count); groups that dynamic sampling dropped are not counted."""
     seconds_per_phase: dict[str, float]
     """time/<phase> summed over the steps (generate, reward, reference, train, step...)."""
     checkpoint: CheckpointOut | None

@@ -104,12 +104,24 @@ def _has_log(session: Session, run_id: str, message: str, *, at: datetime) -> bo
 
 
 @unit
-def finish(session: Session, lease: Lease, *, status: RunStatus, error: str | None = None) -> None:
-    """The final status (with the error as a log line first, when there is one)."""
+def finish(
+    session: Session,
+    lease: Lease,
+    *,
+    status: RunStatus,
+    error: str | None = None,
+    cause: dict[str, Any] | None = None,
+    trace: str | None = None,
+) -> None:
+    """The final status (with the error as a log line first, when there is one). A failure's
+    `cause` (grpo/cause.py, as a dict) is kept on the run, and `trace`, the cause as a
+    traceback, is the log line after the error."""
     assert status in FINAL_STATUSES
-    hold(session, lease, status=status, error=error, finished_at=utcnow())
+    hold(session, lease, status=status, error=error, cause=cause, finished_at=utcnow())
     if error:
         insert_log(session, lease.run_id, "error", error)
+    if trace:
+        insert_log(session, lease.run_id, "error", trace)
     _add_status_event(session, lease.run_id)
 
 

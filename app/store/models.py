@@ -90,6 +90,9 @@ class Run(Base):
     total_steps: Mapped[int] = mapped_column(Integer)
     last_metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
+    cause: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """What a failed run's `error` comes from: {type, message, frames: [{file, line, function,
+    code}], omitted_frames} (grpo/cause.py); NULL for other runs and those from before it."""
     worker: Mapped[str | None] = mapped_column(String(200))
     device: Mapped[str | None] = mapped_column(String(100))
     attempts: Mapped[int] = mapped_column(Integer, default=0)

@@ -51,6 +51,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "total_steps": run.total_steps,
         "last_metrics": run.last_metrics,
         "error": run.error,
+        "cause": run.cause,
         "worker": run.worker,
         "device": run.device,
         "attempts": run.attempts,
@@ -195,6 +196,7 @@ def claim_run(session: Session, run_id: str, *, worker: str, device: str) -> Run
             attempts=Run.attempts + 1,
             lease=Run.lease + 1,
             error=None,
+            cause=None,
         )
     )
     return _changed(session, result, run_id)
@@ -243,6 +245,7 @@ def requeue_run(session: Session, run_id: str) -> Run | None:
         .values(
             status=RunStatus.QUEUED,
             error=None,
+            cause=None,
             finished_at=None,
             is_cancel_requested=False,
             attempts=0,  # the retry count starts again; the lease token does not
@@ -264,6 +267,7 @@ def requeue_stale_runs(
         select(Run).where(Run.status == RunStatus.RUNNING, lost).with_for_update(skip_locked=True)
     ).all()
     for run in stale:
+        run.cause = None  # the worker's silence has no traceback
         if run.attempts > max_retries:
             run.status, run.finished_at = RunStatus.FAILED, utcnow()
             run.error = (

@@ -29,13 +29,16 @@ from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, Sign
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from grpo.cause import Cause
 from grpo.failures import user_message
+from grpo.parallel.kept_cause import read_cause
 from grpo.parallel.ranks import Ranks, current_ranks
 
 __all__ = [
     "ChildFailedError",
     "RankError",
     "SignalException",
+    "failure_cause",
     "failure_message",
     "init_rank",
     "is_launched",
@@ -120,6 +123,17 @@ def failure_message(exc: ChildFailedError, *, num_processes: int) -> str:
     else:  # it exited without an exception (no error file)
         what = f"exited with code {failure.exitcode}"
     return f"{who} {what}; every rank of the run was stopped"
+
+
+def failure_cause(exc: ChildFailedError) -> Cause | None:
+    """The cause (grpo/cause.py) kept by the rank failure_message names, read beside its
+    error file (grpo/parallel/kept_cause.py); None when it kept none (killed by a signal,
+    or dead before its entry ran)."""
+    _, failure = root_failure(exc)
+    text = _error_text(failure)
+    if text is not None and _is_peer_lost(text) and (cause := _cause_on_file(failure)):
+        return read_cause(Path(failure.error_file).parent.parent / str(cause[0]) / "error.json")
+    return read_cause(failure.error_file)
 
 
 def root_failure(exc: ChildFailedError) -> tuple[int, Any]:

@@ -300,7 +300,11 @@ def test_bad_jobs_fail_with_a_clear_message_and_the_same_worker_goes_on(
         assert failed["status"] == "failed"
         assert expected in failed["error"], failed["error"]
         logs = client.get(f"/api/runs/{failed['id']}/logs").json()["items"]
-        assert [line["message"] for line in logs if line["level"] == "error"] == [failed["error"]]
+        errors = [line["message"] for line in logs if line["level"] == "error"]
+        # the error once, then its cause as a traceback (worker/job.py, grpo/cause.py)
+        assert errors[0] == failed["error"] and len(errors) == 2, errors
+        assert errors[1].startswith("Traceback"), errors[1]
+        assert errors[1].splitlines()[-1].startswith(failed["cause"]["type"]), errors[1]
         healthy = client.post("/api/runs", json=tiny_spec(fast_stack, max_steps=1)).json()["id"]
         done = wait_for_final(client, healthy)
         assert done["status"] == "succeeded", done["error"]

@@ -115,12 +115,20 @@ export function renderStats(el, run, series) {
 
 export function renderBanner(el, run) {
   if (run.error) {
+    // redrawn on every status read: a traceback the reader folded stays folded
+    const isCauseOpen = el.querySelector('details.cause')?.open ?? true;
     fill(
       el,
       h(
         'div',
         { class: 'banner banner-error', role: 'alert' },
-        h('div', null, h('b', null, run.status === 'failed' ? 'The run failed' : 'Error'), h('pre', null, run.error)),
+        h(
+          'div',
+          { class: 'banner-body' },
+          h('b', null, run.status === 'failed' ? 'The run failed' : 'Error'),
+          h('pre', { class: 'banner-error-text' }, run.error),
+          run.cause ? causeView(run.cause, isCauseOpen) : null,
+        ),
       ),
     );
   } else if (run.status === 'queued') {
@@ -135,4 +143,41 @@ export function renderBanner(el, run) {
   } else {
     fill(el);
   }
+}
+
+/**
+ * A failure's cause: the exception it started from and the last frames of its traceback,
+ * innermost last (the user's reward function, say), as GET /api/runs/{id} gives them.
+ * @param {import('./openapi').FailureCause} cause
+ * @param {boolean} isOpen
+ */
+function causeView(cause, isOpen) {
+  const shown = cause.frames.length;
+  const frames = cause.omitted_frames
+    ? `last ${shown} of ${shown + cause.omitted_frames} frames`
+    : `${shown} frame${shown === 1 ? '' : 's'}`;
+  return h(
+    'details',
+    { class: 'cause', open: isOpen },
+    h(
+      'summary',
+      null,
+      h('code', { class: 'cause-exception' }, cause.message ? `${cause.type}: ${cause.message}` : cause.type),
+      h('span', { class: 'cause-count' }, ` · traceback, ${frames}`),
+    ),
+    h(
+      'ol',
+      { class: 'cause-frames' },
+      cause.frames.map((frame) =>
+        h(
+          'li',
+          { class: 'cause-frame' },
+          h('code', { class: 'cause-where' }, `${frame.file}:${frame.line}`),
+          ' in ',
+          h('code', { class: 'cause-function' }, frame.function),
+          frame.code ? h('pre', { class: 'cause-code' }, frame.code) : null,
+        ),
+      ),
+    ),
+  );
 }
