@@ -1,7 +1,7 @@
 # GRPO Service: the two commands of the README's Quick start, and what they build on.
 #   make up    install into .venv and start API + dashboard + one worker (embedded default)
 #   make test  install test extras and run the whole suite (tests/project/test_docs.py builds the docs)
-#   make docs  serve the docs site (MkDocs, docs/) on 127.0.0.1:8001
+#   make docs  serve the docs site (MkDocs, docs/) on 127.0.0.1:8100
 # TORCH_SPEC picks the torch build (default: the CPU wheel torch==2.13.0); on a GPU machine e.g.
 #   make up TORCH_SPEC="torch==2.13.0" TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 
@@ -68,9 +68,10 @@ lint: install-test
 	$(NODE_BIN)/tsc -p tsconfig.json
 
 # The docs site; its reference pages are written from the code at build time
-# (docs/hooks/reference.py). 8001: `make up`'s API has 8000.
+# (docs/hooks/reference.py). 8100: `make up` has 8000, and a second one the next free port
+# above (`grpo up` suggests 8001..8049 when 8000 is taken).
 docs: $(VENV)/.installed-docs
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8100
 
 $(VENV)/.installed-docs: pyproject.toml $(VENV)/.torch
 	$(PIP) install -q -e ".[docs]"

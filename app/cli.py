@@ -19,6 +19,9 @@ from app.supervisor import Child, Supervisor
 from grpo.cli.commands import SUMMARIES
 
 ROOT = Path(__file__).resolve().parent.parent
+SUGGESTED_PORTS = 49
+"""How many ports above a taken one `grpo up` looks through for one to suggest (`make docs`
+serves on a port past them: tests/project/test_ports.py)."""
 
 
 def migrate() -> None:
@@ -41,7 +44,9 @@ def port_problem(host: str, port: int) -> str | None:
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             return f"cannot listen on {host}:{port}: {exc.strerror}; set GRPO_HOST or --host"
-        free = next((p for p in range(port + 1, port + 50) if _is_free(host, p)), port + 1)
+        free = next(
+            (p for p in range(port + 1, port + 1 + SUGGESTED_PORTS) if _is_free(host, p)), port + 1
+        )
         return (
             f"port {port} on {host} is already in use (another GRPO Service, or another "
             f"program): set GRPO_PORT to a free port, e.g. `GRPO_PORT={free} make up` or "

@@ -86,7 +86,14 @@ def cancel(client: GrpoClient, run_id: str) -> int:
 
 def resume(client: GrpoClient, run_id: str) -> int:
     run = client.resume(run_id)
-    print(f"run {run['id']} {run['status']}: resumes from its last checkpoint")
+    step = run.get("resumes_from_step")
+    if step is None:  # a server from before resumes_from_step
+        where = "resumes from its last checkpoint, if it saved one"
+    elif step:
+        where = f"resumes from step {step} (its last checkpoint)"
+    else:
+        where = "restarts from step 0: no checkpoint was saved"
+    print(f"run {run['id']} {run['status']}: {where}")
     return 0
 
 

@@ -22,6 +22,20 @@ class ApiClientError(RuntimeError):
     """An error answer of the API, with its message (and field errors for a bad spec)."""
 
 
+def error_text(error: dict[str, Any]) -> str:
+    """An error answer as the CLI prints it, each problem once: a 422's message already
+    lists its first five field problems after what was refused (app/api/errors.py), so they
+    go one to a line after that lead; a field the message does not name gets a line too."""
+    message = str(error["message"])
+    fields = error.get("fields") or []
+    lines = [f"{f['loc']}: {f['message']}" for f in fields]
+    summary = f": {'; '.join(lines[:5])}"
+    if lines and message.endswith(summary):
+        return message.removesuffix(summary) + ":" + "".join(f"\n  {line}" for line in lines)
+    unsaid = [line for line, f in zip(lines, fields, strict=True) if f["message"] not in message]
+    return message + "".join(f"\n  {line}" for line in unsaid)
+
+
 class GrpoClient:
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -35,8 +49,7 @@ class GrpoClient:
                 raise ApiClientError(
                     f"HTTP {response.status_code}: {response.text[:200]}"
                 ) from None
-            fields = "".join(f"\n  {f['loc']}: {f['message']}" for f in error.get("fields", []))
-            raise ApiClientError(f"{error['message']}{fields}")
+            raise ApiClientError(error_text(error))
         return response.json() if response.content else None
 
     def submit(self, spec: dict[str, Any], *, idempotency_key: str | None = None) -> dict[str, Any]:

@@ -4,8 +4,8 @@ built-in demo.
 
     .venv/bin/python docs/screenshots/shoot.py [--out docs/screenshots] [--step 150]
 
-Submits the demo preset (arith-demo: 300 steps of 32 x 8 on builtin:tiny-arith, about a
-minute on 2 CPU cores), a clone of it with learning_rate 5e-4 (for the compare page) and a
+Submits the demo preset (arith-demo: 300 steps of 32 x 8 on builtin:tiny-arith, 25 s to 3
+minutes on 2 CPU cores), a clone of it with learning_rate 5e-4 (for the compare page) and a
 run that fails (a Hugging Face model id on a machine with no network), waits for all three,
 then shoots each page. Prints what it picked (run ids, step, group, prompt).
 """

@@ -30,7 +30,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("runs", "app.cli", "list runs with their status, step and reward"),
     Command("logs", "app.cli", "print a run's log lines"),
     Command("cancel", "app.cli", "cancel a run (a running one stops at the next step)"),
-    Command("resume", "app.cli", "continue a cancelled or failed run from its last checkpoint"),
+    Command("resume", "app.cli", "continue a cancelled or failed run: last checkpoint, or step 0"),
     Command("clone", "app.cli", "start a new run with a run's spec, changed by --set field=value"),
     Command("datasets", "app.cli", "upload a JSONL file of prompts, or list uploaded datasets"),
     Command("doctor", "app.cli", "what is going wrong with a run, the evidence, what to change"),

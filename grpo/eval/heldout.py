@@ -104,8 +104,20 @@ def evaluate(policy: PolicyView, step: int, examples: Sequence[Example]) -> Eval
             scores.setdefault(label, []).extend(values)
         prompts += batch_prompts
         texts += batch_texts
-        policy.log("info", f"eval at step {step}: {start + len(batch)}/{len(examples)} examples")
-    return _report(policy, step, examples, prompts, texts, scores)
+        done = start + len(batch)
+        if done < len(examples):  # the last batch's line says what the eval found
+            policy.log("info", f"eval at step {step}: {done}/{len(examples)} examples")
+    report = _report(policy, step, examples, prompts, texts, scores)
+    found = headline(report.scalars)
+    policy.log("info", f"eval at step {step}: {len(examples)}/{len(examples)} examples, {found}")
+    return report
+
+
+def headline(scalars: dict[str, float]) -> str:
+    """`accuracy 0.613, pass@4 0.800, reward 0.613`: what an eval found, for its log line."""
+    passes = sorted(key for key in scalars if key.startswith("eval/pass@"))
+    keys = ["eval/accuracy", *passes, "eval/reward"]
+    return ", ".join(f"{k.removeprefix('eval/')} {scalars[k]:.3f}" for k in keys if k in scalars)
 
 
 def _sample(

@@ -14,8 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.store import db, steps, workers
-from grpo.report import CompletionReport, GroupReport, StepReport
+from app.store import checkpoints, db, runs, steps, workers
+from app.store.lease import Lease
+from app.store.models import RunStatus
+from grpo.report import CompletionReport, GroupReport, SavedCheckpoint, StepReport
 from tests.seed import METRIC_KEYS, seed_scalars
 from tests.store_fixture import store
 
@@ -95,10 +97,23 @@ def test_a_run_is_submitted_listed_read_and_its_actions_answer(api: TestClient) 
     clone = api.post(f"/api/runs/{run_id}/clone", json={"patch": {"max_steps": 2}})
     assert clone.status_code == 201 and clone.json()["total_steps"] == 2
     assert api.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
-    assert api.post(f"/api/runs/{run_id}/resume").json()["status"] == "queued"
+    resumed = api.post(f"/api/runs/{run_id}/resume").json()
+    assert (resumed["status"], resumed["resumes_from_step"]) == ("queued", 0)  # none saved
     assert api.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
     assert api.delete(f"/api/runs/{run_id}").status_code == 204
     assert error_of(api.get(f"/api/runs/{run_id}"), 404)["code"] == "not_found"
+
+
+def test_a_resume_says_the_step_it_resumes_from(api: TestClient) -> None:
+    run_id = submit(api)
+    claimed = db.call(runs.claim_run, run_id, worker="w1", device="cpu")
+    assert claimed is not None
+    for step in (2, 4):  # the worker's checkpoints; the run then fails at step 5
+        saved = SavedCheckpoint(step, f"/x/step-{step:06d}", 1, False, (2, 4)[: step // 2])
+        db.call(checkpoints.record_checkpoint, Lease.of(claimed), saved)
+    db.call(runs.finish_run, run_id, status=RunStatus.FAILED, error="reward raised")
+    resumed = api.post(f"/api/runs/{run_id}/resume").json()
+    assert (resumed["status"], resumed["resumes_from_step"]) == ("queued", 4)
 
 
 def test_bad_requests_are_4xx_naming_what_is_wrong(api: TestClient) -> None:

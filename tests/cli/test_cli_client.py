@@ -40,9 +40,20 @@ def test_submit_follow_runs_logs_and_cancel(embedded_stack: Stack, tmp_path: Pat
     assert cancelled.returncode == 0 and "cancelled" in cancelled.stdout
 
     bad = tmp_path / "bad.yaml"
-    bad.write_text("num_generations: 1\n")
+    bad.write_text("num_generations: 1\nper_device_train_batch_size: 4\n")
     rejected = grpo(embedded_stack, "submit", str(bad))
     assert rejected.returncode == 2 and "num_generations" in rejected.stderr
+    with embedded_stack.client() as client:
+        answer = client.post(
+            "/api/runs", json={"num_generations": 1, "per_device_train_batch_size": 4}
+        )
+    problems = answer.json()["error"]["fields"]
+    assert len(problems) == 2
+    # each problem printed once, on a line of its own (the message's summary repeated them)
+    assert rejected.stderr.startswith("error: invalid job spec:\n"), rejected.stderr
+    for problem in problems:
+        assert rejected.stderr.count(problem["message"]) == 1, rejected.stderr
+        assert f"\n  {problem['loc']}: {problem['message']}" in rejected.stderr
 
 
 def test_resume_clone_and_datasets(embedded_stack: Stack, tmp_path: Path) -> None:
@@ -63,7 +74,7 @@ def test_resume_clone_and_datasets(embedded_stack: Stack, tmp_path: Path) -> Non
     assert grpo(embedded_stack, "cancel", run_id).returncode == 0
     resumed = grpo(embedded_stack, "resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"run {run_id} queued" in resumed.stdout
+    assert f"run {run_id} queued: restarts from step 0: no checkpoint was saved" in resumed.stdout
     again = grpo(embedded_stack, "resume", run_id)  # queued already: the API's 409, worded
     assert again.returncode == 2 and "only cancelled or failed runs resume" in again.stderr
 

@@ -75,6 +75,49 @@ def test_validation_errors_are_shown_on_their_lines(page: Any, console: Console)
     assert console.unexpected(allowed=("status of 422",)) == []
 
 
+LIVE_SPEC = """name: checked-as-typed
+model: builtin:tiny-arith
+num_generations: 1
+per_device_train_batch_size: 4
+rewards:
+  - name: python
+    function: no_such_reward
+"""
+
+
+def test_problems_show_as_you_type_as_submit_would_answer_them(
+    page: Any, ui_api: httpx.Client, console: Console
+) -> None:
+    """Issue 44: `num_generations: 1` said "No problems found" until submit. Now the
+    server checks the spec as it is typed: the JobSpec's rules and this server's (an
+    uninstalled reward function), every problem on its line, and nothing is submitted."""
+    page.goto("/runs/new")
+    page.locator("#presets .preset").first.wait_for()
+    expect(page.locator("#no-errors")).to_be_visible()  # the demo preset: nothing to say
+    page.fill("#spec-text", LIVE_SPEC)
+    problems = page.locator("#errors li")
+    expect(problems).to_have_count(3)
+    expect(page.locator("#no-errors")).to_be_hidden()
+    by_loc = {
+        problems.nth(i).get_attribute("data-loc"): problems.nth(i).get_attribute("data-line")
+        for i in range(3)
+    }
+    assert by_loc == {
+        "num_generations": "3",
+        "per_device_train_batch_size": "4",
+        "rewards.0.function": "7",
+    }
+    expect(page.locator("#errors li[data-loc='per_device_train_batch_size']")).to_contain_text(
+        "prompts_per_step"
+    )
+    page.fill("#spec-text", LIVE_SPEC.split("num_generations")[0] + "num_generations: 2\n")
+    expect(problems).to_have_count(0)
+    expect(page.locator("#no-errors")).to_be_visible()
+    names = [r["name"] for r in ui_api.get("/api/runs", params={"limit": 200}).json()["items"]]
+    assert "checked-as-typed" not in names
+    assert console.unexpected() == []
+
+
 def test_yaml_syntax_errors_point_at_their_line_before_any_request(
     page: Any, console: Console
 ) -> None:

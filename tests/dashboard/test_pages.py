@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from tests.charts import CHART_JS, wait_points
 from tests.fixtures.browser import Console
-from tests.runs import finish, small_spec, submit
+from tests.runs import finish
 
 
 def test_every_page_renders_without_console_errors(
@@ -43,6 +43,10 @@ def test_every_page_renders_without_console_errors(
     page.goto(f"/runs/{run_id}")
     wait_points(page, "chart-reward", "reward", steps)
     expect(page.locator("#stream-state")).to_have_attribute("data-state", "ended")
+    # every chart drawn: a run without `eval` has no held-out eval chart (issue 44)
+    expect(page.locator("#page")).to_have_attribute("data-rendered-steps", str(steps))
+    expect(page.locator("#card-reward")).to_be_visible()
+    expect(page.locator("#card-eval")).to_be_hidden()
     shoot(page, "run")
 
     page.goto(f"/runs/{run_id}/steps/2")
@@ -71,9 +75,11 @@ def test_compare_overlays_runs_and_keeps_them_in_the_url(
     console: Console,
     shoot: Callable[[Any, str], None],
 ) -> None:
-    other = finish(
-        ui_api, submit(ui_api, small_spec(name="browser-lr-1e-2", learning_rate=1e-2))["id"]
-    )
+    # a clone that changes the learning rate: the same model, rewards and seed
+    patch = {"name": "browser-lr-1e-2", "learning_rate": 1e-2}
+    cloned = ui_api.post(f"/api/runs/{finished_run['id']}/clone", json={"patch": patch})
+    assert cloned.status_code == 201, cloned.text
+    other = finish(ui_api, cloned.json()["id"])
     page.goto(f"/compare?runs={finished_run['id']},{other['id']}")
     chart = page.locator("#compare-reward")
     expect(chart).to_be_visible()
@@ -81,6 +87,18 @@ def test_compare_overlays_runs_and_keeps_them_in_the_url(
         f"() => ({CHART_JS})('compare-reward').getOption().series.map((s) => s.name)"
     )
     assert names == [finished_run["name"], other["name"]]
+    # the learning rate acts after step 1: both runs draw the same first point, and the later
+    # one is dashed so that the earlier one shows between its dashes (issue 44)
+    first = ui_api.get(f"/api/runs/{finished_run['id']}/metrics").json()["items"][0]
+    again = ui_api.get(f"/api/runs/{other['id']}/metrics").json()["items"][0]
+    assert (first["step"], first["metrics"]["reward"]) == (
+        again["step"],
+        again["metrics"]["reward"],
+    )
+    styles = page.evaluate(
+        f"() => ({CHART_JS})('compare-reward').getOption().series.map((s) => s.lineStyle)"
+    )
+    assert [s["type"] for s in styles] == ["solid", [6, 6]], styles
     shoot(page, "compare")
 
     page.locator(f".run-pick[data-run-id='{other['id']}'] input").uncheck()

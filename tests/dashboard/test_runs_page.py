@@ -59,6 +59,14 @@ def test_table_filters_searches_cancels_and_deletes(
     row.locator("button[data-action='cancel']").click()
     expect(row).to_contain_text("cancelled")
     assert ui_api.get(f"/api/runs/{run['id']}").json()["status"] == "cancelled"
+    # it never started, so it saved no checkpoint: resuming it says it starts over
+    row.locator("button[data-action='resume']").click()
+    expect(page.locator("#toasts .toast-ok").last).to_have_text(
+        "Run queued: restarts from step 0, no checkpoint was saved"
+    )
+    expect(row).to_contain_text("queued")
+    row.locator("button[data-action='cancel']").click()
+    expect(row).to_contain_text("cancelled")
     row.locator("button[data-action='delete']").click()
     expect(row).to_have_count(0)
     assert ui_api.get(f"/api/runs/{run['id']}").status_code == 404

@@ -4,6 +4,7 @@ is the greedy accuracy grpo.eval.greedy computes on the same examples, and pass@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,11 +52,16 @@ def test_eval_data_defaults_to_the_runs_source_split_test() -> None:
 
 
 def fit(
-    s: JobSpec, tmp_path: Path, cache_dir: Path
+    s: JobSpec,
+    tmp_path: Path,
+    cache_dir: Path,
+    *,
+    log: Callable[[str], object] = lambda message: None,
 ) -> tuple[Trainer, list[EvalReport], list[StepReport]]:
     evals: list[EvalReport] = []
     steps: list[StepReport] = []
-    trainer = Trainer(s, workdir=tmp_path, cache_dir=cache_dir)
+    trainer = Trainer(s, workdir=tmp_path, cache_dir=cache_dir,
+                      log=lambda level, message: log(message))  # fmt: skip
     trainer.fit(steps.append, on_eval=evals.append)
     return trainer, evals, steps
 
@@ -84,8 +90,16 @@ def test_eval_accuracy_is_the_greedy_accuracy_of_the_model_at_that_step(
 
 def test_sampled_eval_gives_pass_at_k(tmp_path: Path, grpo_cache_dir: Path) -> None:
     s = spec(num_samples=4, temperature=1.0, every_steps=0).model_copy(update={"max_steps": 1})
-    _, evals, _ = fit(s, tmp_path, grpo_cache_dir)
+    logs: list[str] = []
+    _, evals, _ = fit(s, tmp_path, grpo_cache_dir, log=logs.append)
     for report in evals:
+        # the eval's log line says what it found, not only that it got through the examples
+        scalars = report.scalars
+        found = (
+            f"eval at step {report.step}: 12/12 examples, accuracy {scalars['eval/accuracy']:.3f}, "
+            f"pass@4 {scalars['eval/pass@4']:.3f}, reward {scalars['eval/reward']:.3f}"
+        )
+        assert found in logs, [m for m in logs if m.startswith("eval at")]
         passes = [row["passes"] for row in report.examples]
         assert all(len(p) == 4 for p in passes)  # type: ignore[arg-type]
         solved = sum(any(p) for p in passes) / len(passes)  # type: ignore[arg-type]

@@ -128,3 +128,26 @@ def test_readme_is_a_short_front_door_whose_links_exist() -> None:
     local = [link for link in links if not link.startswith(("http://", "https://"))]
     assert local, "the README links into the docs"
     assert [link for link in local if not (ROOT / link).exists()] == []
+
+
+NAV_PAGE = re.compile(r":\s+(\S+\.md)\s*$", re.MULTILINE)
+NEWCOMER_PAGES = [
+    "how-to/trl-recipes.md",
+    "how-to/vllm.md",
+    "how-to/tools.md",
+    "how-to/doctor.md",
+    "how-to/command-line.md",
+]
+"""What a TRL user looks for first (issue 44, item 5): the README links each of them."""
+
+
+def test_the_docs_home_links_every_page_of_the_site() -> None:
+    home = (ROOT / "docs" / "index.md").read_text()
+    pages = NAV_PAGE.findall((ROOT / "mkdocs.yml").read_text())
+    assert "how-to/trl-recipes.md" in pages
+    assert [p for p in pages if p != "index.md" and f"]({p})" not in home] == []
+
+
+def test_the_readme_links_the_pages_a_trl_user_looks_for() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert [p for p in NEWCOMER_PAGES if f"](docs/{p})" not in readme] == []

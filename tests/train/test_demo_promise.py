@@ -1,5 +1,6 @@
-"""One source for what the demo promises (grpo/spec/demo.py): the numbers are the demo's own
-(its 300 recorded steps), and every place that quotes them quotes the same."""
+"""One source for what the demo promises (grpo/spec/demo.py): ranges, as the numbers differ
+from machine to machine (issue 44), that hold the demo's own 300 recorded steps; every place
+that quotes them quotes the same, and none promises a single value or "under a minute"."""
 
 import json
 import re
@@ -8,32 +9,59 @@ from pathlib import Path
 import pytest
 
 from app.api.routes.presets import PRESETS
-from grpo.spec.demo import DEMO_PROMISE, DEMO_REWARD_FROM, DEMO_REWARD_TO, DEMO_STEPS
+from grpo.spec.demo import (
+    DEMO_PROMISE,
+    DEMO_REWARD_FROM,
+    DEMO_REWARD_TO,
+    DEMO_SECONDS,
+    DEMO_STEPS,
+    DEMO_TIME,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-QUOTE = re.compile(r"reward\s+(0\.\d+)\s*->\s*(0\.\d+)\s+over\s+(\d+)\s+steps")
+RANGE = r"(0\.\d+)-(0\.\d+)"
+QUOTE = re.compile(rf"reward\s+{RANGE}\s*->\s*{RANGE}\s+over\s+(\d+)\s+steps")
+ONE_VALUE = re.compile(r"reward\s+0\.\d+\s*->\s*0\.\d+\s+over")
+"""A promise of single numbers, as the README once made (0.31 -> 0.58)."""
 
 
-def test_the_promise_is_what_the_demo_trains():
+def test_the_recorded_demo_falls_in_the_promise() -> None:
     stored = json.loads((ROOT / "tests" / "data" / "doctor_arith_demo.json").read_text())
     rewards = stored["metrics"]["reward"]
     assert len(rewards) == DEMO_STEPS
-    assert round(sum(rewards[:10]) / 10, 2) == DEMO_REWARD_FROM
-    assert round(sum(rewards[-10:]) / 10, 2) == DEMO_REWARD_TO
+    low, high = DEMO_REWARD_FROM
+    assert low <= round(sum(rewards[:10]) / 10, 2) <= high
+    low, high = DEMO_REWARD_TO
+    assert low <= round(sum(rewards[-10:]) / 10, 2) <= high
+    seconds = sum(stored["metrics"]["time/step"])  # steps alone, without the model's load
+    assert seconds <= DEMO_SECONDS[1]
 
 
 @pytest.mark.parametrize(
     "path", ["README.md", "docs/tutorial/first-run.md", "examples/arith-demo.yaml"]
 )
-def test_every_quote_is_the_promise(path):
+def test_every_quote_is_the_promise(path: str) -> None:
     text = re.sub(r"\s*\n#?\s*", " ", (ROOT / path).read_text())
     quotes = QUOTE.findall(text)
     assert quotes, f"{path} quotes no demo reward"
-    expected = (f"{DEMO_REWARD_FROM:.2f}", f"{DEMO_REWARD_TO:.2f}", str(DEMO_STEPS))
+    expected = (
+        *(f"{v:.2f}" for v in DEMO_REWARD_FROM),
+        *(f"{v:.2f}" for v in DEMO_REWARD_TO),
+        str(DEMO_STEPS),
+    )
     assert set(quotes) == {expected}
-    assert not re.search(r"0\.30 (->|to) 0\.54", text)  # the numbers of an older demo
+    assert not ONE_VALUE.search(text)
+    assert DEMO_TIME.removesuffix(" on 2 CPU cores") in text
 
 
-def test_the_demo_preset_quotes_it():
+def test_nothing_promises_the_demo_in_under_a_minute() -> None:
+    pages = [ROOT / "README.md", ROOT / "examples" / "arith-demo.yaml"]
+    pages += sorted((ROOT / "docs").rglob("*.md"))
+    said = [p.relative_to(ROOT) for p in pages if "under a minute" in p.read_text()]
+    assert said == []
+
+
+def test_the_demo_preset_quotes_it() -> None:
     (demo,) = [p for p in PRESETS if p.name == "arith-demo"]
     assert DEMO_PROMISE in demo.description
+    assert DEMO_TIME in demo.title

@@ -2,12 +2,13 @@
 
 A model or dataset path in a request never reaches outside the allowed roots; what counts
 as a path is grpo/spec/sources.py's one definition, which the worker applies again before it
-opens anything. Refusals never say whether something outside the roots exists.
+opens anything. Refusals never say whether something outside the roots exists. Every
+problem is found, not only the first (app/api/checks/refusal.py).
 """
 
 from __future__ import annotations
 
-from app.api.errors import ApiError
+from app.api.checks.refusal import Problem, problem, refuse
 from app.settings import Settings
 from app.store import datasets
 from app.store.db import Session
@@ -24,22 +25,33 @@ from grpo.spec.sources import (
 
 
 def check_spec(spec: JobSpec, settings: Settings, session: Session) -> None:
-    """Raise a 422 naming the field when a path leaves the allowed roots or a dataset is unknown."""
-    check_no_nul(spec.model_dump(mode="json"), "")
-    check_model_path(spec.model, settings)
-    check_data_source(spec.data.source, settings, session)
+    """Raise a 422 naming each field whose path leaves the allowed roots or whose dataset
+    is unknown."""
+    refuse(path_problems(spec, settings, session))
+
+
+def path_problems(spec: JobSpec, settings: Settings, session: Session) -> list[Problem]:
+    """NUL characters, models and datasets this server refuses, and a system prompt the
+    dataset's own system turns clash with: every one, each naming its field."""
+    found = nul_problems(spec.model_dump(mode="json"), "")
+    if found:  # no string with a NUL goes further: not to the database, the disk or the hub
+        return found
+    found += model_path_problems(spec.model, settings)
+    found += data_source_problems(spec.data.source, settings, session)
     if spec.data.system_prompt:
-        check_system_prompt(spec, settings)
+        found += system_prompt_problems(spec, settings)
     if spec.eval is not None and spec.eval.source is not None:
-        check_data_source(spec.eval.source, settings, session, loc="eval.source")
+        found += data_source_problems(spec.eval.source, settings, session, loc="eval.source")
+    return found
 
 
-def check_model_path(model: str, settings: Settings, *, loc: str = "model") -> None:
+def model_path_problems(model: str, settings: Settings, *, loc: str = "model") -> list[Problem]:
     source = parse_model_name(model)
-    if source.kind == "local" and (problem := local_model_problem(source.value, settings)):
-        _reject(loc, problem)
-    if source.kind == "hub" and (problem := hub_problem(source.value, settings)):
-        _reject(loc, problem)
+    if source.kind == "local" and (why := local_model_problem(source.value, settings)):
+        return [problem(loc, why)]
+    if source.kind == "hub" and (why := hub_problem(source.value, settings)):
+        return [problem(loc, why)]
+    return []
 
 
 def hub_problem(repo_id: str, settings: Settings) -> str | None:
@@ -62,53 +74,55 @@ def local_model_problem(path: str, settings: Settings) -> str | None:
     return None
 
 
-def check_data_source(
+def data_source_problems(
     text: str, settings: Settings, session: Session, *, loc: str = "data.source"
-) -> None:
+) -> list[Problem]:
     source = parse_data_source(text)
     if source.kind == "dataset":
         if datasets.get_dataset(session, source.value) is None:
-            _reject(loc, f"unknown dataset {text!r}; upload it with POST /api/datasets")
+            return [problem(loc, f"unknown dataset {text!r}; upload it with POST /api/datasets")]
     elif source.kind == "local":
         roots = LocalRoots(settings.local_path_base, tuple(settings.data_root_list))
         try:
             resolve_local(source.value, roots, what="local dataset path")
         except ValueError as exc:
-            _reject(loc, str(exc))
+            return [problem(loc, str(exc))]
+    return []
 
 
-def check_system_prompt(spec: JobSpec, settings: Settings) -> None:
-    """A 422 naming data.system_prompt when the dataset's prompts carry their own system turn
-    (uploaded and local files, scanned a record at a time; hub datasets when they load)."""
+def system_prompt_problems(spec: JobSpec, settings: Settings) -> list[Problem]:
+    """data.system_prompt when the dataset's prompts carry their own system turn (uploaded
+    and local files, scanned a record at a time; hub datasets when they load)."""
     source = parse_data_source(spec.data.source)
     if source.kind == "dataset":
         path = uploaded_dataset_path(source.value, settings.datasets_dir)
     elif source.kind == "local":
         roots = LocalRoots(settings.local_path_base, tuple(settings.data_root_list))
-        path = resolve_local(source.value, roots, what="local dataset path")
+        try:
+            path = resolve_local(source.value, roots, what="local dataset path")
+        except ValueError:  # data.source's own problem, found by data_source_problems
+            return []
     else:
-        return
+        return []
     if path.is_file() and (clash := system_prompt_clash(path, spec.data.prompt_field)):
-        _reject("data.system_prompt", clash)
+        return [problem("data.system_prompt", clash)]
+    return []
 
 
-def check_no_nul(value: object, loc: str) -> None:
+def nul_problems(value: object, loc: str) -> list[Problem]:
     """NUL characters cannot be stored (PostgreSQL refuses them in text and JSON). Walks
     with a stack of its own: no depth of nesting makes it recurse (the JSON rule of
     grpo/spec/json_values.py bounds a spec's depth before it gets here)."""
+    found = []
     stack = [(value, loc)]
     while stack:
         item, where = stack.pop()
         if isinstance(item, str) and "\x00" in item:
-            _reject(where, "must not contain NUL characters")
+            found.append(problem(where, "must not contain NUL characters"))
         elif isinstance(item, dict):
             for key, child in reversed(item.items()):
                 stack.append((child, f"{where}.{key}" if where else str(key)))
                 stack.append((key, where))
         elif isinstance(item, list):
             stack.extend((child, f"{where}.{i}") for i, child in reversed(list(enumerate(item))))
-
-
-def _reject(loc: str, message: str) -> None:
-    fields = [{"loc": loc, "message": message}]
-    raise ApiError(422, "validation_error", f"invalid job spec: {loc}: {message}", fields)
+    return found

@@ -4,12 +4,12 @@ outside GRPO_TOOL_HOSTS / GRPO_REWARD_HOSTS, a token variable the token rule for
 plugin or environment not installed, no bubblewrap for `code`). A built-in model whose chat
 template cannot render tools is refused here too; for other models the API cannot see the
 tokenizer, and the worker refuses at the start of the run. Each refusal is a 422 naming
-the field. Runs nothing it checks.
+the field, every refusal listed. Runs nothing it checks.
 """
 
 from __future__ import annotations
 
-from app.api.errors import ApiError
+from app.api.checks.refusal import Problem, problem, refuse
 from app.settings import Settings
 from grpo.spec import JobSpec
 from grpo.spec.tools import TOOL_MODELS
@@ -18,26 +18,26 @@ from grpo.tools.registry import tool_kind_of
 
 
 def check_tools(spec: JobSpec, settings: Settings) -> None:
-    """Raise a 422 naming `tools.<i>.<field>` (or `tools`) for the first refusal."""
+    """Raise a 422 naming `tools.<i>.<field>` (or `tools`) for each refusal."""
+    refuse(tool_problems(spec, settings))
+
+
+def tool_problems(spec: JobSpec, settings: Settings) -> list[Problem]:
+    found: list[Problem] = []
     if not spec.tools:
-        return
+        return found
     if spec.model.startswith("builtin:") and spec.model not in TOOL_MODELS:
-        _reject(
-            "tools",
+        why = (
             f"{spec.model}'s chat template cannot render tools; use one of {TOOL_MODELS} "
-            "or a model whose chat template takes `tools`",
+            "or a model whose chat template takes `tools`"
         )
+        found.append(problem("tools", why))
     server = ToolServerFacts(
         tool_hosts=tuple(settings.tool_host_list), token_envs=tuple(settings.reward_token_env_list)
     )
     for i, entry in enumerate(spec.tools):
         refusal = tool_kind_of(entry).check(entry, server)
         if refusal is not None:
-            _reject(
-                f"tools.{i}.{refusal.field}" if refusal.field else f"tools.{i}", refusal.message
-            )
-
-
-def _reject(loc: str, message: str) -> None:
-    fields = [{"loc": loc, "message": message}]
-    raise ApiError(422, "validation_error", f"invalid job spec: {loc}: {message}", fields)
+            loc = f"tools.{i}.{refusal.field}" if refusal.field else f"tools.{i}"
+            found.append(problem(loc, refusal.message))
+    return found

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import importlib.util
 
-from app.api.errors import ApiError
+from app.api.checks.refusal import Problem, problem, refuse
 from grpo.spec import JobSpec
 from grpo.spec.logging import TRACKER_PACKAGES
 
 
 def check_trackers(spec: JobSpec) -> None:
+    refuse(tracker_problems(spec))
+
+
+def tracker_problems(spec: JobSpec) -> list[Problem]:
+    found = []
     for tracker in spec.logging.report_to:
         package = TRACKER_PACKAGES[tracker]
         if importlib.util.find_spec(package) is None:
@@ -19,5 +24,5 @@ def check_trackers(spec: JobSpec) -> None:
                 f"{tracker} needs the {package!r} package, which is not installed: "
                 "pip install 'grpo-service[trackers]'"
             )
-            fields = [{"loc": "logging.report_to", "message": message}]
-            raise ApiError(422, "validation_error", f"invalid job spec: {message}", fields)
+            found.append(problem("logging.report_to", message))
+    return found

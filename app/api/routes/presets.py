@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from app.api.deps import ReadAccess
 from app.api.schemas import Preset, PresetList
 from grpo.spec import AccuracyReward, JobSpec
-from grpo.spec.demo import DEMO_PROMISE
+from grpo.spec.demo import DEMO_PROMISE, DEMO_TIME
 
 router = APIRouter(prefix="/api", tags=["presets"], dependencies=[ReadAccess])
 
@@ -81,7 +81,7 @@ how-to/recipes.md has a paragraph and the paper for each."""
 PRESETS = [
     Preset(
         name="arith-demo",
-        title="Arithmetic demo (built-in tiny model, CPU, under a minute)",
+        title=f"Arithmetic demo (built-in tiny model, {DEMO_TIME})",
         description="GRPO on two-operand arithmetic with an accuracy reward, from a model "
         f"warmed up to about 37% exact: watch the reward rise ({DEMO_PROMISE}, the mean of "
         "the first and of the last 10) and groups turn from mixed to all-pass.",

@@ -10,17 +10,15 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict
 
-from app.api.checks.rewards import check_rewards
-from app.api.checks.spec import check_spec
-from app.api.checks.tools import check_tools
-from app.api.checks.trackers import check_trackers
+from app.api.checks.problems import spec_problems
+from app.api.checks.refusal import refuse
 from app.api.deps import RunDep, SessionDep, SettingsDep, WriteAccess, WriterDep, check_owner
 from app.api.errors import ApiError
 from app.api.responses import WRITES, errors
 from app.api.routes.runs import PACKAGE_VERSION, run_out
 from app.api.schemas import RunOut
 from app.queue import dispatch_run
-from app.store import runs
+from app.store import checkpoints, runs
 from grpo.spec import JobSpec
 
 router = APIRouter(
@@ -29,6 +27,14 @@ router = APIRouter(
     dependencies=[WriteAccess],
     responses=errors(404, 409, *WRITES),
 )
+
+
+class ResumedRun(RunOut):
+    """The run back in the queue, and where its next attempt starts."""
+
+    resumes_from_step: int
+    """The step of the latest checkpoint, which the next attempt loads and trains on from;
+    0 when the run saved none: it restarts from step 0."""
 
 
 class ClonePatch(BaseModel):
@@ -47,9 +53,11 @@ def cancel_run(run: RunDep, caller: WriterDep, session: SessionDep) -> RunOut:
 
 
 @router.post("/{run_id}/resume")
-def resume_run(run: RunDep, caller: WriterDep, session: SessionDep) -> RunOut:
-    """A cancelled or failed run continues from its last checkpoint."""
+def resume_run(run: RunDep, caller: WriterDep, session: SessionDep) -> ResumedRun:
+    """A cancelled or failed run continues from its last checkpoint, or restarts from step
+    0 when it saved none (`resumes_from_step` says which)."""
     check_owner(caller, run, "resume it")
+    saved = checkpoints.list_checkpoints(session, run.id)  # read while no worker holds it
     updated = runs.requeue_run(session, run.id)
     if updated is None:  # re-read: a concurrent resume may have just moved it
         status = runs.get_status(session, run.id) or "deleted"
@@ -57,7 +65,8 @@ def resume_run(run: RunDep, caller: WriterDep, session: SessionDep) -> RunOut:
             409, "conflict", f"run {run.id} is {status}; only cancelled or failed runs resume"
         )
     dispatch_run(session, updated.id, queue=updated.queue)
-    return run_out(updated)
+    step = saved[-1].step if saved else 0
+    return ResumedRun(**run_out(updated).model_dump(), resumes_from_step=step)
 
 
 def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -79,15 +88,13 @@ def clone_run(
     session: SessionDep,
     body: ClonePatch | None = None,
 ) -> RunOut:
-    """A new run with the same spec, optionally patched; the patched spec is validated again."""
+    """A new run with the same spec, optionally patched; the patched spec is validated again
+    (a 422 listing every problem, as at submit)."""
     spec_data = merge(run.spec, body.patch if body else {})
     if body is None or "name" not in body.patch:
         spec_data["name"] = f"{run.name} (clone)"[:200]
+    refuse(spec_problems(spec_data, settings, session))
     spec = JobSpec.model_validate(spec_data)
-    check_spec(spec, settings, session)
-    check_rewards(spec, settings)
-    check_tools(spec, settings)
-    check_trackers(spec)
     clone, _ = runs.create_run(
         session, spec, package_version=PACKAGE_VERSION, submitted_by=caller.name
     )

@@ -71,8 +71,8 @@ def get_summary(run: RunDep, session: SessionDep) -> RunSummary:
         no_signal_share=mean(
             [m["frac_reward_zero_std"] for m in metrics if "frac_reward_zero_std" in m]
         ),
-        tokens_generated=sum(
-            m.get("tokens_per_second", 0.0) * m.get("time/step", 0.0) for m in metrics
+        tokens_generated=round(
+            sum(m.get("tokens_per_second", 0.0) * m.get("time/step", 0.0) for m in metrics)
         ),
         seconds_per_phase=phase_seconds(rows),
         checkpoint=checkpoint_out(run.id, chosen) if chosen else None,

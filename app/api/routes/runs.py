@@ -15,10 +15,8 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response
 
 from app.api.body_cache import bodies
-from app.api.checks.rewards import check_rewards
-from app.api.checks.spec import check_spec
-from app.api.checks.tools import check_tools
-from app.api.checks.trackers import check_trackers
+from app.api.checks.problems import server_problems
+from app.api.checks.refusal import refuse
 from app.api.deps import (
     ReadAccess,
     RunDep,
@@ -48,6 +46,7 @@ from app.api.schemas import (
     RunList,
     RunOut,
 )
+from app.api.spec_route import SpecBodyRoute
 from app.queue import dispatch_run
 from app.store import db, events, findings, histograms, runs, steps, thinning
 from app.store.db import Connection
@@ -65,12 +64,6 @@ def run_out(run: Run, mark: tuple[int, str] | None = None) -> RunOut:
     return RunOut.model_validate({**runs.run_summary(run), "doctor": doctor})
 
 
-@router.post(
-    "",
-    status_code=201,
-    dependencies=[WriteAccess],
-    responses=errors(*WRITES) | {200: {"model": RunOut, "description": REPLAYED}},
-)
 def submit_run(
     spec: JobSpec,
     caller: WriterDep,
@@ -80,11 +73,9 @@ def submit_run(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> RunOut:
     """Store the run, then enqueue it; a repeated Idempotency-Key returns the first run
-    (the same spec again: 200; a different one: 422 naming the key)."""
-    check_spec(spec, settings, session)
-    check_rewards(spec, settings)
-    check_tools(spec, settings)
-    check_trackers(spec)
+    (the same spec again: 200; a different one: 422 naming the key). A refused spec is one
+    422 listing every problem, the JobSpec's rules' and this server's."""
+    refuse(server_problems(spec, settings, session))
     run, is_new = runs.create_run(
         session,
         spec,
@@ -99,6 +90,17 @@ def submit_run(
         response.status_code = 200
     response.headers["Location"] = f"/api/runs/{run.id}"
     return run_out(run)
+
+
+router.add_api_route(
+    "",
+    submit_run,
+    methods=["POST"],
+    status_code=201,
+    dependencies=[WriteAccess],
+    responses=errors(*WRITES) | {200: {"model": RunOut, "description": REPLAYED}},
+    route_class_override=SpecBodyRoute,  # a refused body: every problem at once
+)
 
 
 def _check_same_spec(run: Run, spec: JobSpec, key: str) -> None:

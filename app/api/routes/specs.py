@@ -1,5 +1,7 @@
-"""Spec conversions: a TRL GRPOConfig YAML in, the equivalent JobSpec out
-(grpo/spec/trl_config.py), with every field that could not be mapped and why.
+"""Specs before they are runs: a TRL GRPOConfig YAML in, the equivalent JobSpec out
+(grpo/spec/trl_config.py), with every field that could not be mapped and why; and a spec's
+check, every problem POST /api/runs would refuse it for (the new-run page checks as you
+type with it).
 
 A conversion stores nothing but costs the server work, so it takes a token whenever tokens
 are configured (any role, as the recipe page of a viewer converts too). The YAML is read by
@@ -9,10 +11,15 @@ and the answer is bounded: an input that would convert to more than `MAX_ANSWER_
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
 
-from app.api.deps import TokenAccess
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from app.api.checks.problems import spec_problems
+from app.api.deps import SessionDep, SettingsDep, TokenAccess
 from app.api.errors import ApiError
+from app.api.responses import WRITES, FieldError, errors
 from app.api.schemas import TrlConfigIn, TrlConversionOut
 from grpo.spec.trl_config import convert, spec_yaml
 from grpo.spec.yaml_input import YamlRefused, load_yaml
@@ -44,6 +51,23 @@ def convert_trl_config(body: TrlConfigIn) -> TrlConversionOut:
             "config", f"converts to {len(text):,} characters, more than {MAX_ANSWER_CHARS:,}"
         )
     return TrlConversionOut(spec=conversion.spec, unmapped=conversion.unmapped, yaml=text)
+
+
+class SpecCheckOut(BaseModel):
+    problems: list[FieldError]
+    """Every problem POST /api/runs would refuse the spec for, each naming its field (the
+    JobSpec's rules' and this server's: paths, datasets, rewards, tools, trackers); empty:
+    the spec would be accepted."""
+
+
+@router.post("/check", dependencies=[TokenAccess], responses=errors(*WRITES))
+def check_spec_problems(
+    spec: dict[str, Any], settings: SettingsDep, session: SessionDep
+) -> SpecCheckOut:
+    """The problems of a spec, all of them, as submit would answer them; nothing is stored
+    or run. 200 either way: the check worked, whatever it found."""
+    problems = spec_problems(spec, settings, session)
+    return SpecCheckOut(problems=[FieldError.model_validate(p) for p in problems])
 
 
 def _bad(loc: str, message: str) -> ApiError:

@@ -12,7 +12,11 @@ const ACTIONS = [
     label: 'Resume',
     when: ['failed', 'cancelled'],
     call: resumeRun,
-    done: 'Run resumed from its last checkpoint',
+    /** @param {import('./openapi').ResumedRun} resumed */
+    done: (resumed) =>
+      resumed.resumes_from_step
+        ? `Run queued: resumes from step ${resumed.resumes_from_step} (its last checkpoint)`
+        : 'Run queued: restarts from step 0, no checkpoint was saved',
   },
   { name: 'clone', label: 'Clone', when: null, call: cloneRun, done: 'Cloned' },
   { name: 'edit', label: 'Edit as new', when: null, call: null },
@@ -61,7 +65,7 @@ async function perform(action, run, button, onDone) {
   button.disabled = true;
   try {
     const result = await withToken(() => action.call(run.id));
-    toast(action.done, 'ok');
+    toast(typeof action.done === 'function' ? action.done(result) : action.done, 'ok');
     if (action.name === 'clone' && result) window.location.assign(`/runs/${seg(result.id)}`);
     else onDone(action.name, result);
   } catch (error) {

@@ -127,7 +127,7 @@ export const getRun = (id) => request('GET', run(id));
 export const createRun = (spec) => request('POST', '/api/runs', { body: spec });
 /** @type {(id: string) => Promise<RunOut>} */
 export const cancelRun = (id) => request('POST', `${run(id)}/cancel`);
-/** @type {(id: string) => Promise<RunOut>} */
+/** @type {(id: string) => Promise<import('./openapi').ResumedRun>} */
 export const resumeRun = (id) => request('POST', `${run(id)}/resume`);
 /** @type {(id: string, patch?: Record<string, unknown> | null) => Promise<RunOut>} */
 export const cloneRun = (id, patch) => request('POST', `${run(id)}/clone`, { body: patch ? { patch } : {} });
@@ -135,6 +135,9 @@ export const cloneRun = (id, patch) => request('POST', `${run(id)}/clone`, { bod
 export const deleteRun = (id) => request('DELETE', run(id));
 /** @type {() => Promise<PresetList>} */
 export const listPresets = () => request('GET', '/api/presets');
+/** Every problem POST /api/runs would refuse a spec for, each naming its field; stores nothing. */
+/** @type {(spec: unknown) => Promise<import('./openapi').SpecCheckOut>} */
+export const checkSpec = (spec) => request('POST', '/api/specs/check', { body: spec });
 /** A TRL GRPOConfig YAML as a spec, with the fields it could not map. */
 /** @type {(config: string) => Promise<TrlConversionOut>} */
 export const convertTrlConfig = (config) => request('POST', '/api/specs/convert', { body: { config } });

@@ -35,6 +35,22 @@ function colorOf(id) {
   return COLORS[state.picked.indexOf(id) % COLORS.length];
 }
 
+const DASH = 6;
+/**
+ * The line of the i-th of n runs. Runs with the same beginning (a clone that changes a late
+ * knob, the same seed) draw the same points, and a later line would hide the earlier ones:
+ * the first run is solid, each later one dashed with its dashes offset from the others', so
+ * where up to four runs overlap every colour shows in turn (beyond four, dashes repeat).
+ * @param {number} i
+ * @param {number} n
+ */
+function lineStyleOf(i, n) {
+  const others = Math.min(n, 4) - 1;
+  if (i === 0 || others === 0) return { width: 1.6, type: 'solid' };
+  const slot = (i - 1) % others;
+  return { width: 1.6, type: [DASH, DASH * others], dashOffset: -DASH * slot };
+}
+
 function renderPicker() {
   const runs = state.runs.filter((r) => !state.filter || r.name.toLowerCase().includes(state.filter));
   $('#picked-count').textContent = `${state.picked.length} selected`;
@@ -172,27 +188,26 @@ function drawMetric(box, metric) {
     state.charts.set(metric, chart);
   }
   const weight = Number($('#smoothing').value);
-  const series = state.picked
-    .filter((id) => state.data.has(id))
-    .map((id) => {
-      const data = state.data.get(id);
-      // held-out evaluations come every k steps: their points, joined, never smoothed
-      const isSparse = metric.startsWith('eval/');
-      const values = isSparse ? data.values.get(metric) || [] : ema(data.values.get(metric) || [], weight);
-      const run = state.runs.find((r) => r.id === id);
-      const points = data.steps.map((s, i) => [s, values[i] ?? null]);
-      return {
-        id,
-        name: run ? run.name : id,
-        type: 'line',
-        showSymbol: isSparse,
-        sampling: 'lttb',
-        color: colorOf(id),
-        lineStyle: { width: 1.6 },
-        emphasis: { focus: 'series' },
-        data: isSparse ? points.filter(([, v]) => v != null) : points,
-      };
-    });
+  const shown = state.picked.filter((id) => state.data.has(id));
+  const series = shown.map((id, order) => {
+    const data = state.data.get(id);
+    // held-out evaluations come every k steps: their points, joined, never smoothed
+    const isSparse = metric.startsWith('eval/');
+    const values = isSparse ? data.values.get(metric) || [] : ema(data.values.get(metric) || [], weight);
+    const run = state.runs.find((r) => r.id === id);
+    const points = data.steps.map((s, i) => [s, values[i] ?? null]);
+    return {
+      id,
+      name: run ? run.name : id,
+      type: 'line',
+      showSymbol: isSparse,
+      sampling: 'lttb',
+      color: colorOf(id),
+      lineStyle: lineStyleOf(order, shown.length),
+      emphasis: { focus: 'series' },
+      data: isSparse ? points.filter(([, v]) => v != null) : points,
+    };
+  });
   chart.setOption(
     {
       animation: false,

@@ -124,8 +124,11 @@ function rewardPanel(s, weight) {
   return { lines, extra: s.has('reward_std') ? { 'reward:lower': lower, 'reward:band': width } : {} };
 }
 
-/** Training and held-out rewards on one axis: the gap between them is the point. */
-function evalPanel() {
+/** Training and held-out rewards on one axis: the gap between them is the point. A run
+ * without `eval` has no held-out metrics, and no chart: the training reward alone is the
+ * Reward chart's. */
+function evalPanel(s) {
+  if (!s.names().some((name) => name.startsWith('eval/'))) return { lines: [] };
   return {
     lines: [
       { key: 'reward', name: 'train reward', color: INDIGO },

@@ -1,9 +1,10 @@
 // New run page: presets (the demo first), a YAML/JSON spec editor, and validation errors
-// shown beside the lines they are about. `?from=<run id>` copies a run's spec, with the
+// shown beside the lines they are about, checked by the server as you type (what submit
+// would answer: POST /api/specs/check). `?from=<run id>` copies a run's spec, with the
 // fields of any `&set=<field>=<JSON value>` changed (specpatch.js).
 
 import { dump, load } from '../vendor/js-yaml.mjs';
-import { convertTrlConfig, createRun, getRun, listPresets } from './api.js';
+import { checkSpec, convertTrlConfig, createRun, getRun, listPresets } from './api.js';
 import { mountUpload, withDataset } from './datasetupload.js';
 import { $, $$, fill, h, seg } from './dom.js';
 import { SpecEditor } from './editor.js';
@@ -11,7 +12,7 @@ import { describeType, loadSchema } from './schema.js';
 import { errorText, initShell, stateBox } from './shell.js';
 import { lineOf, locateLine, pathAtLine } from './speclocate.js';
 import { describeChanges, specChanges, withChanges } from './specpatch.js';
-import { withToken } from './token.js';
+import { getToken, withToken } from './token.js';
 
 /**
  * A spec to start from: a preset of the API, or a copy of an earlier run.
@@ -160,6 +161,7 @@ function setSpec(spec, source) {
   showProblems([]);
   summarize(spec);
   state.helpLine = null;
+  checkOnServer(spec, editor.value);
 }
 
 /** @type {ReturnType<typeof setTimeout> | undefined} */
@@ -168,12 +170,38 @@ function onEdit() {
   clearTimeout(checkTimer);
   checkTimer = setTimeout(() => {
     const { spec, problem } = parse(editor.value);
-    if (problem) showProblems([problem]);
-    else {
+    if (problem) {
+      checks.latest += 1; // a check still in flight is of an older text
+      showProblems([problem]);
+    } else {
       if (state.problems.some((p) => p.loc.endsWith('syntax') || p.loc === '(spec)')) showProblems([]);
       summarize(spec);
+      checkOnServer(spec, editor.value);
     }
   }, 250);
+}
+
+/** @type {{ latest: number, refusedToken: string | null }} */
+const checks = { latest: 0, refusedToken: null };
+/**
+ * Shows what submit would refuse the spec for (the server's rules, every one), unless the
+ * text changed since. A check the server will not answer (away, or no token yet) shows
+ * nothing: submit checks again, and asks for the token; a token refused is not sent again
+ * with every key press.
+ * @param {object} spec
+ * @param {string} text the editor's text it was parsed from, for the problems' lines
+ */
+async function checkOnServer(spec, text) {
+  checks.latest += 1;
+  const mine = checks.latest;
+  if (checks.refusedToken !== null && checks.refusedToken === getToken()) return;
+  try {
+    const { problems } = await checkSpec(spec);
+    if (mine !== checks.latest) return;
+    showProblems(problems.map((p) => ({ loc: p.loc, message: p.message, line: locateLine(text, p.loc) })));
+  } catch (error) {
+    if (error.status === 401 || error.status === 403) checks.refusedToken = getToken();
+  }
 }
 
 function setFormat(format) {
@@ -187,6 +215,7 @@ function setFormat(format) {
   for (const b of $$('.seg button')) b.setAttribute('aria-pressed', String(b.dataset.format === format));
   editor.value = serialize(spec, format);
   showProblems([]);
+  checkOnServer(spec, editor.value); // the same problems, on the lines of the new format
 }
 
 async function submit() {
