@@ -228,14 +228,16 @@ def migrate(env: dict[str, str]) -> None:
     )
 
 
-def create_pg_database() -> str:
-    """A fresh PostgreSQL database for one test session; returns its URL."""
+def create_pg_database(template: str | None = None) -> str:
+    """A fresh PostgreSQL database for one test session; returns its URL. From `template`
+    (another's URL, no one connected to it): a copy of it, schema and rows."""
     from sqlalchemy import create_engine, text
 
     name = f"grpo_test_{uuid.uuid4().hex[:10]}"
+    copy = f' TEMPLATE "{template.rsplit("/", 1)[1]}"' if template else ""
     engine = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"{copy}'))
     engine.dispose()
     return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
 
