@@ -22,7 +22,10 @@ def pytest_on_the_sample(*args: str, budget_s: str | None) -> subprocess.Complet
     env = {k: v for k, v in os.environ.items() if k != "GRPO_TEST_BUDGET_S"}
     if budget_s is not None:
         env["GRPO_TEST_BUDGET_S"] = budget_s
-    argv = [sys.executable, "-m", "pytest", SAMPLE, "-v", "-p", "no:cacheprovider", *args]
+    # the budget plugin alone: the suite's conftest would load every fixture plugin (the
+    # service, Playwright) in the run and in each of its workers, for two 10-ms tests
+    argv = [sys.executable, "-m", "pytest", SAMPLE, "-v", "-p", "no:cacheprovider",
+            "--noconftest", "-p", "tests.budget", *args]  # fmt: skip
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
