@@ -253,6 +253,16 @@ def drop_pg_database(url: str) -> None:
 
 
 @contextmanager
+def pg_database(template: str | None = None) -> Iterator[str]:
+    """A fresh PostgreSQL database (its URL) for the block, dropped after it."""
+    url = create_pg_database(template)
+    try:
+        yield url
+    finally:
+        drop_pg_database(url)
+
+
+@contextmanager
 def running_stack(
     data_dir: Path,
     *,

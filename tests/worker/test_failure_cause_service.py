@@ -18,7 +18,7 @@ import pytest
 
 from tests.fixtures.service import tiny_spec
 from tests.sse import read_events
-from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database
+from tests.stack import REDIS_URL, Stack, pg_database
 from tests.worker.failing_plugin import (
     PASSWORD,
     RAISING_LINE,
@@ -37,14 +37,13 @@ MESSAGE = (
 
 @pytest.fixture(scope="module")
 def plugin_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, Path]]:
-    url = create_pg_database()
-    try:
-        with failing_plugin_stack(
+    with (
+        pg_database() as url,
+        failing_plugin_stack(
             tmp_path_factory.mktemp("cause"), database_url=url, broker_url=REDIS_URL
-        ) as running:
-            yield running
-    finally:
-        drop_pg_database(url)
+        ) as running,
+    ):
+        yield running
 
 
 @pytest.fixture(scope="module")
