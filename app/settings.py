@@ -85,6 +85,12 @@ class Settings(BaseSettings):
     """Comma-separated worker environment variables that a spec's `token_env` may name,
     besides those starting GRPO_REWARD_TOKEN_ (always allowed); never any other GRPO_*
     variable, listed or not (grpo/spec/token_env.py)."""
+    plugin_dirs: str | None = None
+    """Folders (separated by `:`, os.pathsep) of plain Python files whose public top-level
+    functions `python` rewards and tools may name, by the function's own name, as they name
+    installed entry points (grpo/spec/plugins.py); API and workers must see the same files.
+    Unset: `<data_dir>/plugins`, where `grpo plugins add` copies files. The workers import a
+    file when a run starts, so a new or changed file counts from the next run, no restart."""
     mlflow_uri: str | None = None
     """MLflow tracking URI that runs with `logging.report_to: [mlflow]` log to (a server, or
     `sqlite:////abs/mlflow.db` offline); default a SQLite store in each run's directory."""
@@ -149,7 +155,8 @@ class Settings(BaseSettings):
     checkpoint rows) are tried again with backoff and the run goes on, no retry spent, with
     one log line saying how long it waited. Past this the run stops without the step in
     flight and, once the database answers, is handed back to the queue as a stopping
-    worker's run is; it resumes from its last checkpoint. Workers that saw an outage hold
+    worker's run is; it resumes from its last checkpoint, or from step 0 if it saved none
+    (the hand-back's log line says which). Workers that saw an outage hold
     their stale-run sweep for GRPO_STALE_AFTER_SECONDS after it, so a run is not requeued
     for a heartbeat the outage stopped."""
     redispatch_after_seconds: float = Field(300.0, gt=0)
@@ -215,6 +222,13 @@ class Settings(BaseSettings):
     @property
     def reward_token_env_list(self) -> list[str]:
         return [n.strip() for n in self.reward_token_envs.split(",") if n.strip()]
+
+    @property
+    def plugin_dir_list(self) -> list[Path]:
+        """GRPO_PLUGIN_DIRS' folders, resolved; unset: `<data_dir>/plugins`."""
+        if self.plugin_dirs is None:
+            return [self.data_dir.resolve() / "plugins"]
+        return [Path(p.strip()).resolve() for p in self.plugin_dirs.split(os.pathsep) if p.strip()]
 
     @property
     def model_root_list(self) -> list[Path]:

@@ -124,8 +124,8 @@ def _train_on_ranks(held: Lease, spec: JobSpec, *, queue: str) -> None:
             _hand_back(held, reason=f"worker {worker_name()} handed the run back: {problem}",
                        queue=queue)  # fmt: skip
         else:
-            _hand_back(held, reason=f"worker {worker_name()} gave the run back: {stopped}; it "
-                       "resumes from its last checkpoint", queue=queue)  # fmt: skip
+            _hand_back(held, reason=f"worker {worker_name()} gave the run back: {stopped}",
+                       queue=queue, say_where=True)  # fmt: skip
         return
     _end(held, result, queue=queue)
 
@@ -152,9 +152,10 @@ def _finish(
     _leave(held, status, partial(lease.finish, status=status, error=error, cause=kept, trace=trace))
 
 
-def _hand_back(held: Lease, *, reason: str, queue: str) -> None:
-    """Back to the queue for the next worker, waiting out a database outage."""
-    _leave(held, RunStatus.QUEUED, partial(lease.hand_back, reason=reason))
+def _hand_back(held: Lease, *, reason: str, queue: str, say_where: bool = False) -> None:
+    """Back to the queue for the next worker, waiting out a database outage; `say_where`:
+    the run's log line says where it starts again (its last checkpoint's step, or 0)."""
+    _leave(held, RunStatus.QUEUED, partial(lease.hand_back, reason=reason, say_where=say_where))
     log.warning("run %s: %s", held.run_id, reason)
     until_answered.call(dispatch_run, held.run_id, queue=queue)
 

@@ -4,17 +4,19 @@ promptly.
 
 Every worker sweeps on start and then periodically; conditional updates let only one
 worker requeue a given run. Runs the sweep found are sent to their queue again and resume
-from their last checkpoint. A worker that found the database unreachable says so once, and
-once it answers again holds its stale-run sweep for GRPO_STALE_AFTER_SECONDS: every
-heartbeat stopped with the database, and the workers still alive beat again by then, so
-the sweep requeues only the runs of workers that died meanwhile.
+from their last checkpoint, or from step 0 if they saved none (the requeue says which). A
+worker that found the database unreachable says so once, and once it answers again holds
+its stale-run sweep for GRPO_STALE_AFTER_SECONDS: every heartbeat stopped with the
+database, and the workers still alive beat again by then, so the sweep requeues only the
+runs of workers that died meanwhile.
 
 Stopping (SIGTERM or SIGINT, once or repeated; `docker compose stop`): Celery's warm
 shutdown would wait for the whole training task, hours maybe, and a second Ctrl-C would
 kill it mid-step, leaving its run `running` for the stale sweep. Instead the first signal
 makes the job stop at its next step boundary, checkpoint and hand the run back to the
 queue; later signals only say so; and past GRPO_STOP_GRACE_SECONDS the run is handed back
-without waiting (it resumes from its last checkpoint) and the process exits.
+without waiting (its log line says where it starts again: its last checkpoint, or step 0
+without one) and the process exits.
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ def _stop_by(grace: float) -> None:
                 lease.hand_back,
                 held,
                 reason=f"worker {worker_name()} stopped mid-step after {grace:.0f} s: handed "
-                "the run back to the queue; it resumes from its last checkpoint",
+                "the run back to the queue",
+                say_where=True,
             )
             run = db.call(runs.get_run, held.run_id)
             db.call(

@@ -94,7 +94,7 @@ class StoppedStarting(Exception):  # noqa: N818 - a stop, not an error
 class GaveUpOnDatabase(Exception):  # noqa: N818 - a stop, not an error
     """Rank 0 gave up on the database (it did not answer within GRPO_DB_OUTAGE_WAIT_SECONDS;
     worker/run_writes.py): the ranks have stopped, and the run goes back to the queue once
-    the database answers, to resume from its last checkpoint."""
+    the database answers, to resume from its last checkpoint (step 0 without one)."""
 
 
 def ranks_label(spec: JobSpec, held: Devices) -> str:

@@ -7,8 +7,8 @@ and the first write after the outage says in the run's log how long it waited. P
 limit the run gives up on the database (GaveUp): its ranks stop where they are, with no
 checkpoint (one needs the lease check before its rename), and the worker hands the run back
 to the queue once the database answers, as a stopping worker does past its grace; the next
-attempt resumes from the last checkpoint and trains the steps after it again (their rows
-are replaced, never duplicated).
+attempt resumes from the last checkpoint (step 0 without one) and trains the steps after it
+again (their rows are replaced, never duplicated).
 """
 
 from __future__ import annotations

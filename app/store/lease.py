@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.store.db import unit
 from app.store.events import insert_log
 from app.store.models import FINAL_STATUSES, LogLine, Run, RunStatus, utcnow
-from app.store.runs import add_status_event
+from app.store.runs import add_status_event, resume_point
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,12 @@ def finish(
 
 
 @unit
-def hand_back(session: Session, lease: Lease, *, reason: str) -> None:
-    """Back to `queued` for the next worker, which resumes from the last checkpoint."""
+def hand_back(session: Session, lease: Lease, *, reason: str, say_where: bool = False) -> None:
+    """Back to `queued` for the next worker, which resumes from the last checkpoint (or
+    starts again from step 0 without one); `say_where`: the log line ends with which."""
     hold(session, lease, status=RunStatus.QUEUED, dispatched_at=utcnow())
+    if say_where:
+        reason = f"{reason}; it {resume_point(session, lease.run_id)}"
     insert_log(session, lease.run_id, "warning", reason)
     _add_status_event(session, lease.run_id)
 

@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, or_, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -232,9 +232,21 @@ def request_cancel(session: Session, run_id: str) -> Run | None:
     return run
 
 
+def resume_point(session: Session, run_id: str) -> str:
+    """Where the run's next attempt starts, from its checkpoint rows (the worker resumes
+    from the newest checkpoint on disk): "resumes from step N (its last checkpoint)" or
+    "starts again from step 0: it saved no checkpoint"."""
+    stmt = select(func.max(Checkpoint.step)).where(Checkpoint.run_id == run_id)
+    step = session.scalar(stmt)
+    if step is None:
+        return "starts again from step 0: it saved no checkpoint"
+    return f"resumes from step {step} (its last checkpoint)"
+
+
 @unit
 def requeue_run(session: Session, run_id: str) -> Run | None:
-    """A cancelled or failed run goes back to queued; it resumes from its last checkpoint.
+    """A cancelled or failed run goes back to queued; it resumes from its last checkpoint,
+    or starts again from step 0 if it saved none (`resume_point`).
 
     None when the run was not cancelled or failed at that instant: of concurrent resumes,
     exactly one wins (a conditional update; `with_for_update` is a no-op on SQLite).
@@ -277,7 +289,8 @@ def requeue_stale_runs(
             failed.append(run)
         else:
             run.status, run.dispatched_at = RunStatus.QUEUED, utcnow()
-            run.error = f"worker {run.worker} stopped responding; requeued from its last checkpoint"
+            where = resume_point(session, run.id)
+            run.error = f"worker {run.worker} stopped responding; requeued: it {where}"
             requeued.append(run)
         add_status_event(session, run)
     return requeued, failed
