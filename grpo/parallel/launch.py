@@ -181,8 +181,29 @@ def keep_failure_report(exc: ChildFailedError, log_dir: Path) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     path = log_dir / f"failure-{stamp}-{socket.gethostname()}.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{exc}\n")
+    path.write_text(f"{exc}\n{_cause_report(exc)}")
     return path
+
+
+def _cause_report(exc: ChildFailedError) -> str:
+    """The error file of the rank that caused the failure, when the launcher's report names
+    only a rank whose collective broke on its exit (the launcher stops at the first failed
+    rank it polls): its exception and traceback, so the kept report holds the cause."""
+    _, failure = root_failure(exc)
+    text = _error_text(failure)
+    if text is None or not _is_peer_lost(text) or not (cause := _cause_on_file(failure)):
+        return ""
+    error_file = Path(failure.error_file).parent.parent / str(cause[0]) / "error.json"
+    try:
+        message = json.loads(error_file.read_text())["message"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    extra = message.get("extraInfo", {}) if isinstance(message, dict) else {}
+    trace = extra.get("py_callstack", "")
+    return (
+        f"The rank above failed because local rank {cause[0]} of this launch had failed first "
+        f"(its error file: {error_file}):\n{cause[1]}\n{trace}\n"
+    )
 
 
 class _NoRankFailureRecords(logging.Filter):

@@ -16,7 +16,7 @@ from grpo import cause as cause_module
 from grpo.cause import MAX_FRAMES, MAX_MESSAGE_CHARS, Cause, cause_of
 from grpo.failures import RewardFunctionError
 from grpo.parallel.kept_cause import CAUSE_FILE, ERROR_FILE_ENV, keep_cause, read_cause
-from grpo.parallel.launch import RankError, failure_cause
+from grpo.parallel.launch import RankError, failure_cause, keep_failure_report
 from grpo.scrub import scrub
 
 HERE = str(Path(__file__))
@@ -229,6 +229,25 @@ def test_the_launcher_reads_the_cause_of_the_rank_that_failed_on_its_own(tmp_pat
     assert failure_cause(ChildFailedError("rank_main", {1: cause})) == kept
     killed = failed_rank(tmp_path / "attempt_1", 0, None, exitcode=-9)
     assert failure_cause(ChildFailedError("rank_main", {0: killed})) is None
+
+
+def test_the_kept_report_holds_the_causes_traceback_when_the_launcher_saw_a_peer_fail_first(
+    tmp_path: Path,
+) -> None:
+    """The launcher stops at the first failed rank it polls, which may be one whose collective
+    broke on the cause's exit: the report kept for the user still holds the cause (its
+    exception and traceback), as the one-line message names it (a CI run saw only the peer's)."""
+    attempt = tmp_path / "attempt_0"
+    collateral = failed_rank(attempt, 0, "RuntimeError: Check the logs of the remote worker")
+    failed_rank(attempt, 1, "RankError: the reference answer is empty")
+    report = keep_failure_report(ChildFailedError("rank_main", {0: collateral}), tmp_path / "r")
+    text = report.read_text()
+    assert "Root Cause" in text and "the reference answer is empty" in text, text
+    assert str(attempt / "1" / "error.json") in text
+    # the cause first seen by the launcher: its report alone, nothing appended
+    cause = failed_rank(tmp_path / "attempt_1", 1, "RankError: the reference answer is empty")
+    alone = keep_failure_report(ChildFailedError("rank_main", {1: cause}), tmp_path / "s")
+    assert "failed first" not in alone.read_text()
 
 
 def test_what_a_rank_kept_is_bounded_again_when_read(tmp_path: Path) -> None:
