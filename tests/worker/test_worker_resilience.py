@@ -278,37 +278,43 @@ def test_a_failed_run_ends_its_tracker_runs_failed(fast_stack: Stack) -> None:
     assert wandb_exit_code(wandb_log) == 1
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "missing_model",
-        "empty_dataset",
-        "tokenizer_without_eos",
-        "reward_raises",
-        "diverging_loss",
-        "out_of_memory",
-    ],
-)
+BAD_JOBS = [
+    "missing_model",
+    "empty_dataset",
+    "tokenizer_without_eos",
+    "reward_raises",
+    "diverging_loss",
+    "out_of_memory",
+]
+
+
+# The embedded store alone: a failure is written as any other end of a run, which both stores
+# prove in test_a_failed_run_ends_its_tracker_runs_failed; the cases differ only in the worker.
+@pytest.mark.parametrize("fast_stack", ["embedded"], indirect=True)
 def test_bad_jobs_fail_with_a_clear_message_and_the_same_worker_goes_on(
-    fast_stack: Stack, case: str
+    fast_stack: Stack,
 ) -> None:
-    overrides, expected = _bad_job(fast_stack, case)
+    jobs = {case: _bad_job(fast_stack, case) for case in BAD_JOBS}
     with fast_stack.client() as client:
-        response = client.post("/api/runs", json=tiny_spec(fast_stack, **overrides))
-        assert response.status_code == 201, response.text
-        failed = wait_for_final(client, response.json()["id"])
-        assert failed["status"] == "failed"
-        assert expected in failed["error"], failed["error"]
-        logs = client.get(f"/api/runs/{failed['id']}/logs").json()["items"]
-        errors = [line["message"] for line in logs if line["level"] == "error"]
-        # the error once, then its cause as a traceback (worker/job.py, grpo/cause.py)
-        assert errors[0] == failed["error"] and len(errors) == 2, errors
-        assert errors[1].startswith("Traceback"), errors[1]
-        assert errors[1].splitlines()[-1].startswith(failed["cause"]["type"]), errors[1]
+        submitted = {}
+        for case, (overrides, _) in jobs.items():
+            response = client.post("/api/runs", json=tiny_spec(fast_stack, **overrides))
+            assert response.status_code == 201, (case, response.text)
+            submitted[case] = response.json()["id"]
         healthy = client.post("/api/runs", json=tiny_spec(fast_stack, max_steps=1)).json()["id"]
-        done = wait_for_final(client, healthy)
+        done = wait_for_final(client, healthy)  # queued after every bad job: the worker went on
         assert done["status"] == "succeeded", done["error"]
-        assert done["worker"] == failed["worker"]
+        for case, run_id in submitted.items():
+            failed = wait_for_final(client, run_id)
+            assert failed["status"] == "failed", (case, failed)
+            assert jobs[case][1] in failed["error"], (case, failed["error"])
+            logs = client.get(f"/api/runs/{run_id}/logs").json()["items"]
+            errors = [line["message"] for line in logs if line["level"] == "error"]
+            # the error once, then its cause as a traceback (worker/job.py, grpo/cause.py)
+            assert errors[0] == failed["error"] and len(errors) == 2, (case, errors)
+            assert errors[1].startswith("Traceback"), (case, errors[1])
+            assert errors[1].splitlines()[-1].startswith(failed["cause"]["type"]), errors[1]
+            assert done["worker"] == failed["worker"], case
 
 
 def test_runs_this_worker_cannot_fit_stay_queued_while_it_trains_the_next(
