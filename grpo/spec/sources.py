@@ -137,9 +137,13 @@ def resolve_local(path: str, roots: LocalRoots, *, what: str) -> Path:
     return resolved
 
 
-def _outside(path: str, allowed: tuple[Path, ...], what: str) -> ValueError:
+class OutsideRoots(ValueError):
+    """A local path that resolves outside the allowed roots (the server words what to do)."""
+
+
+def _outside(path: str, allowed: tuple[Path, ...], what: str) -> OutsideRoots:
     listed = ", ".join(str(r) for r in allowed) or "none configured"
-    return ValueError(f"{what} {path!r} is outside the allowed roots ({listed})")
+    return OutsideRoots(f"{what} {path!r} is outside the allowed roots ({listed})")
 
 
 def is_inside(path: Path, roots: tuple[Path, ...]) -> bool:

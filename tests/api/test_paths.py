@@ -83,6 +83,31 @@ def test_refusals_read_the_same_whether_the_outside_file_exists(stack: Stack) ->
         assert messages[0] == messages[1]
 
 
+def test_a_refusal_says_how_paths_resolve_which_roots_hold_them_and_to_upload(
+    embedded_stack: Stack,
+) -> None:
+    stack = embedded_stack
+    base = stack.data_dir.resolve()
+    with stack.client() as client:
+        data = client.post("/api/runs", json=parked_spec(stack, data={"source": "p.jsonl"}))
+        model = client.post("/api/runs", json=parked_spec(stack, model="./my-model"))
+    _assert_refused(data, "data.source", "p.jsonl")
+    assert data.json()["error"]["fields"][0]["message"] == (
+        f"local dataset path 'p.jsonl' is outside the allowed roots ({base / 'datasets'}): a "
+        f"relative path resolves against GRPO_DATA_DIR ({base}); local data files must lie "
+        "inside GRPO_DATA_DIR/datasets (the uploaded datasets) or GRPO_MODEL_ROOTS, a setting "
+        "the service reads when it starts: restart it after changing it; or upload it as a "
+        "dataset (`grpo submit` does this for you)"
+    )
+    _assert_refused(model, "model", "./my-model")
+    assert model.json()["error"]["fields"][0]["message"] == (
+        "local model path './my-model' is outside the allowed roots (none configured): a "
+        f"relative path resolves against GRPO_DATA_DIR ({base}); local models must lie inside "
+        "GRPO_MODEL_ROOTS (comma-separated directories; set it to allow this one), a setting "
+        "the service reads when it starts: restart it after changing it"
+    )
+
+
 def test_relative_paths_inside_the_roots_are_accepted(stack: Stack) -> None:
     datasets = stack.data_dir / "datasets"
     datasets.mkdir(exist_ok=True)

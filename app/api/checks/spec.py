@@ -17,6 +17,7 @@ from grpo.spec.hub import hub_model_problem
 from grpo.spec.record_files import system_prompt_clash
 from grpo.spec.sources import (
     LocalRoots,
+    OutsideRoots,
     parse_data_source,
     parse_model_name,
     resolve_local,
@@ -67,11 +68,36 @@ def local_model_problem(path: str, settings: Settings) -> str | None:
     roots = LocalRoots(settings.local_path_base, tuple(settings.model_root_list))
     try:
         resolve_local(path, roots, what="local model path")
+    except OutsideRoots as exc:
+        add = "add the model's directory to" if settings.model_root_list else "set"
+        return (
+            f"{exc}: {how_paths_resolve(settings)}; local models must lie inside "
+            f"GRPO_MODEL_ROOTS (comma-separated directories; {add} it to allow this one), "
+            f"{READ_AT_START}"
+        )
     except ValueError as exc:
-        if not settings.model_root_list:
-            return f"{exc}; set GRPO_MODEL_ROOTS to allow local models"
         return str(exc)
     return None
+
+
+READ_AT_START = "a setting the service reads when it starts: restart it after changing it"
+
+
+def how_paths_resolve(settings: Settings) -> str:
+    """How the server reads a spec's local path: the first half of every refusal of one."""
+    return f"a relative path resolves against GRPO_DATA_DIR ({settings.local_path_base})"
+
+
+def local_data_problem(exc: ValueError, settings: Settings) -> str:
+    """A local data path's refusal: how paths resolve, which roots hold data (uploaded
+    datasets and GRPO_MODEL_ROOTS), and the way that needs no setting: an upload."""
+    if not isinstance(exc, OutsideRoots):
+        return str(exc)
+    return (
+        f"{exc}: {how_paths_resolve(settings)}; local data files must lie inside "
+        "GRPO_DATA_DIR/datasets (the uploaded datasets) or GRPO_MODEL_ROOTS, "
+        f"{READ_AT_START}; or upload it as a dataset (`grpo submit` does this for you)"
+    )
 
 
 def data_source_problems(
@@ -86,7 +112,7 @@ def data_source_problems(
         try:
             resolve_local(source.value, roots, what="local dataset path")
         except ValueError as exc:
-            return [problem(loc, str(exc))]
+            return [problem(loc, local_data_problem(exc, settings))]
     return []
 
 
