@@ -114,8 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     up_parser.add_argument("--port", type=int, default=None, help="port (default GRPO_PORT, 8000)")
     command("migrate")
     submit = command("submit")
-    submit.add_argument("spec")
+    submit.add_argument("spec", help="the spec's YAML or JSON file; - reads it from stdin")
     submit.add_argument("--follow", "-f", action="store_true", help="follow with a progress bar")
+    add_upload_option(submit)
     runs_parser = command("runs")
     runs_parser.add_argument("--status", default=None)
     for name in ("cancel", "logs", "doctor", "resume"):
@@ -156,6 +157,18 @@ def add_datasets_parser(parser: argparse.ArgumentParser) -> None:
     actions.add_parser("list", help="uploaded datasets with their source names")
     for action in actions.choices.values():
         add_server_options(action)
+
+
+def add_upload_option(parser: argparse.ArgumentParser) -> None:
+    """`grpo submit --no-upload` (`grpo convert --submit --no-upload` hands it on)."""
+    parser.add_argument(
+        "--no-upload",
+        dest="upload",
+        action="store_false",
+        help="send the spec as it is: a data.source or eval.source naming a file on this "
+        "machine is not uploaded as a dataset first (by default it is, unless the server "
+        "reads that path itself)",
+    )
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:

@@ -9,16 +9,25 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 from tqdm import tqdm
 
 from app.cli_datasets import datasets
 from app.cli_doctor import doctor
+from app.cli_upload import upload_local_data
 from app.client import ApiClientError, GrpoClient
 from grpo.spec.yaml_input import load_yaml
 
 
-def submit(client: GrpoClient, spec_path: Path, *, follow: bool) -> int:
-    spec = load_yaml(spec_path.read_text(encoding="utf-8"), source=str(spec_path))
+def submit(client: GrpoClient, spec_path: str, *, follow: bool, upload: bool = True) -> int:
+    """Submit the spec at `spec_path` (`-`: standard input); `upload`: its local data files
+    go up as datasets first (app/cli_upload.py)."""
+    if spec_path == "-":
+        spec = load_yaml(sys.stdin.read(), source="<stdin>")
+    else:
+        spec = load_yaml(Path(spec_path).read_text(encoding="utf-8"), source=spec_path)
+    if upload and isinstance(spec, dict):
+        spec = upload_local_data(client, spec)
     run = client.submit(spec, idempotency_key=uuid.uuid4().hex)
     print(f"run {run['id']} {run['status']}: {run['name']}")
     return follow_run(client, run) if follow else 0
@@ -149,7 +158,7 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
     try:
         match args.command:
             case "submit":
-                return submit(client, Path(args.spec), follow=args.follow)
+                return submit(client, args.spec, follow=args.follow, upload=args.upload)
             case "runs":
                 return list_runs(client, status=args.status)
             case "cancel":
@@ -169,6 +178,9 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
                 return logs(client, args.run_id)
     except ApiClientError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except httpx.TransportError as exc:
+        print(f"error: cannot reach the server at {client.http.base_url}: {exc}", file=sys.stderr)
         return 2
     except (OSError, ValueError, tarfile.TarError) as exc:
         print(f"error: {exc}", file=sys.stderr)

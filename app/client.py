@@ -7,15 +7,28 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
 RETRY_MIN_S = 0.5
 RETRY_MAX_S = 10.0
 """Waits between reconnects of an event stream: doubling while the server stays away."""
+
+
+UPLOAD_CHUNK = 1 << 20
+"""Bytes an upload reads and sends at a time."""
+UPLOAD_TIMEOUT = httpx.Timeout(30, read=600)
+"""The server checks an upload's every record before it answers: a large one takes minutes."""
+
+
+def _chunks(body: BinaryIO, sent: Callable[[int], object] | None) -> Iterator[bytes]:
+    while chunk := body.read(UPLOAD_CHUNK):
+        yield chunk
+        if sent is not None:
+            sent(len(chunk))
 
 
 class ApiClientError(RuntimeError):
@@ -76,18 +89,36 @@ class GrpoClient:
         return self._json(self.http.post(f"/api/runs/{run_id}/clone", json=body))  # type: ignore[no-any-return]
 
     def upload_dataset(
-        self, path: Path, *, name: str, prompt_field: str, answer_field: str
+        self,
+        path: Path,
+        *,
+        name: str,
+        prompt_field: str,
+        answer_field: str,
+        sent: Callable[[int], object] | None = None,
     ) -> dict[str, Any]:
-        """POST the file as it is, newlines kept (what curl's --data-binary does)."""
+        """POST the file as it is, newlines kept (what curl's --data-binary does; the server
+        tells parquet by its magic bytes); `sent` is called with each chunk's size as it
+        goes. An empty `answer_field`: the records have none."""
         params = {"name": name, "prompt_field": prompt_field, "answer_field": answer_field}
+        headers = {
+            "content-type": "application/x-ndjson",
+            "content-length": str(path.stat().st_size),
+        }
         with path.open("rb") as body:
             response = self.http.post(
                 "/api/datasets",
                 params=params,
-                content=body,
-                headers={"content-type": "application/x-ndjson"},
+                content=_chunks(body, sent),
+                headers=headers,
+                timeout=UPLOAD_TIMEOUT,
             )
         return self._json(response)  # type: ignore[no-any-return]
+
+    def check_spec(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every problem the server would refuse `spec` for, each {loc, message}; nothing
+        is stored or run."""
+        return self._json(self.http.post("/api/specs/check", json=spec))["problems"]  # type: ignore[no-any-return]
 
     def datasets(self) -> list[dict[str, Any]]:
         return self._json(self.http.get("/api/datasets"))["items"]  # type: ignore[no-any-return]
