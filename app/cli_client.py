@@ -97,7 +97,7 @@ def resume(client: GrpoClient, run_id: str) -> int:
     run = client.resume(run_id)
     step = run.get("resumes_from_step")
     if step is None:  # a server from before resumes_from_step
-        where = "resumes from its last checkpoint, if it saved one"
+        where = "resumes from its last checkpoint, or from step 0 if it saved none"
     elif step:
         where = f"resumes from step {step} (its last checkpoint)"
     else:

@@ -84,10 +84,10 @@ def upload_local_data(
             uploaded[key] = _upload(client, local, err)
         dataset = uploaded[key]
         out[local.section] = {**spec[local.section], "source": dataset["source"]}
+        records = f"{dataset['num_records']:,} record{'' if dataset['num_records'] == 1 else 's'}"
         print(
             f"{local.section}.source {local.text}: uploaded as {dataset['source']} "
-            f"({dataset['num_records']} records, {dataset['num_bytes']:,} bytes); "
-            f"the run reads {dataset['source']}",
+            f"({records}, {dataset['num_bytes']:,} bytes); the run reads {dataset['source']}",
             file=err,
         )
     return out

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.api.test_api_runs import parked_spec
 from tests.stack import Stack
 from tests.worker.test_run_lifecycle import wait_for_final
 
@@ -77,3 +78,29 @@ def test_convert_submit_uploads_the_recipes_local_jsonl_and_trains_on_it(
                 detail = client.get(f"/api/runs/{run_id}/steps/{step}/groups/{group['index']}")
                 seen.append(detail.json()["prompt"])
     assert len(seen) == 4 and set(seen) <= {p for p, _ in RECORDS}, seen
+
+
+def test_submit_uploads_an_eval_file_and_leaves_a_path_the_server_reads(
+    embedded_stack: Stack, tmp_path: Path
+) -> None:
+    stack = embedded_stack
+    served = stack.data_dir.resolve() / "datasets" / "served.jsonl"  # inside the server's roots
+    served.parent.mkdir(exist_ok=True)
+    served.write_text('{"prompt": "1+1=", "answer": "2"}\n')
+    (tmp_path / "held-out.jsonl").write_text('{"q": "6-1=", "a": "5"}\n')
+    spec = parked_spec(
+        stack,
+        data={"source": str(served)},
+        eval={"source": "held-out.jsonl", "prompt_field": "q", "answer_field": "a"},
+    )
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    submitted = grpo(stack, tmp_path, "submit", "spec.json")
+    assert submitted.returncode == 0, submitted.stderr
+    said = submitted.stderr.splitlines()
+    assert len(said) == 1 and said[0].startswith("eval.source held-out.jsonl: uploaded as dataset:")
+    assert "(1 record, " in said[0], said
+    with stack.client() as client:
+        run = client.get(f"/api/runs/{submitted.stdout.split()[1]}").json()
+    assert run["spec"]["data"]["source"] == str(served)
+    assert run["spec"]["eval"]["source"] == said[0].rsplit(" ", 1)[1]
+    assert (run["spec"]["eval"]["prompt_field"], run["spec"]["eval"]["answer_field"]) == ("q", "a")
