@@ -1,4 +1,4 @@
-"""Service commands of the `grpo` CLI: up, migrate, and the client commands.
+"""Service commands of the `grpo` CLI: up, migrate, plugins, and the client commands.
 
 Reached from grpo.cli through a process boundary (python -m app.cli), so the library never
 imports the server.
@@ -14,6 +14,8 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from app.cli_plugins import add_parser as add_plugins_parser
+from app.cli_plugins import plugins
 from app.settings import get_settings
 from app.supervisor import Child, Supervisor
 from grpo.cli.commands import SUMMARIES
@@ -133,13 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     clone.add_argument("--follow", "-f", action="store_true", help="follow with a progress bar")
     add_datasets_parser(command("datasets"))
+    add_plugins_parser(command("plugins"))
     export = command("export")
     export.add_argument("run_id")
     export.add_argument("directory")
     export.add_argument("--step", default="latest", help="a checkpoint's step (default latest)")
     export.add_argument("--merge", action="store_true", help="LoRA: merged full weights")
     for name, client_parser in sub.choices.items():
-        if name not in ("up", "migrate", "datasets"):  # datasets: on its actions
+        if name not in ("up", "migrate", "datasets", "plugins"):  # datasets: on its actions
             add_server_options(client_parser)
     return parser
 
@@ -184,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "migrate":
         migrate()
         return 0
+    if args.command == "plugins":
+        return plugins(args, settings.plugin_dir_list)
     from app.cli_client import run_client_command
     from app.client import GrpoClient
 

@@ -9,8 +9,8 @@ fit_here). A spec is a JobSpec, a dict or a YAML/JSON path. `reward_funcs` are p
 callables with TRL's reward-function signature (grpo/rewards/trl_call.py): a `python` entry
 of the spec naming a function's `__name__` calls it; a function no entry names is added as
 one (label = its name; lambdas `reward_<i>`). `submit(spec, url=...)` sends a spec to a
-server instead, whose workers call installed entry points only. Torch loads when training
-starts, not at import. Knows nothing of the server's code: it speaks HTTP.
+server instead, whose workers call installed entry points and plugin-folder files only.
+Torch loads when training starts, not at import. Knows nothing of the server's code: it speaks HTTP.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def submit(
     spec: SpecLike, *, url: str, token: str | None = None, timeout: float = 30.0
 ) -> dict[str, Any]:
     """Submit `spec` to the service at `url` (POST /api/runs); the run as the API returns
-    it. Its python rewards must be installed on the workers."""
+    it. Its python rewards must be installed on the workers or in their plugin folder."""
     import httpx
 
     body = load_spec(spec).model_dump(mode="json")

@@ -82,12 +82,14 @@ class Trainer:
         token_envs: Sequence[str] = (),
         reward_functions: Mapping[str, RewardFunction] | None = None,
         tool_hosts: Sequence[str] | None = None,
+        plugin_dirs: Sequence[Path] = (),
     ) -> None:
         """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default);
         `token_envs`: variables besides GRPO_REWARD_TOKEN_* their `token_env` may name;
         `reward_functions`: callables of this process for the `python` entries naming them
         (the Python API, grpo/api.py); `tool_hosts`: those `http` tools may call (None: the
-        reward hosts)."""
+        reward hosts); `plugin_dirs`: folders whose files' functions `python` rewards and
+        tools may name (GRPO_PLUGIN_DIRS, grpo/spec/plugins.py)."""
         self.ranks = current_ranks()
         if self.ranks.world_size != spec.resources.num_processes:
             raise ValueError(
@@ -124,6 +126,7 @@ class Trainer:
             cache_dir=Path(cache_dir),
             model_roots=model_roots,
             functions=reward_functions,
+            plugin_dirs=plugin_dirs,
         )
         self.rewarder = rewarder(spec.rewards)
         eval_rewards = spec.eval.rewards if spec.eval else None
@@ -143,7 +146,7 @@ class Trainer:
         self.tool_schemas: list[dict[str, Any]] | None = None
         if spec.tools:
             hosts = reward_hosts if tool_hosts is None else tool_hosts
-            facts = ToolRunFacts(run_id, tuple(hosts), tuple(token_envs))
+            facts = ToolRunFacts(run_id, tuple(hosts), tuple(token_envs), tuple(plugin_dirs))
             loop = build_tool_loop(self.engine, spec, self.tokenizer, self.eos_token_ids, facts)
             self.engine, self.tool_schemas = loop, loop.toolbox.schemas
         self.rounds = Rounds(self, self.examples, self.ranks)

@@ -101,6 +101,7 @@ def build_trainer(
         reward_hosts=settings.reward_host_list,
         token_envs=settings.reward_token_env_list,
         tool_hosts=settings.tool_host_list,
+        plugin_dirs=settings.plugin_dir_list,
         log=log,
     )
 

@@ -33,6 +33,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("resume", "app.cli", "continue a cancelled or failed run: last checkpoint, or step 0"),
     Command("clone", "app.cli", "start a new run with a run's spec, changed by --set field=value"),
     Command("datasets", "app.cli", "upload a JSONL file of prompts, or list uploaded datasets"),
+    Command("plugins", "app.cli", "add a Python file of reward/tool functions, or list them"),
     Command("doctor", "app.cli", "what is going wrong with a run, the evidence, what to change"),
     Command("export", "app.cli", "download a run's checkpoint model into a directory"),
 )

@@ -56,7 +56,7 @@ def _hub_unchecked(repo_id: str) -> str | None:
 class ServerFacts:
     """What a submit-time check may know of the server it runs on; the API fills it in
     from its Settings (GRPO_REWARD_HOSTS, GRPO_REWARD_TOKEN_ENVS, GRPO_MODEL_ROOTS,
-    GRPO_CHECK_HUB_MODELS)."""
+    GRPO_CHECK_HUB_MODELS, GRPO_PLUGIN_DIRS)."""
 
     reward_hosts: tuple[str, ...] = ()
     token_envs: tuple[str, ...] = ()
@@ -65,19 +65,24 @@ class ServerFacts:
     hub_model_problem: Callable[[str], str | None] = _hub_unchecked
     """Why a Hugging Face model id cannot be loaded (None: it can, or the server does not
     ask: GRPO_CHECK_HUB_MODELS=false), in the server's words."""
+    plugin_dirs: tuple[Path, ...] = ()
+    """Plugin folders whose files' functions `python` entries may name (GRPO_PLUGIN_DIRS;
+    grpo/spec/plugins.py)."""
 
 
 @dataclass(frozen=True)
 class RunFacts:
     """What preparing an entry on the worker may use: the run's device, the endpoint hosts
-    and token variables the operator allows, the model cache and where local models may
-    lie (None trusts the caller, as grpo.models.loading does)."""
+    and token variables the operator allows, the model cache, where local models may lie
+    (None trusts the caller, as grpo.models.loading does) and the plugin folders."""
 
     cache_dir: Path
     device: Any = "cpu"
     reward_hosts: tuple[str, ...] = ()
     token_envs: tuple[str, ...] = ()
     model_roots: LocalRoots | None = None
+    plugin_dirs: tuple[Path, ...] = ()
+    """Plugin folders whose files' functions `python` entries may name (GRPO_PLUGIN_DIRS)."""
 
 
 def no_server_check(entry: Any, server: ServerFacts) -> Refusal | None:

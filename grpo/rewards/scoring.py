@@ -66,12 +66,14 @@ class Rewarder:
         cache_dir: Path | None = None,
         model_roots: LocalRoots | None = None,
         functions: Mapping[str, RewardFunction] | None = None,
+        plugin_dirs: Sequence[Path] = (),
     ) -> None:
         """`reward_hosts`: allowed endpoint hosts; `token_envs`: token variables the
         operator listed (grpo/spec/token_env.py); `model_roots`: where local reward models may
         lie (None trusts the caller, as grpo.models.loading does); `functions`: callables
         given in this process (the Python API), used by the `python` entries naming them
-        instead of an installed entry point."""
+        instead of an installed entry point; `plugin_dirs`: folders whose files' functions
+        `python` entries may name (grpo/spec/plugins.py)."""
         self.rewards = tuple(rewards)
         run = RunFacts(
             cache_dir=cache_dir or Path.home() / ".cache" / "grpo",
@@ -79,6 +81,7 @@ class Rewarder:
             reward_hosts=tuple(reward_hosts),
             token_envs=tuple(token_envs),
             model_roots=model_roots,
+            plugin_dirs=tuple(plugin_dirs),
         )
         given = dict(functions or {})
         self._scorers = {

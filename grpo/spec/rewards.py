@@ -1,10 +1,11 @@
 """Reward entries of a JobSpec: what each kind of reward function may be told.
 
 Built-in rules (accuracy, format, length, exact_match, regex) and the programmable kinds:
-`python` (an entry point installed on the workers), `http` (an endpoint on an allowed
-host), `model` (a sequence classifier) and `code` (tests run in a sandbox). Every entry has
-a `label`, unique in a spec, that keys its metrics and its inspector column. Pydantic only:
-imports without torch. Knows nothing of HTTP servers, SQL or Celery.
+`python` (an entry point installed on the workers, or a function of a plugin file), `http`
+(an endpoint on an allowed host), `model` (a sequence classifier) and `code` (tests run in a
+sandbox). Every entry has a `label`, unique in a spec, that keys its metrics and its
+inspector column. Pydantic only: imports without torch. Knows nothing of HTTP servers, SQL
+or Celery.
 """
 
 from __future__ import annotations
@@ -104,14 +105,16 @@ class RegexReward(RewardEntry):
 
 class PythonReward(RewardEntry):
     """A function a package installed on the workers registers under the entry-point group
-    `grpo.rewards`, called as TRL calls reward functions:
+    `grpo.rewards`, or a file in the workers' plugin folder defines (GRPO_PLUGIN_DIRS),
+    called as TRL calls reward functions:
     `fn(prompts, completions, **kwargs) -> list[float | None]`, kwargs holding `answer` and
     every extra field of the records, one value per completion."""
 
     name: Literal["python"] = "python"
     function: str = Field(max_length=200, pattern=r"^[A-Za-z0-9_.\-]+$")
-    """Entry point name in group `grpo.rewards`; the API accepts only installed ones. It is
-    also the entry's default `label` (its metrics are `rewards/<function>/...`)."""
+    """Entry point name in group `grpo.rewards`, or the name of a function of a plugin file;
+    the API accepts only names it finds, each in one place. It is also the entry's default
+    `label` (its metrics are `rewards/<function>/...`)."""
 
     @model_validator(mode="before")
     @classmethod

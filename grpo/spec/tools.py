@@ -53,13 +53,15 @@ class ToolEntry(BaseModel):
 
 
 class PythonTool(ToolEntry):
-    """A function registered in entry-point group `grpo.tools`, described to the model from
+    """A function registered in entry-point group `grpo.tools` or defined in a plugin file
+    (GRPO_PLUGIN_DIRS), described to the model from
     its signature and docstring (transformers' `get_json_schema`: type hints and an `Args:`
     section), sync or async; its return value, as text, is the tool result."""
 
     name: Literal["python"] = "python"
     function: str = Field(max_length=200, pattern=ENTRY_POINT_PATTERN)
-    """Entry point name in group `grpo.tools`; the API accepts only installed ones."""
+    """Entry point name in group `grpo.tools`, or the name of a function of a plugin file;
+    the API accepts only names it finds, each in one place."""
 
     @model_validator(mode="after")
     def _label_defaults_to_function(self) -> PythonTool:

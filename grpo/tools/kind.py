@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from grpo.rewards.kind import Refusal
@@ -49,10 +50,12 @@ class Prepared:
 @dataclass(frozen=True)
 class ToolServerFacts:
     """What a submit-time check may know: the endpoint hosts tools may use
-    (GRPO_TOOL_HOSTS, else GRPO_REWARD_HOSTS) and the token variables the operator lists."""
+    (GRPO_TOOL_HOSTS, else GRPO_REWARD_HOSTS), the token variables the operator lists and
+    the plugin folders (GRPO_PLUGIN_DIRS)."""
 
     tool_hosts: tuple[str, ...] = ()
     token_envs: tuple[str, ...] = ()
+    plugin_dirs: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class ToolRunFacts:
     run_id: str = ""
     tool_hosts: tuple[str, ...] = ()
     token_envs: tuple[str, ...] = ()
+    plugin_dirs: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)

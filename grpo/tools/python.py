@@ -1,7 +1,9 @@
 """`python` tools: functions that packages installed on the worker register under the
-entry-point group `grpo.tools`, sync or async, described from signature and docstring.
+entry-point group `grpo.tools`, or that files in a plugin folder define (GRPO_PLUGIN_DIRS,
+grpo/spec/plugins.py), sync or async, described from signature and docstring.
 
-Only installed entry points are loadable: a spec names one, never a module or a path.
+Only installed entry points and files an operator placed in a plugin folder are loadable: a
+spec names a function, never a module or a path.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
+from grpo.spec.plugins import load_function, locate, refusal_text
 from grpo.spec.tools import TOOL_GROUP, PythonTool
 from grpo.tools.describe import function_schema
 from grpo.tools.kind import Prepared, Refusal, Tool, ToolKind, ToolRunFacts, ToolServerFacts
@@ -54,12 +57,28 @@ def call_sync(function: Callable[..., Any], arguments: dict[str, Any]) -> Any:
 
 
 def check_installed(entry: PythonTool, server: ToolServerFacts) -> Refusal | None:
-    """The function must be installed here too: the API and the workers share packages."""
-    return not_installed(TOOL_GROUP, entry.function, field="function", what="tool")
+    """The function must be available here too: the API and the workers share packages and
+    plugin folders."""
+    why = refusal_text(
+        entry.function,
+        what="tool",
+        group=TOOL_GROUP,
+        installed=installed(TOOL_GROUP),
+        folders=server.plugin_dirs,
+    )
+    return None if why is None else Refusal("function", why)
 
 
 def prepare_function(entry: PythonTool, run: ToolRunFacts) -> Prepared:
-    function = load_entry_point(TOOL_GROUP, entry.function)
+    found = installed(TOOL_GROUP)
+    path = locate(
+        entry.function, what="tool", group=TOOL_GROUP, installed=found, folders=run.plugin_dirs
+    )
+    function: Any
+    if path is not None:
+        function = load_function(path, entry.function)
+    else:
+        function = load_entry_point(TOOL_GROUP, entry.function)
     if not callable(function):
         raise ValueError(f"entry point {entry.function!r} of group {TOOL_GROUP!r} is not callable")
     schema = function_schema(function, name=entry.label)

@@ -71,6 +71,7 @@ TORCH_FREE_GRPO = (
     "grpo.spec.tools",  # tool entries, checked at submit
     "grpo.tools.kind",  # what a tool kind is told at submit
     "grpo.tools.registry",  # every tool kind, whose checks run at submit
+    "grpo.spec.plugins",  # the plugin folders' function names, checked at submit; `grpo plugins`
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
 

@@ -1,9 +1,14 @@
 """The Python API as a notebook uses it: `from grpo import train` with a lambda reward trains
 in this process (grpo train's workdir layout), and the same function, packaged as a plugin
-(examples/reward-plugin: trl_short), gives the same rewards through the service."""
+(examples/reward-plugin: trl_short), or as a plain file in the service's plugin folder,
+gives the same rewards through the service."""
 
 from __future__ import annotations
 
+import os
+import runpy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +71,58 @@ def test_submit_sends_a_spec_to_the_service(pg_stack: Stack) -> None:
     run = grpo.submit({**spec, "max_steps": 1}, url=pg_stack.url)
     with pg_stack.client() as client:
         assert wait_for_final(client, run["id"])["status"] == "succeeded"
+
+
+PLUGIN_FILE = '''
+def plugin_short(completions, **kwargs):
+    """TRL's signature: shorter completions score higher."""
+    return [1.0 / (1.0 + len(text)) for text in completions]
+'''
+
+
+def test_a_function_in_the_plugin_folder_scores_as_it_does_through_train(
+    pg_stack: Stack, tmp_path: Path
+) -> None:
+    """The same file, given to `grpo.train` as a callable and added to the running service's
+    plugin folder with `grpo plugins add` (default <data_dir>/plugins, the worker already
+    running): the same rewards for the same completions, step by step."""
+    source = tmp_path / "short_plugin.py"
+    source.write_text(PLUGIN_FILE)
+    plugin_short = runpy.run_path(str(source))["plugin_short"]
+    trainer = grpo.train(
+        spec_with(pg_stack, "plugin_short"),
+        reward_funcs=[plugin_short],
+        workdir=tmp_path / "run",
+        cache_dir=tmp_path / "cache",
+    )
+    here = {
+        (r.step, g.index): sorted((c.text, c.rewards["short"]) for c in g.completions or [])
+        for r in trainer.reports
+        for g in r.groups
+    }
+    assert sorted({step for step, _ in here}) == [1, 2]
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
+    grpo_cli = Path(sys.executable).parent / "grpo"
+    added = subprocess.run(
+        [grpo_cli, "plugins", "add", source],
+        env={**env, "GRPO_DATA_DIR": str(pg_stack.data_dir)},
+        capture_output=True,
+        text=True,
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    target = pg_stack.data_dir / "plugins" / "short_plugin.py"
+    try:
+        assert target.read_text() == PLUGIN_FILE and "no restart" in added.stdout
+        with pg_stack.client() as client:
+            response = client.post("/api/runs", json=spec_with(pg_stack, "plugin_short"))
+            assert response.status_code == 201, response.text
+            run_id = response.json()["id"]
+            run = wait_for_final(client, run_id)
+            assert run["status"] == "succeeded", f"{run['error']}\n{pg_stack.logs()}"
+            for (step, index), expected in here.items():
+                detail = client.get(f"/api/runs/{run_id}/steps/{step}/groups/{index}").json()
+                service = sorted((c["text"], c["rewards"]["short"]) for c in detail["completions"])
+                assert service == expected  # same samples, same rewards
+    finally:
+        target.unlink()

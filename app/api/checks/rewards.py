@@ -2,7 +2,8 @@
 each entry's kind (grpo/rewards/registry.py) says what this server refuses, from the facts
 given here: endpoint hosts against GRPO_REWARD_HOSTS, token variables against the token rule
 (GRPO_REWARD_TOKEN_* or GRPO_REWARD_TOKEN_ENVS), plugin names against the installed entry
-points, code rewards against an installed bubblewrap, reward models as the policy's `model`
+points and the functions the plugin folders' files define (GRPO_PLUGIN_DIRS, read, never
+run), code rewards against an installed bubblewrap, reward models as the policy's `model`
 (a path against the model roots, a hub id against the cache and the hub). Each refusal is a
 422 naming the entry's field, every refusal listed. Runs nothing it checks.
 """
@@ -42,6 +43,7 @@ def entry_problems(
         token_envs=tuple(settings.reward_token_env_list),
         local_model_problem=partial(local_model_problem, settings=settings),
         hub_model_problem=partial(hub_problem, settings=settings),
+        plugin_dirs=tuple(settings.plugin_dir_list),
     )
     found = []
     for i, entry in enumerate(entries):

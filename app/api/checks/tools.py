@@ -1,8 +1,9 @@
 """Checks on a spec's tool entries that need this server's settings and environment: each
 entry's kind (grpo/tools/registry.py) says what this server refuses (an endpoint host
 outside GRPO_TOOL_HOSTS / GRPO_REWARD_HOSTS, a token variable the token rule forbids, a
-plugin or environment not installed, no bubblewrap for `code`). A built-in model whose chat
-template cannot render tools is refused here too; for other models the API cannot see the
+function neither installed nor in a plugin folder, an environment not installed, no
+bubblewrap for `code`). A built-in model whose chat template cannot render tools is refused
+here too; for other models the API cannot see the
 tokenizer, and the worker refuses at the start of the run. Each refusal is a 422 naming
 the field, every refusal listed. Runs nothing it checks.
 """
@@ -33,7 +34,9 @@ def tool_problems(spec: JobSpec, settings: Settings) -> list[Problem]:
         )
         found.append(problem("tools", why))
     server = ToolServerFacts(
-        tool_hosts=tuple(settings.tool_host_list), token_envs=tuple(settings.reward_token_env_list)
+        tool_hosts=tuple(settings.tool_host_list),
+        token_envs=tuple(settings.reward_token_env_list),
+        plugin_dirs=tuple(settings.plugin_dir_list),
     )
     for i, entry in enumerate(spec.tools):
         refusal = tool_kind_of(entry).check(entry, server)
