@@ -136,9 +136,10 @@ def refusal_text(
 
 
 def import_file(path: Path) -> Any:
-    """Run the file as a fresh module (registered as `grpo_plugins.<stem>`, replacing one
-    an earlier run imported) and return it; its errors propagate."""
-    module_name = f"grpo_plugins.{_MODULE_NAME.sub('_', path.stem)}"
+    """Run the file as a fresh module (registered as `grpo_plugin_<stem>`, a top-level name
+    with no parent package, replacing one an earlier load imported) and return it; its
+    errors propagate."""
+    module_name = f"grpo_plugin_{_MODULE_NAME.sub('_', path.stem)}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ValueError(f"{path} cannot be imported as a Python file")
