@@ -37,7 +37,7 @@ from grpo.spec.rewards import (
     RegexReward,
 )
 from grpo.spec.sources import parse_data_source
-from grpo.spec.task import TaskKnobs
+from grpo.spec.task import FIRST_USE_BUILD, RANDOM_WEIGHTS, TaskKnobs, model_warnings
 from grpo.spec.tools import ToolKnobs
 from grpo.spec.vllm import VllmKnobs
 
@@ -58,6 +58,9 @@ __all__ = [
     "PythonReward",
     "RegexReward",
     "JobSpec",
+    "FIRST_USE_BUILD",
+    "RANDOM_WEIGHTS",
+    "model_warnings",
 ]
 
 

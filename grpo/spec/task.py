@@ -17,6 +17,31 @@ BUILTIN_MODELS = (
     "builtin:small",
     "builtin:small-arith",
 )
+FIRST_USE_BUILD = {
+    "builtin:tiny": "about a second",
+    "builtin:tiny-arith": "about 1 min",
+    "builtin:tiny-tools": "6-7 min",
+    "builtin:small": "about 5 s",
+    "builtin:small-arith": "about 4 min",
+}
+"""How long each built-in takes to build on its first use on a machine (once: it is kept in
+the cache directory), on this project's busy 2-core VM: the random bases are written in
+seconds (builtin:small trains its BPE tokenizer), the others are warmed up on one CPU
+thread (grpo/models/warmup.py, tool_warmup.py). The build's log lines and the docs say it."""
+RANDOM_WEIGHTS = {"builtin:tiny": "builtin:tiny-arith", "builtin:small": "builtin:small-arith"}
+"""The built-ins with random weights, each with its trained sibling: a run on one cannot
+learn a task (its completions are noise, every group fails alike), so the spec check warns."""
+
+
+def model_warnings(model: str) -> list[str]:
+    """What submit accepts but a run on `model` will not do: learn (a random built-in)."""
+    trained = RANDOM_WEIGHTS.get(model)
+    if trained is None:
+        return []
+    return [
+        f"{model} has random weights: a run on it cannot learn; use {trained} (trained; "
+        f"first use builds it, {FIRST_USE_BUILD[trained]}). {model} is for testing the plumbing"
+    ]
 
 
 class TaskKnobs(BaseModel):

@@ -90,7 +90,8 @@ def test_problems_show_as_you_type_as_submit_would_answer_them(
 ) -> None:
     """Issue 44: `num_generations: 1` said "No problems found" until submit. Now the
     server checks the spec as it is typed: the JobSpec's rules and this server's (an
-    uninstalled reward function), every problem on its line, and nothing is submitted."""
+    uninstalled reward function), every problem on its line, and nothing is submitted;
+    a model with random weights is a warning, shown apart."""
     page.goto("/runs/new")
     page.locator("#presets .preset").first.wait_for()
     expect(page.locator("#no-errors")).to_be_visible()  # the demo preset: nothing to say
@@ -111,6 +112,14 @@ def test_problems_show_as_you_type_as_submit_would_answer_them(
         "prompts_per_step"
     )
     page.fill("#spec-text", LIVE_SPEC.split("num_generations")[0] + "num_generations: 2\n")
+    expect(problems).to_have_count(0)
+    expect(page.locator("#no-errors")).to_be_visible()
+    expect(page.locator("#warnings-block")).to_be_hidden()
+    # a model that cannot learn: a warning apart from the problems, before any submit
+    random = LIVE_SPEC.replace("tiny-arith", "small").split("num_generations")[0]
+    page.fill("#spec-text", random + "num_generations: 2\n")
+    expect(page.locator("#warnings li[data-loc='model']")).to_contain_text("random weights")
+    expect(page.locator("#warnings-block")).to_be_visible()
     expect(problems).to_have_count(0)
     expect(page.locator("#no-errors")).to_be_visible()
     names = [r["name"] for r in ui_api.get("/api/runs", params={"limit": 200}).json()["items"]]

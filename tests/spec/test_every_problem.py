@@ -1,7 +1,8 @@
 """A refused spec is one 422 listing every problem it has (issue 44, item 8): the JobSpec's
 own rules' and this server's (paths, datasets, rewards, tools, trackers), through submit and
 clone alike; and POST /api/specs/check, the new-run page's check as you type, answers the
-same problems without storing anything. The real app and store in the test process."""
+same problems without storing anything, and warns apart of what submit accepts but cannot
+learn (a model with random weights). The real app and store in the test process."""
 
 from __future__ import annotations
 
@@ -73,6 +74,24 @@ def test_the_check_answers_what_submit_would_and_stores_nothing(api: TestClient)
     # the new-run page's case: a group of one is refused before any submit
     one = api.post("/api/specs/check", json={**SPEC, "num_generations": 1}).json()["problems"]
     assert [p["loc"] for p in one] == ["num_generations"]
-    assert api.post("/api/specs/check", json=SPEC).json() == {"problems": []}
+    assert api.post("/api/specs/check", json=SPEC).json()["problems"] == []
     assert api.get("/api/runs").json()["items"] == []
     assert locs(api.post("/api/specs/check", json=["not", "a", "spec"])) == ["(body)"]
+
+
+def test_the_check_warns_of_a_model_that_cannot_learn_and_submit_takes_it(api: TestClient) -> None:
+    random = {**SPEC, "model": "builtin:small"}
+    checked = api.post("/api/specs/check", json=random).json()
+    assert checked["problems"] == []
+    (warning,) = checked["warnings"]
+    assert warning["loc"] == "model"
+    said = warning["message"]
+    assert said.startswith("builtin:small has random weights: a run on it cannot learn")
+    assert "use builtin:small-arith (trained; first use builds it, about 4 min)" in said
+    # beside problems too, and never on a trained model
+    both = api.post("/api/specs/check", json={**random, "num_generations": 1}).json()
+    assert [p["loc"] for p in both["problems"]] == ["num_generations"] and both["warnings"]
+    trained = {**SPEC, "model": "builtin:small-arith"}
+    assert api.post("/api/specs/check", json=trained).json() == {"problems": [], "warnings": []}
+    submitted = api.post("/api/runs", json={**random, "resources": {"queue": "parked"}})
+    assert submitted.status_code == 201, submitted.text

@@ -17,6 +17,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.api.checks.problems import spec_problems
+from app.api.checks.warnings import spec_warnings
 from app.api.deps import SessionDep, SettingsDep, TokenAccess
 from app.api.errors import ApiError
 from app.api.responses import WRITES, FieldError, errors
@@ -58,6 +59,9 @@ class SpecCheckOut(BaseModel):
     """Every problem POST /api/runs would refuse the spec for, each naming its field (the
     JobSpec's rules' and this server's: paths, datasets, rewards, tools, trackers); empty:
     the spec would be accepted."""
+    warnings: list[FieldError] = []
+    """What submit accepts but that will not go as meant, each naming its field (a model
+    with random weights, which cannot learn); never a reason to refuse the spec."""
 
 
 @router.post("/check", dependencies=[TokenAccess], responses=errors(*WRITES))
@@ -65,9 +69,13 @@ def check_spec_problems(
     spec: dict[str, Any], settings: SettingsDep, session: SessionDep
 ) -> SpecCheckOut:
     """The problems of a spec, all of them, as submit would answer them; nothing is stored
-    or run. 200 either way: the check worked, whatever it found."""
+    or run, and what it warns of (`warnings`: submit accepts those). 200 either way: the
+    check worked, whatever it found."""
     problems = spec_problems(spec, settings, session)
-    return SpecCheckOut(problems=[FieldError.model_validate(p) for p in problems])
+    return SpecCheckOut(
+        problems=[FieldError.model_validate(p) for p in problems],
+        warnings=[FieldError.model_validate(w) for w in spec_warnings(spec)],
+    )
 
 
 def _bad(loc: str, message: str) -> ApiError:

@@ -1,7 +1,8 @@
 // New run page: presets (the demo first), a YAML/JSON spec editor, and validation errors
 // shown beside the lines they are about, checked by the server as you type (what submit
-// would answer: POST /api/specs/check). `?from=<run id>` copies a run's spec, with the
-// fields of any `&set=<field>=<JSON value>` changed (specpatch.js).
+// would answer: POST /api/specs/check), and apart from them what it warns of (what submit
+// accepts, e.g. a model with random weights). `?from=<run id>` copies a run's spec, with
+// the fields of any `&set=<field>=<JSON value>` changed (specpatch.js).
 
 import { dump, load } from '../vendor/js-yaml.mjs';
 import { checkSpec, convertTrlConfig, createRun, getRun, listPresets } from './api.js';
@@ -90,6 +91,20 @@ function showProblems(found) {
   editor.setErrors(new Map(problems.filter((p) => p.line).map((p) => [p.line, p.message])));
 }
 
+/**
+ * Shows what the server's check warns of: accepted by submit, shown apart from the problems.
+ * @param {{ loc: string, message: string }[]} warnings
+ */
+function showWarnings(warnings) {
+  $('#warnings-block').hidden = warnings.length === 0;
+  fill(
+    $('#warnings'),
+    warnings.map((w) =>
+      h('li', { dataset: { loc: w.loc } }, h('div', { class: 'loc' }, w.loc), h('div', { class: 'msg' }, w.message)),
+    ),
+  );
+}
+
 function summarize(spec) {
   const pick = (key) => {
     if (spec[key] !== undefined && spec[key] !== null) return { value: spec[key], isDefault: false };
@@ -159,6 +174,7 @@ function setSpec(spec, source) {
   editor.value = serialize(spec, state.format);
   $('#spec-source').textContent = source;
   showProblems([]);
+  showWarnings([]);
   summarize(spec);
   state.helpLine = null;
   checkOnServer(spec, editor.value);
@@ -196,9 +212,10 @@ async function checkOnServer(spec, text) {
   const mine = checks.latest;
   if (checks.refusedToken !== null && checks.refusedToken === getToken()) return;
   try {
-    const { problems } = await checkSpec(spec);
+    const { problems, warnings } = await checkSpec(spec);
     if (mine !== checks.latest) return;
     showProblems(problems.map((p) => ({ loc: p.loc, message: p.message, line: locateLine(text, p.loc) })));
+    showWarnings(warnings ?? []);
   } catch (error) {
     if (error.status === 401 || error.status === 403) checks.refusedToken = getToken();
   }
