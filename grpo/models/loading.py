@@ -28,12 +28,14 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from grpo.models.build_progress import Log
 from grpo.models.builtin_small import SMALL_VERSION, build_small
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.random_init import save_random_model
 from grpo.models.small_warmup import SMALL_ARITH, SMALL_ARITH_VERSION
 from grpo.models.tool_warmup import TOOLS_RECIPE_VERSION, build_tiny_tools
-from grpo.models.warmup import RECIPE_VERSION, Log, build_warmed_up
+from grpo.models.warmup import RECIPE_VERSION, build_warmed_up
+from grpo.spec import FIRST_USE_BUILD
 from grpo.spec.hub import hub_model_problem, is_cached
 from grpo.spec.sources import LocalRoots, parse_model_name, resolve_local
 
@@ -104,7 +106,9 @@ def materialise(
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
         started = time.perf_counter()
         if log is not None:
-            log("info", f"building {what or target.name} on first use (kept in {target})")
+            cost = FIRST_USE_BUILD.get(what)
+            about = f", {cost} here" if cost else ""
+            log("info", f"building {what or target.name} on first use{about} (kept in {target})")
         try:
             tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by workers
             build(tmp)
@@ -140,7 +144,7 @@ def builtin_dir(name: str, cache_dir: Path, *, progress: bool, log: Log | None =
         warm_arith = partial(build_warmed_up, tiny, progress=progress, log=log)
         return built(f"builtin-tiny-arith-{RECIPE_VERSION}", warm_arith, name)
     if name == "builtin:tiny-tools":
-        warm_tools = partial(build_tiny_tools, tiny, progress=progress)
+        warm_tools = partial(build_tiny_tools, tiny, progress=progress, log=log)
         return built(f"builtin-tiny-tools-{TOOLS_RECIPE_VERSION}", warm_tools, name)
     raise ValueError(f"unknown built-in model {name!r}")
 

@@ -26,6 +26,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from grpo.data.tools_task import CALC_SCHEMA, tool_call_text, tools_examples
+from grpo.models.build_progress import BuildProgress, Log
 from grpo.models.tool_template import build_tool_tokenizer
 from grpo.models.warmup import _seeded_single_thread
 
@@ -69,13 +70,16 @@ def encode_trajectory(
     return ids, labels
 
 
-def warm_up(model: PreTrainedModel, tokenizer: Tokenizer, *, progress: bool) -> float:
-    """STEPS supervised steps; the last loss."""
+def warm_up(
+    model: PreTrainedModel, tokenizer: Tokenizer, *, progress: bool, log: Log | None = None
+) -> float:
+    """STEPS supervised steps; the last loss. `log` hears how far it is every few seconds."""
     examples = tools_examples("train")
     generator = torch.Generator().manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98))
     model.train()
     loss = torch.tensor(0.0)
+    said = BuildProgress("builtin:tiny-tools", log)
     for step in tqdm(range(1, STEPS + 1), desc="warm-up builtin:tiny-tools", disable=not progress):
         rows = torch.randint(len(examples), (BATCH_SIZE,), generator=generator).tolist()
         calls = (torch.rand(BATCH_SIZE, generator=generator) < TOOL_SHARE).tolist()
@@ -97,17 +101,21 @@ def warm_up(model: PreTrainedModel, tokenizer: Tokenizer, *, progress: bool) -> 
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        said(step, STEPS, f"warm-up step {step} of {STEPS}, loss {loss.item():.3f}")
     model.train(False)
     return float(loss.detach())
 
 
-def build_tiny_tools(tiny_dir: Path, target: Path, *, progress: bool) -> None:
-    """Warm up the model saved in `tiny_dir`; save it, the tool tokenizer and warmup.json."""
+def build_tiny_tools(
+    tiny_dir: Path, target: Path, *, progress: bool, log: Log | None = None
+) -> None:
+    """Warm up the model saved in `tiny_dir` (how far: to `log`); save it, the tool
+    tokenizer and warmup.json."""
     started = time.perf_counter()
     tokenizer = build_tool_tokenizer()
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
     with _seeded_single_thread():
-        loss = warm_up(model, tokenizer, progress=progress)
+        loss = warm_up(model, tokenizer, progress=progress, log=log)
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)
     report = {

@@ -29,6 +29,7 @@ from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from grpo.data.arith_task import arith_examples
 from grpo.data.example import Example
+from grpo.models.build_progress import BuildProgress, Log
 
 RECIPE_VERSION = "v2"
 """Bump whenever anything below, the arith task or the tiny model changes: it names the
@@ -44,10 +45,6 @@ BATCH_SIZE = 64
 LEARNING_RATE = 3e-3
 WARMUP_STEPS = 50
 EVAL_EVERY = 10
-LOG_EVERY = 50
-"""Warm-up steps between the progress lines a run's log gets (a few seconds apart)."""
-Log = Callable[[str, str], None]
-"""(level, message): how a build says what it is doing (the trainer's log)."""
 VALIDATION_SIZE = 300
 """The first examples of the train split: held out from the warm-up, used to stop it."""
 TARGET_ACCURACY = 0.32
@@ -150,7 +147,7 @@ def train_until_target(
     recipe: Recipe | None = None,
 ) -> tuple[int, float]:
     """Supervised steps until held-out accuracy reaches the recipe's target (or its
-    max_steps); `log` hears the progress every LOG_EVERY steps (a run's page and `--follow`
+    max_steps); `log` hears the progress every few seconds (a run's page and `--follow`
     show it). Without a recipe: builtin:tiny-arith's.
 
     Returns the steps taken and the last held-out accuracy.
@@ -164,6 +161,7 @@ def train_until_target(
     model.train()
     accuracy = 0.0
     bar = tqdm(range(1, recipe.max_steps + 1), desc=f"warm-up {recipe.name}", disable=not progress)
+    said = BuildProgress(recipe.name, log)
     for step in bar:
         rows = torch.randint(len(train), (recipe.batch_size,), generator=generator)
         for group in optimizer.param_groups:
@@ -178,12 +176,12 @@ def train_until_target(
             bar.set_postfix(loss=f"{loss.item():.3f}", accuracy=f"{accuracy:.2f}")
             if accuracy >= recipe.target_accuracy:
                 break
-            if log is not None and step % LOG_EVERY == 0:
-                log(
-                    "info",
-                    f"building {recipe.name}: warm-up step {step} (at most {recipe.max_steps}), "
-                    f"held-out accuracy {accuracy:.2f}, done at {recipe.target_accuracy:.2f}",
-                )
+        said(
+            step,
+            recipe.max_steps,
+            f"warm-up step {step} of at most {recipe.max_steps}, held-out accuracy "
+            f"{accuracy:.2f} (done at {recipe.target_accuracy:.2f})",
+        )
     bar.close()
     model.eval()
     return step, accuracy
