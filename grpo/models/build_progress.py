@@ -3,7 +3,7 @@ about 4 minutes and builtin:tiny-tools 6-7 on a busy 2-core machine, and a run's
 says nothing for that long looks stuck. The warm-ups call a `BuildProgress` after each
 step; it tells the trainer's log (the run's log lines on the service, `[info]` lines in
 `grpo train`'s terminal, above its tqdm bar) how far the build is, at most every
-`every_s` seconds and once more at its end. Knows nothing of GRPO or torch.
+`every_s` seconds and once more at its end (`finish`). Knows nothing of GRPO or torch.
 """
 
 from __future__ import annotations
@@ -54,8 +54,16 @@ class BuildProgress:
         now = self.clock()
         if now - self.last < self.every_s and done < total:
             return
+        self.say(now, 100 * done // max(total, 1), detail)
+
+    def finish(self, detail: str = "") -> None:
+        """The last line, at 100%, whenever the work ends (a warm-up that stops early)."""
+        self.say(self.clock(), 100, detail)
+
+    def say(self, now: float, percent: int, detail: str) -> None:
+        if self.log is None:
+            return
         self.last = now
-        percent = 100 * done // max(total, 1)
         more = f", {detail}" if detail else ""
         self.log(
             "info",
