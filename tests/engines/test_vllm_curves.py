@@ -21,8 +21,10 @@ KEYS = ("generation/logprob_diff_mean", "generation/logprob_diff_max",
 def test_the_logprob_gap_card_draws_a_vllm_runs_metrics(
     page: Any, ui_api: httpx.Client, finished_run: dict[str, Any], console: Console
 ) -> None:
+    # eager: the card is the subject, not vLLM's compiled path (tests/engines/test_vllm_engine.py)
     spec = small_spec(name="browser-vllm", model="builtin:small", use_vllm=True,
-                      precision="fp32", max_steps=3, save_steps=0)  # fmt: skip
+                      vllm_enforce_eager=True, precision="fp32", max_steps=3,
+                      save_steps=0)  # fmt: skip
     run = finish(ui_api, submit(ui_api, spec)["id"], timeout=900)
     metrics = [m for m in ui_api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
                if KEYS[0] in m["metrics"]]  # fmt: skip
