@@ -16,6 +16,7 @@ IN_TRANSACTION = {
     "insert_log": "events.py",
     "lock_run_events": "events.py",
     "mark_woken": "wakeup.py",
+    "resume_point": "runs.py",
 }
 """Helpers called inside a unit, on its transaction."""
 COMPOSED = {"create_run": "runs.py"}
