@@ -9,6 +9,7 @@ import os
 import runpy
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -51,19 +52,31 @@ def test_a_lambda_trains_here_and_its_plugin_gives_the_same_rewards_in_the_servi
         for _text, reward in completions:
             assert reward is not None and 0 < reward <= 1.0
 
-    with pg_stack.client() as client:
-        response = client.post("/api/runs", json=spec_with(pg_stack, "trl_short"))
+    for key, completions in service_groups(pg_stack, "trl_short", here).items():
+        service = [(c["text"], c["rewards"]["short"]) for c in completions]
+        assert sorted(service) == sorted(here[key])  # same samples, same rewards
+        for c in completions:
+            ids = [0] * c["num_tokens"]
+            assert c["rewards"]["short"] == trl_recipe.short_completion_reward([ids])[0]
+
+
+def service_groups(
+    stack: Stack, reward: str, groups: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """Train spec_with(stack, reward) through the service; the stored completions of each
+    (step, group index) in `groups`."""
+    with stack.client() as client:
+        response = client.post("/api/runs", json=spec_with(stack, reward))
         assert response.status_code == 201, response.text
         run_id = response.json()["id"]
         run = wait_for_final(client, run_id)
-        assert run["status"] == "succeeded", f"{run['error']}\n{pg_stack.logs()}"
-        for step, index in here:
-            detail = client.get(f"/api/runs/{run_id}/steps/{step}/groups/{index}").json()
-            service = [(c["text"], c["rewards"]["short"]) for c in detail["completions"]]
-            assert sorted(service) == sorted(here[(step, index)])  # same samples, same rewards
-            for c in detail["completions"]:
-                ids = [0] * c["num_tokens"]
-                assert c["rewards"]["short"] == trl_recipe.short_completion_reward([ids])[0]
+        assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+        return {
+            (step, index): client.get(f"/api/runs/{run_id}/steps/{step}/groups/{index}").json()[
+                "completions"
+            ]
+            for step, index in groups
+        }
 
 
 def test_submit_sends_a_spec_to_the_service(pg_stack: Stack) -> None:
@@ -114,15 +127,8 @@ def test_a_function_in_the_plugin_folder_scores_as_it_does_through_train(
     target = pg_stack.data_dir / "plugins" / "short_plugin.py"
     try:
         assert target.read_text() == PLUGIN_FILE and "no restart" in added.stdout
-        with pg_stack.client() as client:
-            response = client.post("/api/runs", json=spec_with(pg_stack, "plugin_short"))
-            assert response.status_code == 201, response.text
-            run_id = response.json()["id"]
-            run = wait_for_final(client, run_id)
-            assert run["status"] == "succeeded", f"{run['error']}\n{pg_stack.logs()}"
-            for (step, index), expected in here.items():
-                detail = client.get(f"/api/runs/{run_id}/steps/{step}/groups/{index}").json()
-                service = sorted((c["text"], c["rewards"]["short"]) for c in detail["completions"])
-                assert service == expected  # same samples, same rewards
+        for key, completions in service_groups(pg_stack, "plugin_short", here).items():
+            service = sorted((c["text"], c["rewards"]["short"]) for c in completions)
+            assert service == here[key]  # same samples, same rewards
     finally:
         target.unlink()
