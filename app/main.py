@@ -21,6 +21,7 @@ from app.api.routes import (
     health,
     openapi,
     presets,
+    rewards,
     run_actions,
     run_summary,
     runs,
@@ -67,6 +68,7 @@ def create_app() -> FastAPI:
         run_summary,
         diagnostics,
         specs,
+        rewards,
     ):
         app.include_router(module.router, responses=errors(*EVERY_ROUTE))
     app.include_router(openapi.router)

@@ -16,11 +16,12 @@ from datetime import timedelta
 from celery import Celery
 
 from app.settings import Settings, get_settings
-from app.store import dispatch, events, runs
+from app.store import dispatch, events, rescores, runs
 from app.store.db import Session
 from app.store.models import utcnow
 
 TRAIN_TASK = "grpo.train"
+RESCORE_TASK = "grpo.rescore"
 log = logging.getLogger(__name__)
 
 
@@ -77,6 +78,25 @@ def send_run(run_id: str, *, queue: str) -> None:
     celery_app.send_task(TRAIN_TASK, args=[run_id], queue=queue)
 
 
+def send_rescore(rescore_id: int, *, queue: str) -> None:
+    """Send a replay (app/store/rescores.py) to the run's queue; raises when the broker
+    cannot take it."""
+    prepare_broker()
+    celery_app.send_task(RESCORE_TASK, args=[rescore_id], queue=queue)
+
+
+def dispatch_rescore(session: Session, rescore_id: int, *, queue: str) -> bool:
+    """Send a committed queued replay; on failure mark it unsent for the sweep."""
+    try:
+        send_rescore(rescore_id, queue=queue)
+        return True
+    except Exception as exc:  # noqa: BLE001 - any failed send is retried by the sweep
+        log.warning("replay %s not sent to queue %s (%s); the sweep sends it later", rescore_id,
+                    queue, exc)  # fmt: skip
+        rescores.mark_rescore_undispatched(session, rescore_id)
+        return False
+
+
 def dispatch_run(session: Session, run_id: str, *, queue: str) -> bool:
     """Send a committed queued run; on failure mark it unsent for the sweep. True when sent."""
     try:
@@ -91,12 +111,15 @@ def dispatch_run(session: Session, run_id: str, *, queue: str) -> bool:
 
 
 def redispatch_due(session: Session) -> list[str]:
-    """Send again the queued runs never sent, or unclaimed since `redispatch_after_seconds`."""
+    """Send again the queued runs (and replays: app/store/rescores.py) never sent, or
+    unclaimed since `redispatch_after_seconds`; the runs sent."""
     cutoff = utcnow() - timedelta(seconds=get_settings().redispatch_after_seconds)
     sent = []
     for run in dispatch.take_due(session, sent_before=cutoff):
         if dispatch_run(session, run.id, queue=run.queue):
             sent.append(run.id)
+    for rescore_id, queue in rescores.take_due_rescores(session, sent_before=cutoff):
+        dispatch_rescore(session, rescore_id, queue=queue)
     return sent
 
 

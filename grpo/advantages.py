@@ -105,6 +105,34 @@ def decoupled_advantages(
     return torch.where(is_scorable, total / (std + eps), torch.zeros_like(total))
 
 
+def step_advantages(
+    rewards: Tensor,
+    scores: Mapping[str, Sequence[float | None]],
+    weights: Mapping[str, float],
+    *,
+    scale: Scale | str,
+    aggregation: str,
+    eps: float,
+    clip: float | None,
+    batch_std: BatchStd | None = None,
+) -> Tensor:
+    """rewards (B, G) and their per-function `scores` -> the step's advantages (B, G), as
+    the spec's knobs say: `aggregation` sum_then_normalize (group_advantages of the weighted
+    totals) or normalize_then_sum (decoupled_advantages of the scores), then the clip. What
+    training computes for a round (grpo/rounds.py) and a replay for stored groups
+    (grpo/replay.py)."""
+    match aggregation:
+        case "sum_then_normalize":
+            advantages = group_advantages(rewards, scale=scale, eps=eps, batch_std=batch_std)
+        case "normalize_then_sum":
+            table = reward_table(scores, num_groups=rewards.shape[0])  # (B, G, K)
+            k_weights = torch.tensor([weights[label] for label in scores])  # (K,)
+            advantages = decoupled_advantages(table, k_weights, eps=eps, batch_std=batch_std)
+        case _:
+            raise ValueError(f"unknown multi_objective_aggregation {aggregation!r}")
+    return clip_advantages(advantages, clip)
+
+
 def reward_table(scores: Mapping[str, Sequence[float | None]], *, num_groups: int) -> Tensor:
     """Per-function scores of B x G completions -> (B, G, K) in the functions' order, NaN
     where a function returned None (not applicable)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from grpo.advantages import clip_advantages, decoupled_advantages, group_advantages, reward_table
+from grpo.advantages import step_advantages
 from grpo.data.example import Example
 from grpo.data.loading import PromptSampler
 from grpo.data.prompt_fit import FittedPrompt, fit_prompt
@@ -189,15 +189,13 @@ class Rounds:
         """(B, G) advantages of the rewards (B, G): a batch-wide std is over every rank's."""
         spec = self.policy.spec
         batch_std = self.ranks.population_std if self.ranks.is_distributed else None
-        match spec.multi_objective_aggregation:
-            case "sum_then_normalize":
-                advantages = group_advantages(
-                    rewards, scale=spec.scale_rewards, eps=spec.advantage_eps, batch_std=batch_std
-                )
-            case "normalize_then_sum":
-                table = reward_table(scores, num_groups=rewards.shape[0])  # (B, G, K)
-                weights = torch.tensor([self.policy.rewarder.weights[label] for label in scores])
-                advantages = decoupled_advantages(
-                    table, weights, eps=spec.advantage_eps, batch_std=batch_std
-                )
-        return clip_advantages(advantages, spec.advantage_clip)
+        return step_advantages(
+            rewards,
+            scores,
+            self.policy.rewarder.weights,
+            scale=spec.scale_rewards,
+            aggregation=spec.multi_objective_aggregation,
+            eps=spec.advantage_eps,
+            clip=spec.advantage_clip,
+            batch_std=batch_std,
+        )

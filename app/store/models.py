@@ -317,3 +317,52 @@ class Diagnosis(Base):
     """JSON: the doctor as the API's last stretch of a stored run left it, the step it
     reached and how many steps it read (app/store/findings.py); null when none is kept or
     the steps it read were rewritten since. Text, not JSON: it may hold NaN."""
+
+
+class Rescore(Base):
+    """A replay of a run under other reward entries (grpo/replay.py): what was asked, where it
+    stands (queued -> running -> succeeded or failed, on a worker) and, once done, its
+    summary; the run itself is never touched."""
+
+    __tablename__ = "rescore"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    rewards: Mapped[list[Any]] = mapped_column(JSON)
+    """The reward entries it scores with, as in a JobSpec."""
+    steps: Mapped[list[Any]] = mapped_column(JSON)
+    """The stored steps it re-scores, ascending."""
+    submitted_by: Mapped[str | None] = mapped_column(String(200))
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """Counts, flipped groups and the reward and advantage distributions before and after."""
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        UtcDateTime(), default=utcnow, server_default=func.now()
+    )
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    """When its task was last sent; NULL when the send failed (the sweep sends it again)."""
+
+    __table_args__ = (Index("ix_rescore_run", "run_id", "id"),)
+
+
+class RescoreGroup(Base):
+    """One replayed group: its completions' rewards and advantages after (and before), and
+    those whose advantage changed sign."""
+
+    __tablename__ = "rescore_group"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    rescore_id: Mapped[int] = mapped_column(ForeignKey("rescore.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    group_index: Mapped[int] = mapped_column(Integer)
+    prompt_id: Mapped[str] = mapped_column(String(200))
+    completions: Mapped[list[Any]] = mapped_column(JSON)
+    """[{rewards, reward, advantage, reward_before, advantage_before}], in order."""
+    flips: Mapped[list[Any]] = mapped_column(JSON)
+    """[{completion, advantage_before, advantage, change}]: advantages that changed sign."""
+
+    __table_args__ = (
+        UniqueConstraint("rescore_id", "step", "group_index", name="uq_rescore_group"),
+    )

@@ -66,6 +66,8 @@ TORCH_FREE_GRPO = (
     "grpo.report",  # what a step, an eval and a checkpoint report, stored by app/store
     "grpo.rewards.kind",  # what a reward kind is told at submit
     "grpo.rewards.registry",  # every reward kind, whose checks run at submit
+    "grpo.rewards.trial_report",  # what a reward test and a preflight are asked and answer
+    "grpo.rewards.failure_kinds",  # the fixed list of ways a reward fails, told by a test
     "grpo.spec.token_env",  # which worker variables a spec may name as a token, checked at submit
     "grpo.doctor",  # the run doctor's rules, run by the worker and by the API on stored runs
     "grpo.spec.tools",  # tool entries, checked at submit
