@@ -21,6 +21,7 @@ from app.api.routes import (
     health,
     openapi,
     presets,
+    rescores,
     rewards,
     run_actions,
     run_summary,
@@ -68,6 +69,7 @@ def create_app() -> FastAPI:
         run_summary,
         diagnostics,
         specs,
+        rescores,
         rewards,
     ):
         app.include_router(module.router, responses=errors(*EVERY_ROUTE))

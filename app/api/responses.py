@@ -36,6 +36,7 @@ WHY = {
     413: "The request body is larger than the server accepts",
     415: "The request body is not of the content type this route takes",
     422: "A field, query parameter or header is invalid; the error names it",
+    429: "Too many reward tests or preflights are running on this server; retry shortly",
     503: "The database or the broker is not reachable (`database_unavailable`, Retry-After)",
     507: "No space left on the server's disk (`no_space`)",
 }

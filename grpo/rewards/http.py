@@ -21,6 +21,7 @@ import httpx
 
 from grpo.failures import RewardFunctionError
 from grpo.rewards.batch import RewardBatch
+from grpo.rewards.failure_kinds import FailureKind, HostRefused
 from grpo.rewards.kind import Refusal, RewardKind, RunFacts, Scorer, ServerFacts
 from grpo.rewards.trl_call import checked_scores
 from grpo.spec.endpoints import endpoint_host, endpoint_url_problem, is_allowed_host
@@ -32,7 +33,12 @@ BACKOFF_S = 0.5
 
 
 class EndpointError(RuntimeError):
-    """The endpoint could not be used; the message names URL, status and what was wrong."""
+    """The endpoint could not be used; the message names URL, status and what was wrong,
+    `failure_kind` which way it failed (grpo/rewards/failure_kinds.py)."""
+
+    def __init__(self, message: str, kind: FailureKind = "runtime_error") -> None:
+        super().__init__(message)
+        self.failure_kind = kind
 
 
 def check_host(entry: HttpReward, allowed_hosts: Sequence[str]) -> None:
@@ -42,7 +48,7 @@ def check_host(entry: HttpReward, allowed_hosts: Sequence[str]) -> None:
         raise ValueError(f"reward {entry.label!r}: url: {problem}")
     if not is_allowed_host(entry.url, allowed_hosts):
         listed = ", ".join(allowed_hosts) or "none"
-        raise ValueError(
+        raise HostRefused(
             f"reward {entry.label!r}: host {endpoint_host(entry.url)!r} of {entry.url} is not "
             f"in this worker's GRPO_REWARD_HOSTS (allowed: {listed})"
         )
@@ -106,13 +112,18 @@ def _score_groups(
         return _rewards(body, groups=len(groups), per_group=g)
     except (EndpointError, ValueError) as exc:
         # index: the first completion of the first group of this request, to name its prompt
-        cause = exc if isinstance(exc, EndpointError) else EndpointError(f"POST {entry.url}: {exc}")
+        cause = (
+            exc
+            if isinstance(exc, EndpointError)
+            else EndpointError(f"POST {entry.url}: {exc}", "bad_return_value")
+        )
         raise RewardFunctionError(entry.label, groups.start * g, cause) from exc
 
 
 def _post(client: httpx.Client, entry: HttpReward, payload: dict[str, Any]) -> Any:
     """The JSON answer of a 2xx, after up to max_retries retries of errors and 5xx."""
     attempts = entry.max_retries + 1
+    kind: FailureKind = "unreachable"
     for attempt in range(attempts):
         if attempt:
             time.sleep(BACKOFF_S * 2 ** (attempt - 1))
@@ -120,12 +131,15 @@ def _post(client: httpx.Client, entry: HttpReward, payload: dict[str, Any]) -> A
             response = client.post(entry.url, json=payload)
         except httpx.TimeoutException:
             problem = f"no answer within timeout_s={entry.timeout_s:g} s (no HTTP status)"
+            kind = "timeout"
             continue
         except httpx.TransportError as exc:
             problem = f"connection failed (no HTTP status): {type(exc).__name__}: {exc}"
+            kind = "unreachable"
             continue
         if response.status_code >= 500:
             problem = f"HTTP {response.status_code}: {response.text[:200]!r}"
+            kind = "unreachable"
             continue
         if not response.is_success:
             raise EndpointError(
@@ -137,9 +151,10 @@ def _post(client: httpx.Client, entry: HttpReward, payload: dict[str, Any]) -> A
         except json.JSONDecodeError as exc:
             raise EndpointError(
                 f"POST {entry.url}: HTTP {response.status_code} but the body is not JSON "
-                f"({exc.msg}): {response.text[:200]!r}"
+                f"({exc.msg}): {response.text[:200]!r}",
+                "bad_return_value",
             ) from exc
-    raise EndpointError(f"POST {entry.url}: {problem} after {attempts} attempt(s)")
+    raise EndpointError(f"POST {entry.url}: {problem} after {attempts} attempt(s)", kind)
 
 
 def _rewards(body: Any, *, groups: int, per_group: int) -> list[float | None]:

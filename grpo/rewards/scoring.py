@@ -128,6 +128,22 @@ class Rewarder:
         require_applicable(outcome.scores)
         return outcome
 
+    def score_one(self, label: str, batch: RewardBatch) -> RewardOutcome:
+        """Only entry `label`'s scores of the batch, with its seconds and what it said, as
+        `score` gets them (a reward test runs each function on its own, so one failing
+        leaves the others' scores); raises RewardFunctionError naming it."""
+        notes = Notes()
+        started = time.perf_counter()
+        with reward_errors(label, batch):
+            result = self._scorers[label](batch, notes)
+        if inspect.isawaitable(result):
+            result, _ = self._awaited([(label, result)], batch)[label]
+        outcome = RewardOutcome(
+            scores={label: result}, seconds={label: time.perf_counter() - started}
+        )
+        outcome.add(label, notes)
+        return outcome
+
     def _awaited(
         self, pending: list[tuple[str, Awaitable[list[float | None]]]], batch: RewardBatch
     ) -> dict[str, tuple[list[float | None], float]]:

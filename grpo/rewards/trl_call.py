@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grpo.rewards.batch import Notes, RewardBatch
+from grpo.rewards.failure_kinds import BadReturnValue
 
 RewardFunction = Callable[..., Any]
 METRIC_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
@@ -95,11 +96,11 @@ def _cell(value: Any) -> str | float | int | bool | None:
 
 
 def checked_scores(values: Any, *, expected: int) -> list[float | None]:
-    """The values as floats (None kept); ValueError saying what is wrong otherwise."""
+    """The values as floats (None kept); BadReturnValue saying what is wrong otherwise."""
     if not isinstance(values, list | tuple):
-        raise ValueError(f"returned {type(values).__name__}, not a list of numbers or None")
+        raise BadReturnValue(f"returned {type(values).__name__}, not a list of numbers or None")
     if len(values) != expected:
-        raise ValueError(f"returned {len(values)} values for {expected} completions")
+        raise BadReturnValue(f"returned {len(values)} values for {expected} completions")
     return [finite_number(v, where=f"value {i}") for i, v in enumerate(values)]
 
 
@@ -107,9 +108,9 @@ def finite_number(value: Any, *, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{where} is {value!r}, not a number or None")
+        raise BadReturnValue(f"{where} is {value!r}, not a number or None")
     if not math.isfinite(float(value)):
-        raise ValueError(f"{where} is {value!r}, not a finite number")
+        raise BadReturnValue(f"{where} is {value!r}, not a finite number")
     return float(value)
 
 
