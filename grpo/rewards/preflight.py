@@ -3,8 +3,10 @@ say which ones a function pays at least as well as a correct completion.
 
 Each record's probes (grpo/rewards/probes.py) are scored as a reward test scores samples
 (grpo/rewards/trial.py: the worker's scoring). A finding is a probe whose mean score on a
-function is above zero and at or above the correct completion's, or a probe that makes a
-function fail (a run would fail at the first step that samples it). Records without a
+function is above zero and at or above the correct completion's (for the answer repeated
+and a very long completion: their weighted total, as no one function need ask for reasoning
+or brevity), or a probe that makes a function fail (a run would fail at the first step that
+samples it). Records without a
 reference answer get no correct completion, so only failures are found for them. Knows
 nothing of HTTP servers, SQL or Celery.
 """
@@ -37,8 +39,13 @@ PROBE_WORDS: dict[Probe, str] = {
 WITH_ANSWER_WORDS: dict[Probe, str] = {
     "answer_only": "without the expected format",
     "answer_repeated": "by repeating the answer instead of reasoning",
-    "very_long": "however long it rambles",
+    "very_long": "however long the completion rambles",
 }
+TOTAL_ONLY: tuple[Probe, ...] = ("answer_repeated", "very_long")
+"""Probes judged on the weighted total only: a single function need not ask for reasoning
+or brevity, but some function of the spec should."""
+TOTAL = "(total)"
+"""The label of a finding on the weighted total (no reward label has parentheses)."""
 
 
 def probe_records(
@@ -63,35 +70,40 @@ def probe_records(
 
 
 def findings(spec: JobSpec, probes: list[ProbeResult]) -> list[Finding]:
-    """The holes the probes found, per function: failures first, then probes paid as well
-    as a correct completion."""
+    """The holes the probes found: failures first, then per function the probes it pays as
+    well as a correct completion, then the probes whose weighted total does (label TOTAL)."""
     found = failure_findings(probes)
     weights = {entry.label: entry.weight for entry in spec.rewards}
     correct = mean_scores(probes, "correct")
-    correct_total = sum(weights[label] * score for label, score in correct.items())
+    if not correct:
+        return found  # no reference answers: no yardstick
+    correct_total = weighted(correct, weights)
+    asked = sorted({p.probe for p in probes} - {"correct"}, key=order)
     for entry in spec.rewards:
-        label = entry.label
-        if label not in correct:
-            continue
-        for probe in sorted({p.probe for p in probes} - {"correct"}, key=order):
-            if probe in HAS_ANSWER and kind_of(entry).needs_answer:
+        for probe in asked:
+            if probe in TOTAL_ONLY or (probe in HAS_ANSWER and kind_of(entry).needs_answer):
                 continue  # checking the answer is all an accuracy-like function claims
-            score = mean_scores(probes, probe).get(label)
-            if score is None or score <= 0 or score < correct[label]:
-                continue
-            total = sum(weights[k] * s for k, s in mean_scores(probes, probe).items())
-            found.append(
-                Finding(
-                    label=label,
-                    probe=probe,
-                    score=score,
-                    correct_score=correct[label],
-                    message=hole_sentence(
-                        probe, label, score, total / correct_total if correct_total > 0 else None
-                    ),
-                )
-            )
+            score = mean_scores(probes, probe).get(entry.label)
+            if score is not None and 0 < score and correct.get(entry.label, score) <= score:
+                share = ratio(weighted(mean_scores(probes, probe), weights), correct_total)
+                message = hole_sentence(probe, f"`{entry.label}`", score, share)
+                found.append(Finding(label=entry.label, probe=probe, score=score,
+                    correct_score=correct[entry.label], message=message))  # fmt: skip
+    for probe in (p for p in asked if p in TOTAL_ONLY):
+        total = weighted(mean_scores(probes, probe), weights)
+        if 0 < total and correct_total <= total:
+            message = hole_sentence(probe, "the weighted total", total, ratio(total, correct_total))
+            found.append(Finding(label=TOTAL, probe=probe, score=total,
+                                 correct_score=correct_total, message=message))  # fmt: skip
     return found
+
+
+def weighted(scores: dict[str, float], weights: dict[str, float]) -> float:
+    return sum(weights[label] * score for label, score in scores.items())
+
+
+def ratio(total: float, correct_total: float) -> float | None:
+    return total / correct_total if correct_total > 0 else None
 
 
 def order(probe: Probe) -> int:
@@ -109,13 +121,12 @@ def mean_scores(probes: list[ProbeResult], probe: Probe) -> dict[str, float]:
     return {label: fmean(scores) for label, scores in by_label.items()}
 
 
-def hole_sentence(probe: Probe, label: str, score: float, share: float | None) -> str:
-    said = f"{PROBE_WORDS[probe]} score {score:.3g} on `{label}`"
+def hole_sentence(probe: Probe, what: str, score: float, share: float | None) -> str:
+    said = f"{PROBE_WORDS[probe]} score {score:.3g} on {what}"
+    earned = "as much reward as" if share is None else f"{share:.0%} of the total reward of"
     if probe in WITH_ANSWER_WORDS:
-        how = WITH_ANSWER_WORDS[probe]
-        return f"{said}, as much as a correct completion — the model earns it {how}"
-    earns = "reward" if share is None else f"{share:.0%} of a correct completion's total reward"
-    return f"{said} — the model can earn {earns} without solving anything"
+        return f"{said}, {earned} a correct completion — earned {WITH_ANSWER_WORDS[probe]}"
+    return f"{said} — the model can earn {earned} a correct completion without solving anything"
 
 
 def failure_findings(probes: list[ProbeResult]) -> list[Finding]:
