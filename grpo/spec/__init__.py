@@ -229,6 +229,11 @@ def _check_vllm(spec: JobSpec) -> None:
             "use_vllm with resources.sharding fsdp is not supported yet: the engine takes "
             "whole weights on every rank; use sharding ddp"
         )
+    if spec.vllm_mode == "server" and spec.resources.num_processes > 1:
+        raise ValueError(
+            "vllm_mode server with resources.num_processes > 1 is not supported yet: one "
+            "trainer process pushes its weights to the server; use vllm_mode colocate"
+        )
     length = spec.vllm_max_model_length
     if length is not None and length < spec.max_prompt_length + spec.max_completion_length:
         raise ValueError(

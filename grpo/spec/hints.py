@@ -42,11 +42,6 @@ TRL_EQUIVALENTS: dict[str, str] = {
     "lora_dropout": "lora.dropout",
     "lora_target_modules": "lora.target_modules",
     "use_cpu": "device: cpu",
-    **dict.fromkeys(
-        ("vllm_server_host", "vllm_server_base_url"),
-        "nothing: TRL's vllm_mode server is not built; use_vllm runs one engine per rank "
-        "in the trainer (colocate)",
-    ),
     "log_completions": "logging (every step's groups are kept for the run page)",
     # script arguments (trl's ScriptArguments, ModelConfig)
     "model_name_or_path": "model (a hub id, a local directory or builtin:...)",

@@ -30,7 +30,8 @@ SAME_NAME = (
     "sync_ref_model ref_model_sync_steps ref_model_mixup_alpha multi_objective_aggregation "
     "use_vllm vllm_mode vllm_gpu_memory_utilization vllm_enable_sleep_mode "
     "vllm_max_model_length vllm_importance_sampling_correction vllm_importance_sampling_mode "
-    "vllm_importance_sampling_clip_max vllm_importance_sampling_clip_min"
+    "vllm_importance_sampling_clip_max vllm_importance_sampling_clip_min "
+    "vllm_server_base_url vllm_server_host vllm_server_port vllm_server_timeout"
 ).split()
 """GRPOConfig fields whose JobSpec field has the same name and meaning."""
 BUILTIN_REWARDS = {"accuracy": "accuracy", "accuracy_reward": "accuracy", "format": "format"}
@@ -54,11 +55,7 @@ WHY_NOT: dict[str, str] = {
     "hub_strategy": "export the trained model from the run page or `grpo export`",
     "save_strategy": "checkpoints every save_steps (0: only the final one)",
     "save_total_limit": "the service keeps its own checkpoints",
-    **dict.fromkeys(
-        "vllm_server_base_url vllm_server_host vllm_server_port vllm_server_timeout "
-        "vllm_group_port".split(),
-        "vllm_mode server is not built: one engine per rank (colocate)",
-    ),
+    "vllm_group_port": "server mode pushes weights through a file in /dev/shm, no NCCL group",
     "vllm_tensor_parallel_size": "one engine per rank, each on its rank's device",
     "steps_per_generation": "one generation per optimizer step; num_iterations reuses it",
     "generation_batch_size": "not the same concept: ours bounds completions decoded at once",

