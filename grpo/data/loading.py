@@ -122,7 +122,7 @@ def load_examples(
         case "hub":
             return hub_examples(source.value, split, data)
     roots = roots or LocalRoots(base=Path.cwd(), allowed=None)
-    return file_examples(resolve_local(source.value, roots, what="data.source"), data)
+    return file_examples(resolve_local(source.value, roots, kind="data"), data)
 
 
 def epoch_order(num_examples: int, *, seed: int, epoch: int) -> list[int]:

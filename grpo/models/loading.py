@@ -180,7 +180,7 @@ def resolve_model_path(
             return str(builtin_dir(name, cache_dir, progress=progress, log=log))
         case "hub":
             return _hub_source(source.value, log)
-    path = resolve_local(source.value, roots or LocalRoots(Path.cwd(), None), what="model path")
+    path = resolve_local(source.value, roots or LocalRoots(Path.cwd(), None), kind="model")
     if not path.is_dir():
         raise ValueError(f"model path {str(path)!r} does not exist or is not a directory")
     if not (path / "config.json").is_file():

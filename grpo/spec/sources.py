@@ -12,8 +12,11 @@ read outside). Kinds, by the text's prefix:
                     path too, for models only one that starts with `/`, `./`, `../` or `~`
 
 A relative path resolves against the stated `LocalRoots.base`, never the process's working
-directory. Errors about a path outside the roots are the same whether or not it exists.
-Standard library only (the API imports it: no torch). Knows nothing of settings or HTTP.
+directory. Errors about a path outside the roots are the same whether or not it exists, and
+the same from the API's refusal and the worker's re-check: `OutsideRoots` words how paths
+resolve and what to do, naming the service's settings (only the service sets roots; `grpo
+train` trusts its user). Standard library only (the API imports it: no torch). Reads no
+settings and knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from pathlib import Path
 from typing import Literal
 
 SourceKind = Literal["builtin", "dataset", "hub", "local"]
+PathKind = Literal["model", "data"]
+"""What a local path is for: a model directory, or a data file (`data.source`, `eval.source`)."""
+_PATH_NAMES: dict[PathKind, str] = {"model": "local model path", "data": "local dataset path"}
 
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*):")
 _HUB_PART = r"[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9_])?"
@@ -117,7 +123,7 @@ def _local_text(path: str) -> str:
     return path
 
 
-def resolve_local(path: str, roots: LocalRoots, *, what: str) -> Path:
+def resolve_local(path: str, roots: LocalRoots, *, kind: PathKind) -> Path:
     """The absolute, symlink-free path of `path`, which must lie inside `roots.allowed`.
 
     `~` is the home of the user running this process. The refusal names the text as given
@@ -130,20 +136,42 @@ def resolve_local(path: str, roots: LocalRoots, *, what: str) -> Path:
     except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
         lexical = Path(os.path.normpath(joined))
         if roots.allowed is not None and not is_inside(lexical, roots.allowed):
-            raise _outside(path, roots.allowed, what) from None
-        raise ValueError(f"{what} {path!r} leads into a symlink loop") from None
+            raise _outside(path, roots, kind) from None
+        raise ValueError(f"{_PATH_NAMES[kind]} {path!r} leads into a symlink loop") from None
     if roots.allowed is not None and not is_inside(resolved, roots.allowed):
-        raise _outside(path, roots.allowed, what)
+        raise _outside(path, roots, kind)
     return resolved
 
 
 class OutsideRoots(ValueError):
-    """A local path that resolves outside the allowed roots (the server words what to do)."""
+    """A local path that resolves outside the allowed roots, worded with how paths resolve
+    and what to do: the API's refusal at submit and the worker's re-check before it opens
+    anything (a spec stored before a root was removed) say this one text."""
 
 
-def _outside(path: str, allowed: tuple[Path, ...], what: str) -> OutsideRoots:
+_READ_AT_START = "a setting the service reads when it starts: restart it after changing it"
+
+
+def _outside(path: str, roots: LocalRoots, kind: PathKind) -> OutsideRoots:
+    """The refusal of `path`; `roots` as the service builds them (app/settings.py): base
+    GRPO_DATA_DIR, models in GRPO_MODEL_ROOTS, data in GRPO_DATA_DIR/datasets or those."""
+    allowed = roots.allowed or ()
     listed = ", ".join(str(r) for r in allowed) or "none configured"
-    return OutsideRoots(f"{what} {path!r} is outside the allowed roots ({listed})")
+    said = (
+        f"{_PATH_NAMES[kind]} {path!r} is outside the allowed roots ({listed}): a relative "
+        f"path resolves against GRPO_DATA_DIR ({roots.base}); "
+    )
+    if kind == "model":
+        add = "add the model's directory to" if allowed else "set"
+        return OutsideRoots(
+            f"{said}local models must lie inside GRPO_MODEL_ROOTS (comma-separated "
+            f"directories; {add} it to allow this one), {_READ_AT_START}"
+        )
+    return OutsideRoots(
+        f"{said}local data files must lie inside GRPO_DATA_DIR/datasets (the uploaded "
+        f"datasets) or GRPO_MODEL_ROOTS, {_READ_AT_START}; or upload it as a dataset "
+        "(`grpo submit` does this for you)"
+    )
 
 
 def is_inside(path: Path, roots: tuple[Path, ...]) -> bool:

@@ -100,7 +100,7 @@ ESCAPES = [
 @pytest.mark.parametrize("path", ESCAPES)
 def test_every_traversal_form_stays_inside_the_roots(tmp_path: Path, path: str) -> None:
     with pytest.raises(ValueError, match="outside the allowed roots"):
-        resolve_local(path, _roots(tmp_path), what="data.source")
+        resolve_local(path, _roots(tmp_path), kind="data")
 
 
 def test_relative_paths_resolve_against_the_base_not_the_working_directory(
@@ -108,9 +108,10 @@ def test_relative_paths_resolve_against_the_base_not_the_working_directory(
 ) -> None:
     roots = _roots(tmp_path)
     monkeypatch.chdir(tmp_path / "data" / "datasets")
-    assert resolve_local("datasets/ok.jsonl", roots, what="x") == roots.base / "datasets/ok.jsonl"
+    inside = resolve_local("datasets/ok.jsonl", roots, kind="data")
+    assert inside == roots.base / "datasets/ok.jsonl"
     with pytest.raises(ValueError, match="outside"):
-        resolve_local("ok.jsonl", roots, what="x")  # would exist in the working directory
+        resolve_local("ok.jsonl", roots, kind="data")  # would exist in the working directory
 
 
 def test_refusals_do_not_say_whether_the_outside_file_exists(tmp_path: Path) -> None:
@@ -118,15 +119,16 @@ def test_refusals_do_not_say_whether_the_outside_file_exists(tmp_path: Path) -> 
     messages = []
     for name in ("secret.jsonl", "no-such-file.jsonl"):
         with pytest.raises(ValueError) as caught:
-            resolve_local(f"../{name}", roots, what="data.source")
+            resolve_local(f"../{name}", roots, kind="data")
         messages.append(str(caught.value).replace(name, "NAME"))
     assert messages[0] == messages[1]
 
 
 def test_empty_allowed_roots_allow_nothing_and_none_allows_anything(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="none configured"):
-        resolve_local(str(tmp_path), LocalRoots(tmp_path, ()), what="model path")
-    assert resolve_local(str(tmp_path), LocalRoots(Path("/"), None), what="x") == tmp_path.resolve()
+        resolve_local(str(tmp_path), LocalRoots(tmp_path, ()), kind="model")
+    anywhere = resolve_local(str(tmp_path), LocalRoots(Path("/"), None), kind="data")
+    assert anywhere == tmp_path.resolve()
 
 
 def test_the_library_rechecks_roots_before_opening_a_dataset(tmp_path: Path) -> None:

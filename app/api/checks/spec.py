@@ -17,7 +17,6 @@ from grpo.spec.hub import hub_model_problem
 from grpo.spec.record_files import system_prompt_clash
 from grpo.spec.sources import (
     LocalRoots,
-    OutsideRoots,
     parse_data_source,
     parse_model_name,
     resolve_local,
@@ -64,40 +63,14 @@ def hub_problem(repo_id: str, settings: Settings) -> str | None:
 
 
 def local_model_problem(path: str, settings: Settings) -> str | None:
-    """Why a local model path may not be used here (None: it may)."""
+    """Why a local model path may not be used here (None: it may); outside the roots, in
+    the words the worker's re-check uses too (grpo/spec/sources.py's OutsideRoots)."""
     roots = LocalRoots(settings.local_path_base, tuple(settings.model_root_list))
     try:
-        resolve_local(path, roots, what="local model path")
-    except OutsideRoots as exc:
-        add = "add the model's directory to" if settings.model_root_list else "set"
-        return (
-            f"{exc}: {how_paths_resolve(settings)}; local models must lie inside "
-            f"GRPO_MODEL_ROOTS (comma-separated directories; {add} it to allow this one), "
-            f"{READ_AT_START}"
-        )
+        resolve_local(path, roots, kind="model")
     except ValueError as exc:
         return str(exc)
     return None
-
-
-READ_AT_START = "a setting the service reads when it starts: restart it after changing it"
-
-
-def how_paths_resolve(settings: Settings) -> str:
-    """How the server reads a spec's local path: the first half of every refusal of one."""
-    return f"a relative path resolves against GRPO_DATA_DIR ({settings.local_path_base})"
-
-
-def local_data_problem(exc: ValueError, settings: Settings) -> str:
-    """A local data path's refusal: how paths resolve, which roots hold data (uploaded
-    datasets and GRPO_MODEL_ROOTS), and the way that needs no setting: an upload."""
-    if not isinstance(exc, OutsideRoots):
-        return str(exc)
-    return (
-        f"{exc}: {how_paths_resolve(settings)}; local data files must lie inside "
-        "GRPO_DATA_DIR/datasets (the uploaded datasets) or GRPO_MODEL_ROOTS, "
-        f"{READ_AT_START}; or upload it as a dataset (`grpo submit` does this for you)"
-    )
 
 
 def data_source_problems(
@@ -110,9 +83,9 @@ def data_source_problems(
     elif source.kind == "local":
         roots = LocalRoots(settings.local_path_base, tuple(settings.data_root_list))
         try:
-            resolve_local(source.value, roots, what="local dataset path")
+            resolve_local(source.value, roots, kind="data")
         except ValueError as exc:
-            return [problem(loc, local_data_problem(exc, settings))]
+            return [problem(loc, str(exc))]
     return []
 
 
@@ -125,7 +98,7 @@ def system_prompt_problems(spec: JobSpec, settings: Settings) -> list[Problem]:
     elif source.kind == "local":
         roots = LocalRoots(settings.local_path_base, tuple(settings.data_root_list))
         try:
-            path = resolve_local(source.value, roots, what="local dataset path")
+            path = resolve_local(source.value, roots, kind="data")
         except ValueError:  # data.source's own problem, found by data_source_problems
             return []
     else:
