@@ -28,9 +28,23 @@ def submit(client: GrpoClient, spec_path: str, *, follow: bool, upload: bool = T
         spec = load_yaml(Path(spec_path).read_text(encoding="utf-8"), source=spec_path)
     if upload and isinstance(spec, dict):
         spec = upload_local_data(client, spec)
+    if isinstance(spec, dict):
+        warn(client, spec)
     run = client.submit(spec, idempotency_key=uuid.uuid4().hex)
     print(f"run {run['id']} {run['status']}: {run['name']}")
     return follow_run(client, run) if follow else 0
+
+
+def warn(client: GrpoClient, spec: dict[str, Any]) -> None:
+    """The server's warnings of `spec` (the new-run page's: a model with random weights
+    cannot learn), a line each on stderr. Never a reason not to submit: a server that will
+    not check says nothing here, and submit answers for itself."""
+    try:
+        warnings = client.spec_warnings(spec)
+    except ApiClientError:
+        return
+    for warning in warnings:
+        print(f"warning: {warning['loc']}: {warning['message']}", file=sys.stderr)
 
 
 def follow_run(client: GrpoClient, run: dict[str, Any]) -> int:

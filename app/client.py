@@ -118,7 +118,19 @@ class GrpoClient:
     def check_spec(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
         """Every problem the server would refuse `spec` for, each {loc, message}; nothing
         is stored or run."""
-        return self._json(self.http.post("/api/specs/check", json=spec))["problems"]  # type: ignore[no-any-return]
+        return self.check(spec)["problems"]
+
+    def spec_warnings(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the server would accept in `spec` but will not go as meant, each {loc,
+        message}: a model with random weights, which cannot learn (the new-run page's
+        warnings); nothing is stored or run."""
+        return self.check(spec)["warnings"]
+
+    def check(self, spec: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """POST /api/specs/check: {problems, warnings}; a server from before warnings
+        answers none."""
+        answer = self._json(self.http.post("/api/specs/check", json=spec))
+        return {"problems": answer["problems"], "warnings": answer.get("warnings", [])}
 
     def datasets(self) -> list[dict[str, Any]]:
         return self._json(self.http.get("/api/datasets"))["items"]  # type: ignore[no-any-return]

@@ -88,6 +88,10 @@ def test_the_check_warns_of_a_model_that_cannot_learn_and_submit_takes_it(api: T
     said = warning["message"]
     assert said.startswith("builtin:small has random weights: a run on it cannot learn")
     assert "use builtin:small-arith (trained; first use builds it, about 4 min)" in said
+    # each random built-in names the trained one of its own size
+    tiny_checked = api.post("/api/specs/check", json={**SPEC, "model": "builtin:tiny"}).json()
+    (tiny,) = tiny_checked["warnings"]
+    assert "use builtin:tiny-arith (trained; first use builds it, about 1 min)" in tiny["message"]
     # beside problems too, and never on a trained model
     both = api.post("/api/specs/check", json={**random, "num_generations": 1}).json()
     assert [p["loc"] for p in both["problems"]] == ["num_generations"] and both["warnings"]
