@@ -16,6 +16,8 @@ from pathlib import Path
 
 from app.cli_plugins import add_parser as add_plugins_parser
 from app.cli_plugins import plugins
+from app.cli_rewards import add_parser as add_rewards_parser
+from app.cli_rewards import rewards
 from app.settings import get_settings
 from app.supervisor import Child, Supervisor
 from grpo.cli.commands import SUMMARIES
@@ -136,13 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     clone.add_argument("--follow", "-f", action="store_true", help="follow with a progress bar")
     add_datasets_parser(command("datasets"))
     add_plugins_parser(command("plugins"))
+    add_rewards_parser(command("rewards"), server_options=add_server_options)
     export = command("export")
     export.add_argument("run_id")
     export.add_argument("directory")
     export.add_argument("--step", default="latest", help="a checkpoint's step (default latest)")
     export.add_argument("--merge", action="store_true", help="LoRA: merged full weights")
     for name, client_parser in sub.choices.items():
-        if name not in ("up", "migrate", "datasets", "plugins"):  # datasets: on its actions
+        if name not in ("up", "migrate", "datasets", "plugins", "rewards"):  # on its actions
             add_server_options(client_parser)
     return parser
 
@@ -193,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     from app.client import GrpoClient
 
     client = GrpoClient(args.url or settings.server_url, token=args.token or settings.token)
+    if args.command == "rewards":
+        return rewards(args, client)
     return run_client_command(args, client)
 
 

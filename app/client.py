@@ -49,6 +49,10 @@ def error_text(error: dict[str, Any]) -> str:
     return message + "".join(f"\n  {line}" for line in unsaid)
 
 
+REWARD_TEST_TIMEOUT = 150.0
+"""Seconds a reward test or preflight may take: the server's two minutes, and its start."""
+
+
 class GrpoClient:
     def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 30) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -131,6 +135,17 @@ class GrpoClient:
         answers none."""
         answer = self._json(self.http.post("/api/specs/check", json=spec))
         return {"problems": answer["problems"], "warnings": answer.get("warnings", [])}
+
+    def reward_test(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST /api/rewards/test: {results}, one per sample (it may take the server's two
+        minutes)."""
+        answer = self.http.post("/api/rewards/test", json=body, timeout=REWARD_TEST_TIMEOUT)
+        return self._json(answer)  # type: ignore[no-any-return]
+
+    def reward_preflight(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST /api/rewards/preflight: {records, probes, findings, stopped}."""
+        answer = self.http.post("/api/rewards/preflight", json=body, timeout=REWARD_TEST_TIMEOUT)
+        return self._json(answer)  # type: ignore[no-any-return]
 
     def datasets(self) -> list[dict[str, Any]]:
         return self._json(self.http.get("/api/datasets"))["items"]  # type: ignore[no-any-return]
