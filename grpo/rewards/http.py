@@ -25,7 +25,7 @@ from grpo.rewards.failure_kinds import FailureKind, HostRefused
 from grpo.rewards.kind import Refusal, RewardKind, RunFacts, Scorer, ServerFacts
 from grpo.rewards.trl_call import checked_scores
 from grpo.spec.endpoints import endpoint_host, endpoint_url_problem, is_allowed_host
-from grpo.spec.rewards import HttpReward
+from grpo.spec.rewards import EndpointReward, HttpReward
 from grpo.spec.token_env import is_allowed_token_env, read_token, token_env_rule
 
 BACKOFF_S = 0.5
@@ -41,7 +41,7 @@ class EndpointError(RuntimeError):
         self.failure_kind = kind
 
 
-def check_host(entry: HttpReward, allowed_hosts: Sequence[str]) -> None:
+def check_host(entry: EndpointReward, allowed_hosts: Sequence[str]) -> None:
     """Refuse (ValueError) a URL that breaks the spec's URL rule (a stored spec may predate
     it) or whose host the operator has not allowed."""
     if (problem := endpoint_url_problem(entry.url)) is not None:
@@ -78,7 +78,7 @@ def score_with_endpoint(
     return [score for answer in answers for score in answer]
 
 
-def endpoint_headers(entry: HttpReward, token_envs: Sequence[str]) -> dict[str, str]:
+def endpoint_headers(entry: EndpointReward, token_envs: Sequence[str]) -> dict[str, str]:
     """The bearer header, when the spec names a token variable this worker offers."""
     if entry.token_env is None:
         return {}
@@ -108,7 +108,7 @@ def _score_groups(
         ],
     }
     try:
-        body = _post(client, entry, payload)
+        body = post_json(client, entry, payload)
         return _rewards(body, groups=len(groups), per_group=g)
     except (EndpointError, ValueError) as exc:
         # index: the first completion of the first group of this request, to name its prompt
@@ -120,8 +120,9 @@ def _score_groups(
         raise RewardFunctionError(entry.label, groups.start * g, cause) from exc
 
 
-def _post(client: httpx.Client, entry: HttpReward, payload: dict[str, Any]) -> Any:
-    """The JSON answer of a 2xx, after up to max_retries retries of errors and 5xx."""
+def post_json(client: httpx.Client, entry: EndpointReward, payload: dict[str, Any]) -> Any:
+    """The JSON answer of a 2xx, after up to max_retries retries of errors and 5xx (the
+    `judge` kind's requests too); EndpointError with its failure kind otherwise."""
     attempts = entry.max_retries + 1
     kind: FailureKind = "unreachable"
     for attempt in range(attempts):
@@ -173,7 +174,7 @@ def _rewards(body: Any, *, groups: int, per_group: int) -> list[float | None]:
     return scores
 
 
-def check_endpoint(entry: HttpReward, server: ServerFacts) -> Refusal | None:
+def check_endpoint(entry: EndpointReward, server: ServerFacts) -> Refusal | None:
     """The URL must follow the URL rule and name a host this server allows, the token
     variable must be one the rule allows."""
     if (problem := endpoint_url_problem(entry.url)) is not None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from grpo.rewards.code import CODE
 from grpo.rewards.http import HTTP
+from grpo.rewards.judge import JUDGE
 from grpo.rewards.kind import RewardKind
 from grpo.rewards.model import MODEL
 from grpo.rewards.python import PYTHON
@@ -18,7 +19,7 @@ from grpo.spec import JobSpec
 from grpo.spec.rewards import RewardSpec
 
 REWARD_KINDS: dict[str, RewardKind[Any]] = {
-    kind.name: kind for kind in (*RULE_KINDS, PYTHON, HTTP, MODEL, CODE)
+    kind.name: kind for kind in (*RULE_KINDS, PYTHON, HTTP, JUDGE, MODEL, CODE)
 }
 
 

@@ -2,14 +2,15 @@
 
 Built-in rules (accuracy, format, length, exact_match, regex) and the programmable kinds:
 `python` (an entry point installed on the workers, or a function of a plugin file), `http`
-(an endpoint on an allowed host), `model` (a sequence classifier) and `code` (tests run in a
-sandbox). Every entry has a `label`, unique in a spec, that keys its metrics and its
-inspector column. Pydantic only: imports without torch. Knows nothing of HTTP servers, SQL
-or Celery.
+(an endpoint on an allowed host), `judge` (an LLM judge on an allowed host), `model` (a
+sequence classifier) and `code` (tests run in a sandbox). Every entry has a `label`, unique
+in a spec, that keys its metrics and its inspector column. Pydantic only: imports without
+torch. Knows nothing of HTTP servers, SQL or Celery.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -129,24 +130,21 @@ class PythonReward(RewardEntry):
         return data
 
 
-class HttpReward(RewardEntry):
-    """An endpoint that scores whole groups: POST {run_id, step, groups: [{index, prompt,
-    answer, data, completions}]} -> {rewards: [[float | null, ...], ...]} of the same shape."""
+class EndpointReward(RewardEntry):
+    """What the kinds that call an endpoint share (`http`, `judge`): its URL on an allowed
+    host, its time limit and retries, its token and how many requests may be in flight."""
 
-    name: Literal["http"] = "http"
     url: EndpointUrl
     """Endpoint URL, under the rule of every URL of a spec (grpo/spec/endpoints.py); its host
     must be listed in the operator's GRPO_REWARD_HOSTS."""
     timeout_s: float = Field(30.0, gt=0, le=600)
     """Seconds one request may take."""
     max_retries: SpecInt = Field(2, ge=0, le=10)
-    """Retries (with exponential backoff) after a connection error or a 5xx answer."""
+    """Retries (with exponential backoff) after a connection error, a timeout or a 5xx answer."""
     token_env: str | None = Field(None, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Name of a worker environment variable whose value is sent as a bearer token: one
     starting GRPO_REWARD_TOKEN_, or one the operator lists in GRPO_REWARD_TOKEN_ENVS; never
     another GRPO_* variable (grpo/spec/token_env.py)."""
-    groups_per_request: SpecInt = Field(8, ge=1, le=4096)
-    """Groups sent in one request; a step's requests run concurrently."""
     max_concurrency: SpecInt = Field(4, ge=1, le=64)
     """Requests in flight at once for this endpoint."""
 
@@ -156,6 +154,69 @@ class HttpReward(RewardEntry):
         if name is not None and is_reserved_name(name):
             raise ValueError(f"{name!r} may not be used: {token_env_rule(None)}")
         return name
+
+
+class HttpReward(EndpointReward):
+    """An endpoint that scores whole groups: POST {run_id, step, groups: [{index, prompt,
+    answer, data, completions}]} -> {rewards: [[float | null, ...], ...]} of the same shape."""
+
+    name: Literal["http"] = "http"
+    groups_per_request: SpecInt = Field(8, ge=1, le=4096)
+    """Groups sent in one request; a step's requests run concurrently."""
+
+
+class JudgeReward(EndpointReward):
+    """An LLM judge: each completion is put to an OpenAI-compatible chat-completions endpoint
+    (a vLLM server, `grpo vllm-serve`, any compatible service) as `rubric` filled in, and the
+    judge's answer is read as a score: the last number in it (`7`, `Score: 7/10`) within
+    `score_range`, or, with `labels`, the label it names last, mapped to its score. The
+    judge's raw answer is kept beside the score (the completion's `<label>.answer` column)."""
+
+    name: Literal["judge"] = "judge"
+    model: str = Field(min_length=1, max_length=200)
+    """The model name the endpoint serves, sent as the request's `model`."""
+    rubric: str = Field(min_length=1, max_length=20_000)
+    """The user message: `{prompt}`, `{completion}`, `{answer}` and `{<record column>}` are
+    replaced by the completion's values (`{{` and `}}` are literal braces); it must hold
+    `{completion}`."""
+    system: str | None = Field(None, max_length=20_000)
+    """An optional system message, sent as written."""
+    score_range: tuple[float, float] = (0.0, 10.0)
+    """[low, high] a numeric score must lie in (one outside it is an unparsable answer)."""
+    labels: dict[str, float] | None = Field(None, min_length=1, max_length=50)
+    """Labels mapped to scores (`{"correct": 1, "incorrect": 0}`): the judge's answer is
+    scored by the label it names last (whole words, any case); null: a number is read."""
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: SpecInt = Field(256, ge=1, le=32768)
+    """The most tokens the judge may answer with."""
+    timeout_s: float = Field(60.0, gt=0, le=600)
+    """Seconds one judge request may take."""
+    max_concurrency: SpecInt = Field(8, ge=1, le=64)
+    """Judge requests in flight at once (one per completion)."""
+
+    @field_validator("rubric")
+    @classmethod
+    def _fills_in(cls, rubric: str) -> str:
+        return checked_rubric(rubric)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_are_words(cls, labels: dict[str, float] | None) -> dict[str, float] | None:
+        if labels is None:
+            return None
+        folded = [label.strip().lower() for label in labels]
+        if any(not label or len(label) > 100 for label in folded):
+            raise ValueError("each label must be 1 to 100 characters, not only spaces")
+        if len(set(folded)) != len(folded):
+            raise ValueError(f"labels must differ ignoring case, got {sorted(labels)}")
+        return labels
+
+    @model_validator(mode="after")
+    def _range_is_ordered(self) -> JudgeReward:
+        low, high = self.score_range
+        if not low < high:
+            raise ValueError(f"score_range must be [low, high] with low < high, got {[low, high]}")
+        return self
 
 
 class ModelReward(RewardEntry):
@@ -202,11 +263,38 @@ RewardSpec = Annotated[
     | RegexReward
     | PythonReward
     | HttpReward
+    | JudgeReward
     | ModelReward
     | CodeReward,
     Field(discriminator="name"),
 ]
 """One reward entry; `name` picks the kind."""
+
+
+RUBRIC_PLACE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+"""A rubric's pieces: an escaped brace, a `{name}`, or a lone brace (refused)."""
+
+
+def rubric_names(rubric: str) -> list[str]:
+    """The names a rubric fills in, in order; ValueError for a bad placeholder."""
+    names = []
+    for match in RUBRIC_PLACE.finditer(rubric):
+        piece, name = match.group(0), match.group(1)
+        if piece in ("{{", "}}"):
+            continue
+        if name is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]{0,99}", name):
+            raise ValueError(
+                f"bad placeholder {piece!r} at {match.start()}: use {{prompt}}, {{completion}}, "
+                "{answer} or {<record column>}, and {{ or }} for a literal brace"
+            )
+        names.append(name)
+    return names
+
+
+def checked_rubric(rubric: str) -> str:
+    if "completion" not in rubric_names(rubric):
+        raise ValueError("the rubric must hold {completion}: the judge would not see it")
+    return rubric
 
 
 def checked_pattern(pattern: str) -> str:
