@@ -112,4 +112,4 @@ def mean_cell(probes: list[dict[str, Any]], probe: str, label: str) -> str:
 def print_table(header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        print("  ".join(text.ljust(width) for text, width in zip(row, widths, strict=True)))
+        print("  ".join(t.ljust(w) for t, w in zip(row, widths, strict=True)).rstrip())
