@@ -23,6 +23,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("train", "grpo.cli", "train from a spec YAML in this terminal, no server"),
     Command("eval", "grpo.cli", "greedy accuracy of a model or checkpoint on a task's test split"),
     Command("convert", "grpo.cli", "turn a TRL GRPOConfig YAML into a JobSpec YAML"),
+    Command("vllm-serve", "grpo.cli", "start a vLLM server for vllm_mode server runs"),
     Command("up", "app.cli", "start API, dashboard and one worker (data in ./data)"),
     Command("worker", "worker.cli", "start a worker that trains queued runs"),
     Command("migrate", "app.cli", "bring the database schema up to date"),

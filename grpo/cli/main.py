@@ -17,6 +17,7 @@ from typing import Any
 from grpo.cli.commands import COMMANDS, SERVICE_COMMANDS
 from grpo.cli.convert import add_arguments as add_convert_arguments
 from grpo.cli.convert import run_convert
+from grpo.cli.vllm_serve import add_arguments as add_vllm_serve_arguments
 from grpo.parallel.threads import prefer_passive_wait
 
 
@@ -32,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "convert":
             return run_convert(args)
         args.cache_dir = cache_dir(args.cache_dir)
+        if args.command == "vllm-serve":
+            from grpo.cli.vllm_serve import run_vllm_serve
+
+            return run_vllm_serve(args)
         if args.command == "train":
             from grpo.cli.train import train
 
@@ -108,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_parser.add_argument("--max-new-tokens", type=int, default=16)
     eval_parser.add_argument("--device", default="auto")
     add_convert_arguments(parsers["convert"])
+    add_vllm_serve_arguments(parsers["vllm-serve"])
     for each in (train_parser, eval_parser):
         each.add_argument(
             "--cache-dir",

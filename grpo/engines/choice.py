@@ -1,5 +1,6 @@
 """Which engine a run samples with: `vllm` when the spec sets use_vllm (colocated, one per
-rank), else `native`, our own decode loop; and whether this process can run vLLM at all,
+rank; with vllm_mode server, a vLLM server in another process), else `native`, our own
+decode loop; and whether this process can run vLLM at all,
 asked without importing it (workers advertise it, the API never imports it)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from grpo.engines.engine import Engine
 from grpo.engines.native import NativeEngine
 from grpo.engines.vllm import VllmEngine  # imports vllm itself only when it starts
+from grpo.engines.vllm_server import VllmServerEngine  # HTTP only: no vllm here
 from grpo.policy import PolicyView
 
 
@@ -17,6 +19,8 @@ def build_engine(policy: PolicyView, workdir: Path) -> Engine:
     """The run's engine; vllm is imported only when its engine starts."""
     if not policy.spec.use_vllm:
         return NativeEngine(policy)
+    if policy.spec.vllm_mode == "server":
+        return VllmServerEngine(policy)
     if not has_vllm():
         raise RuntimeError(
             "use_vllm is set but vllm is not installed here: pip install 'grpo-service[vllm]' "

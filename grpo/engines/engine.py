@@ -6,7 +6,8 @@ sees which engine ran: the loss's log-probs are always the trainer's own recompu
 (grpo/logprobs.py); an engine's sampling log-probs (`Rollout.sampling_logps`) only measure,
 and with importance-sampling correction correct, the gap between the two.
 
-Engines: `native` (grpo/engines/native.py, our decode loop) and `vllm` (colocated). A
+Engines: `native` (grpo/engines/native.py, our decode loop), `vllm` (colocated) and
+`vllm-server` (grpo/engines/vllm_server.py, a vLLM server in another process). A
 multi-turn tool loop wraps an engine and calls it once per turn with per-trajectory seeds.
 """
 
@@ -53,9 +54,10 @@ class Engine(Protocol):
         """The request's completions, row i of them belonging to prompt i // G."""
         ...
 
-    def load_weights(self, model: Any) -> None:
+    def load_weights(self, model: Any) -> int | None:
         """Take the policy's weights after an optimizer step (in memory; any cache of
-        prompts computed under the old weights is dropped)."""
+        prompts computed under the old weights is dropped). An engine that counts policy
+        versions (server mode: one per push) returns the new one; the others None."""
         ...
 
     def close(self) -> None:

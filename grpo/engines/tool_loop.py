@@ -224,8 +224,8 @@ class ToolLoop:
         seconds, self.tool_seconds = self.tool_seconds, 0.0
         return seconds
 
-    def load_weights(self, model: Any) -> None:
-        self.inner.load_weights(model)
+    def load_weights(self, model: Any) -> int | None:
+        return self.inner.load_weights(model)
 
     def close(self) -> None:
         self.inner.close()

