@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api import reward_trials
 from app.main import create_app
 from app.settings import get_settings
 from tests.store_fixture import store
@@ -134,3 +135,18 @@ def test_what_submit_refuses_and_malformed_samples_are_422s_naming_the_field(
                  "answer_field": None}  # fmt: skip
     response = api.post("/api/rewards/test", json=no_answer)
     assert [f["loc"] for f in response.json()["error"]["fields"]] == ["rewards.0"]
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_test_past_its_deadline_answers_what_it_reached_and_timeouts_for_the_rest(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reward_trials, "TOTAL_SECONDS", 4.0)
+    samples = [{**ARITH, "completion": "<answer>4</answer>"}] * 2
+    body = {"rewards": [{"name": "accuracy"}, python("sleeps")], "samples": samples}
+    response = api.post("/api/rewards/test", json={**body, "timeout_s": 60})
+    assert response.status_code == 200, response.text
+    for result in response.json()["results"]:
+        assert result["scores"] == {"accuracy": None, "sleeps": None}
+        assert {f["kind"] for f in result["failures"]} == {"timeout"}
+        assert "ran past its limit of 4 s" in result["failures"][0]["message"]
