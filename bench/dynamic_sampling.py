@@ -26,10 +26,10 @@ sys.path.insert(0, str(ROOT))
 from app.api.routes.presets import DEMO_SPEC  # noqa: E402
 from grpo.data.loading import load_examples  # noqa: E402
 from grpo.eval.greedy import greedy_accuracy  # noqa: E402
-from grpo.trainer import Trainer  # noqa: E402
+from grpo.trainer import TrainingLoop  # noqa: E402
 
 
-def accuracy(trainer: Trainer, n: int = 400) -> float:
+def accuracy(trainer: TrainingLoop, n: int = 400) -> float:
     data = trainer.spec.data
     examples = load_examples(data.model_copy(update={"split": "test"}))[:n]
     trainer.model.eval()
@@ -53,7 +53,8 @@ def main() -> None:
     }
     work = Path(tempfile.mkdtemp(prefix="bench-ds-"))
     trainers = {
-        k: Trainer(s, workdir=work / k, cache_dir=Path(args.cache_dir)) for k, s in specs.items()
+        k: TrainingLoop(s, workdir=work / k, cache_dir=Path(args.cache_dir))
+        for k, s in specs.items()
     }
     before = accuracy(trainers["off"])
     seconds: dict[str, list[float]] = {k: [] for k in specs}

@@ -1,6 +1,6 @@
 """Does the demo learn on held-out prompts? The demo spec (examples/arith-demo.yaml) with
 `eval: {every_steps: 50, max_examples: 100}`, trained in this process with the library's
-Trainer (what the worker runs), printing eval/accuracy at each evaluated step.
+TrainingLoop (what the worker runs), printing eval/accuracy at each evaluated step.
 
     .venv/bin/python bench/eval_demo.py [--steps 300] [--workdir DIR]
 """
@@ -17,7 +17,7 @@ import yaml
 
 from grpo.report import EvalReport
 from grpo.spec import JobSpec
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +39,9 @@ def main() -> None:
         accuracy = evaluated.scalars["eval/accuracy"]
         print(f"step {evaluated.step:4d}  eval/accuracy {accuracy:.3f}", flush=True)
 
-    trainer = Trainer(spec, workdir=workdir, cache_dir=args.cache_dir, log=lambda lvl, msg: None)
+    trainer = TrainingLoop(
+        spec, workdir=workdir, cache_dir=args.cache_dir, log=lambda lvl, msg: None
+    )
     trainer.fit(lambda step: None, on_eval=report, resume=False)
     print(f"{args.steps} steps in {time.perf_counter() - started:.0f} s (workdir {workdir})")
 

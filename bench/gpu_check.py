@@ -118,7 +118,7 @@ def ours(model_dir: str, args: argparse.Namespace, use_vllm: bool = False) -> di
     from grpo.data.prompts import R1_TEMPLATE
     from grpo.spec import JobSpec
     from grpo.spec.data import DataSpec
-    from grpo.trainer import Trainer
+    from grpo.trainer import TrainingLoop
 
     n = args.prompts * args.generations
     spec = JobSpec(
@@ -141,7 +141,7 @@ def ours(model_dir: str, args: argparse.Namespace, use_vllm: bool = False) -> di
     )
     steps: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="gpu-check-ours-") as workdir:
-        trainer = Trainer(spec, workdir=Path(workdir), cache_dir=Path(workdir))
+        trainer = TrainingLoop(spec, workdir=Path(workdir), cache_dir=Path(workdir))
         reset_peak(args.device)
         for step in range(1, args.steps + 1):
             report = trainer.step(step)

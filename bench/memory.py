@@ -5,7 +5,7 @@
 One step of `--model` (G 16, max_completion_length 32, beta 0.04 so the reference pass
 runs) at each B x G in `--sizes`, each in a fresh process, first with micro_batch_size 16
 and generation_batch_size 64, then with both unset (everything at once) for contrast.
-The child builds the Trainer (imports, model, reference copy, data), takes its RSS as the
+The child builds the TrainingLoop (imports, model, reference copy, data), takes its RSS as the
 baseline, resets the kernel's peak-RSS mark (`5` into /proc/self/clear_refs), runs one
 step, and reports VmHWM - baseline. Last line, for the batched runs:
 
@@ -41,7 +41,7 @@ def status_mib(field: str) -> float:
 def child(model: str, size: int, is_batched: bool) -> dict[str, float]:
     """One step in this process; the peak RSS growth over the loaded trainer's RSS."""
     from grpo.spec import JobSpec
-    from grpo.trainer import Trainer
+    from grpo.trainer import TrainingLoop
 
     spec = JobSpec(
         model=model,
@@ -54,7 +54,7 @@ def child(model: str, size: int, is_batched: bool) -> dict[str, float]:
     )
     cache = Path(os.environ.get("GRPO_CACHE_DIR", "~/.cache/grpo")).expanduser()
     with tempfile.TemporaryDirectory() as workdir:
-        trainer = Trainer(spec, workdir=Path(workdir), cache_dir=cache)
+        trainer = TrainingLoop(spec, workdir=Path(workdir), cache_dir=cache)
         baseline = status_mib("VmRSS")
         Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS from here
         started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Our side of bench/vs_trl.py: grpo.trainer.Trainer in a child process, paced by the parent.
+"""Our side of bench/vs_trl.py: grpo.trainer.TrainingLoop in a child process, paced by the parent.
 
 A step's time is the wall clock from the parent's "go" to the step's report reaching the
 `on_step` callback: sampling the prompts, rollout, rewards, reference pass, update and the
@@ -34,7 +34,7 @@ def run(conn: Connection, config: RunConfig) -> None:
     from grpo.report import StepReport
     from grpo.spec import AccuracyReward, JobSpec
     from grpo.spec.data import DataSpec
-    from grpo.trainer import Trainer
+    from grpo.trainer import TrainingLoop
 
     after_imports = memory_mb()["rss"]
     data = DataSpec(prompt_template=config.prompt_template, use_chat_template=False)
@@ -57,7 +57,7 @@ def run(conn: Connection, config: RunConfig) -> None:
     )
     pacer = Pacer(conn)
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as workdir:
-        trainer = Trainer(spec, workdir=Path(workdir), cache_dir=Path(workdir) / "cache")
+        trainer = TrainingLoop(spec, workdir=Path(workdir), cache_dir=Path(workdir) / "cache")
         setup = reset_peak()  # the peak from here on is what training costs
         pacer.ready(after_imports=after_imports, after_setup=setup["rss"], setup_peak=setup["hwm"])
         started, peak = time.perf_counter(), 0.0

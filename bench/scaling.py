@@ -54,7 +54,7 @@ import yaml  # noqa: E402
 from grpo.parallel.launch import init_rank, launch_ranks, leave_group  # noqa: E402
 from grpo.report import StepReport  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
-from grpo.trainer import Trainer  # noqa: E402
+from grpo.trainer import TrainingLoop  # noqa: E402
 
 SIDES = ("single", "ranks", "alone", "beside")
 Samples = list[tuple[str, float]]
@@ -89,7 +89,7 @@ def run_side(spec: JobSpec, side: str, port: int, out: Path, cache: Path) -> Non
     turn = Turn(port, side) if side != "ranks" or rank == 0 else None
     reports: list[StepReport] = []
     try:
-        Trainer(spec, workdir=out / f"{side}-{rank}", cache_dir=cache).fit(
+        TrainingLoop(spec, workdir=out / f"{side}-{rank}", cache_dir=cache).fit(
             reports.append,
             should_stop=turn.wait if turn else lambda: False,
             resume=False,

@@ -8,8 +8,8 @@ alternating.
 
 The spec is bench/vllm_step.py's (builtin:small, bf16, 8 prompts x 8 completions, 64 + 256
 tokens), with vllm_enforce_eager (no inductor compile, which would dominate the start).
-A start is the Trainer's construction: model load, the engine's weights copy and vLLM's
-start. Memory is the child's RSS growth over its own baseline before the Trainer.
+A start is the TrainingLoop's construction: model load, the engine's weights copy and vLLM's
+start. Memory is the child's RSS growth over its own baseline before the TrainingLoop.
 VLLM_CPU_KVCACHE_SPACE is removed from the children's environment (it overrides both).
 """
 
@@ -34,14 +34,14 @@ if sys.argv[1] == "default":
     engine.kv_cache_bytes = lambda *args, **kwargs: None  # vLLM's own CPU sizing
 from grpo.cli.main import cache_dir
 from grpo.spec import JobSpec
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 spec = JobSpec(model="builtin:small", use_vllm=True, device="cpu", precision="bf16",
                prompts_per_step=8, num_generations=8, beta=0.0, max_prompt_length=64,
                max_completion_length=256, save_steps=0, vllm_enforce_eager=True)
 process = psutil.Process()
 base, tick = process.memory_info().rss, time.perf_counter()
 with tempfile.TemporaryDirectory() as workdir:
-    trainer = Trainer(spec, workdir=Path(workdir), cache_dir=cache_dir(None))
+    trainer = TrainingLoop(spec, workdir=Path(workdir), cache_dir=cache_dir(None))
     seconds, grown = time.perf_counter() - tick, process.memory_info().rss - base
     trainer.engine.close()
 print("RESULT " + json.dumps({"seconds": seconds, "mib": grown / 2**20}))

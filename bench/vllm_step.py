@@ -3,7 +3,7 @@
     .venv/bin/python bench/vllm_step.py                   (builtin:small, 64 and 256 tokens)
     .venv/bin/python bench/vllm_step.py --lengths 32 --repeats 3
 
-One Trainer with use_vllm (the colocated engine, grpo/engines/vllm.py) and a NativeEngine
+One TrainingLoop with use_vllm (the colocated engine, grpo/engines/vllm.py) and a NativeEngine
 over the same policy sample the same request: `prompts` prompts x G completions, each up to
 `length` tokens (builtin:small is random, so almost every completion runs to the limit;
 the tokens generated are counted, not assumed), fresh per-group seeds each repeat. The two
@@ -117,7 +117,7 @@ def main() -> None:
     from grpo.engines.native import NativeEngine
     from grpo.sampling import group_seed
     from grpo.spec import JobSpec
-    from grpo.trainer import Trainer
+    from grpo.trainer import TrainingLoop
 
     spec = JobSpec(
         model="builtin:small", use_vllm=True, device="cpu", precision=args.precision,
@@ -126,7 +126,7 @@ def main() -> None:
     )  # fmt: skip
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as workdir:
-        trainer = Trainer(spec, workdir=Path(workdir), cache_dir=cache_dir(args.cache_dir))
+        trainer = TrainingLoop(spec, workdir=Path(workdir), cache_dir=cache_dir(args.cache_dir))
         print(f"engine start (vLLM, model load + compile): {time.perf_counter() - started:.1f} s")
         engines = {"native": NativeEngine(trainer), "vllm": trainer.engine}
         gen = torch.Generator().manual_seed(0)

@@ -21,6 +21,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo.report import StepReport
+from grpo.run import local
+from grpo.run.sink import Sink
 from grpo.spec import JobSpec
 from grpo.spec.yaml_input import load_yaml
 
@@ -65,8 +68,20 @@ def with_functions(spec: JobSpec, functions: dict[str, RewardFunc]) -> JobSpec:
     return JobSpec.model_validate(body)
 
 
+class KeptReports(Sink):
+    """Every StepReport of a run, kept in `reports` (a sink of the run: grpo/run/sink.py)."""
+
+    def __init__(self, reports: list[StepReport]) -> None:
+        self.reports = reports
+
+    def log_step(self, report: StepReport) -> None:
+        self.reports.append(report)
+
+
 class Trainer:
-    """A run of `spec` in this process, its python rewards calling `reward_funcs`."""
+    """A run of `spec` in this process, its python rewards calling `reward_funcs`; its
+    `logging.report_to` trackers, plugin folders (GRPO_PLUGIN_DIRS) and terminal as those of
+    `grpo train` (grpo/run/run.py wires both)."""
 
     def __init__(
         self,
@@ -88,10 +103,9 @@ class Trainer:
                 "(package the functions as a plugin for runs on several ranks)"
             )
         self.workdir = Path(workdir) if workdir else Path("runs") / (self.spec.name or "run")
-        default_cache = os.environ.get("GRPO_CACHE_DIR", "~/.cache/grpo")
-        self.cache_dir = Path(cache_dir or default_cache).expanduser()
+        self.cache_dir = local.cache_dir(cache_dir)
         self.reward_hosts = list(reward_hosts)
-        self.reports: list[Any] = []
+        self.reports: list[StepReport] = []
         """Every StepReport of `train`, in order (rewards, metrics, groups)."""
 
     def train(self, *, resume: bool = False) -> Any:
@@ -105,7 +119,7 @@ class Trainer:
             resume=resume,
             reward_hosts=self.reward_hosts,
             reward_functions=self.functions,
-            on_step=self.reports.append,
+            sinks=[KeptReports(self.reports)],
         )
 
 

@@ -63,8 +63,10 @@ class FitResult:
     is_stopped: bool
 
 
-class Trainer:
-    """Builds policy, reference, optimizer and data from a JobSpec; `fit` runs the steps."""
+class TrainingLoop:
+    """Builds policy, reference, optimizer and data from a JobSpec; `fit` runs the steps.
+    A run is wired to it from every door by grpo/run/run.py; `from grpo import Trainer` is
+    the Python API's (grpo/python_api.py)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""One training job: claim the run, train it with grpo.Trainer, sink every step to the store.
+"""One training job: claim the run, train it (grpo/run/run.py), sink every step to the store.
 
 A duplicate delivery of a run that is not queued does nothing. A run this worker cannot
 fit (more ranks than the devices it holds, its device or free memory) goes back to its

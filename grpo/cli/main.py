@@ -3,7 +3,7 @@ terminal, with no server; `convert` turns a TRL GRPOConfig into a spec (grpo/cli
 
 Service commands (up, worker, submit, runs, cancel, logs, doctor, export, migrate) are
 handed to app.cli or worker.cli in a fresh process, so this module never imports the server
-or the worker. The only environment variable read in grpo/ is GRPO_CACHE_DIR, here.
+or the worker. The GRPO_* variables it reads are grpo/run/local.py's.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from grpo.cli.convert import add_arguments as add_convert_arguments
 from grpo.cli.convert import run_convert
 from grpo.cli.vllm_serve import add_arguments as add_vllm_serve_arguments
 from grpo.parallel.threads import prefer_passive_wait
+from grpo.run import local
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cache_dir(arg: Path | None) -> Path:
-    return (arg or Path(os.environ.get("GRPO_CACHE_DIR", "~/.cache/grpo"))).expanduser()
+    return local.cache_dir(arg)
 
 
 def evaluate(args: argparse.Namespace) -> int:

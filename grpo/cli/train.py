@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -128,49 +127,40 @@ def fit_here(
     *,
     cache_dir: Path,
     resume: bool = False,
-    reward_hosts: list[str] | None = None,
-    token_envs: list[str] | None = None,
+    reward_hosts: Sequence[str] = (),
+    token_envs: Sequence[str] = (),
     reward_functions: dict[str, Any] | None = None,
     keep_stopping: bool = False,
-    on_step: Any = None,
+    sinks: Sequence[Any] = (),
 ) -> Any:
     """Train in this process with a progress bar and log lines on rank 0 and Ctrl-C asking
-    for a stop between steps; the FitResult. `grpo train` and the Python API (grpo/python_api.py)
-    both train through it, so both show the same progress and leave the same workdir."""
-    from tqdm import tqdm
-
+    for a stop between steps, as a Run (grpo/run/run.py) with this terminal and `sinks` as
+    its sinks; the FitResult. `grpo train` and the Python API (grpo/python_api.py) both train
+    through it, so both show the same progress and leave the same workdir; GRPO_PLUGIN_DIRS
+    and GRPO_MLFLOW_URI count as on the service's workers (grpo/run/local.py)."""
+    from grpo.cli.terminal import TerminalSink
     from grpo.parallel.ranks import current_ranks
     from grpo.parallel.threads import apply_threads, available_cpus
-    from grpo.trainer import Trainer
+    from grpo.run import local
+    from grpo.run.environment import RunEnvironment
+    from grpo.run.run import Run
 
     is_main = current_ranks().is_main
     threads = apply_threads(device_kind(spec.device), available_cpus())
     if is_main:
         print(f"threads: {threads.label}", file=sys.stderr)
-    trainer = Trainer(
-        spec,
+    env = RunEnvironment(
         workdir=workdir,
         cache_dir=cache_dir,
-        progress=is_main,
-        log=lambda level, message: tqdm.write(f"[{level}] {message}") if is_main else None,
-        reward_hosts=reward_hosts or [],
-        token_envs=token_envs or [],
+        reward_hosts=tuple(reward_hosts),
+        token_envs=tuple(token_envs),
+        plugin_dirs=local.plugin_dirs(),
         reward_functions=reward_functions,
+        mlflow_uri=local.mlflow_uri(),
+        progress=is_main,
     )
-    bar = tqdm(
-        total=spec.max_steps, desc="grpo", unit="step", dynamic_ncols=True, disable=not is_main
-    )
-    with StopOnInterrupt(keep=keep_stopping) as stop, bar:
-
-        def show(report: Any) -> None:
-            bar.n = report.step
-            bar.set_postfix(
-                reward=f"{report.scalars['reward']:.3f}", kl=f"{report.scalars['kl']:.4f}"
-            )
-            if on_step is not None:
-                on_step(report)
-
-        result = trainer.fit(show, should_stop=stop.is_requested, resume=resume)
+    terminal = TerminalSink(spec.max_steps, is_main=is_main, keep_stopping=keep_stopping)
+    result = Run(spec, env, [terminal, *sinks]).fit(resume=resume)
     state = "stopped" if result.is_stopped else "finished"
     if is_main:
         print(f"{state} at step {result.last_step}; checkpoints in {workdir / 'checkpoints'}")
@@ -207,36 +197,3 @@ def load_spec(path: Path) -> Any:
         return JobSpec.model_validate(load_yaml(path.read_text(encoding="utf-8"), source=str(path)))
     except ValidationError as exc:  # the same field list as the API's 422
         raise ValueError(invalid_spec_text(exc.errors(), JobSpec)) from None
-
-
-class StopOnInterrupt:
-    """First Ctrl-C: finish the step, checkpoint, stop. Second: interrupt at once (`keep`:
-    every Ctrl-C only asks for the stop)."""
-
-    def __init__(self, *, keep: bool = False) -> None:
-        self.requested = False
-        self.keep = keep
-        self._previous: Any = None
-
-    def __enter__(self) -> StopOnInterrupt:
-        # only the main thread may set handlers (the Python API may train in another one)
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested and self.keep:
-            return
-        self.requested = True
-        if self.keep:
-            print("\nstopping after this step", file=sys.stderr)
-            return
-        signal.signal(signal.SIGINT, self._previous)
-        print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
-
-    def is_requested(self) -> bool:
-        return self.requested

@@ -25,7 +25,11 @@ RECEIVER = "grpo.engines.vllm_receiver.WeightReceiver"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`grpo vllm-serve`'s arguments (its summary is in grpo/cli/commands.py)."""
     parser.add_argument("model", help="builtin:small, a hub id or a model directory")
-    parser.add_argument("--host", default="0.0.0.0", help="default 0.0.0.0 (TRL's)")
+    parser.add_argument(
+        "--host", default="127.0.0.1",
+        help="default 127.0.0.1, not TRL's 0.0.0.0: the dev endpoints a push needs let any "
+        "caller load weights and call worker methods; open it on a private network only",
+    )  # fmt: skip
     parser.add_argument("--port", type=int, default=8000, help="default 8000 (TRL's)")
     parser.add_argument(
         "--dtype", default="auto", help="auto (the model's), float32 or bfloat16; a run's "

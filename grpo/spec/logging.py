@@ -4,6 +4,8 @@ writes to the trackers."""
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -13,6 +15,18 @@ from grpo.spec.config import SECTION_CONFIG, SpecInt
 TRACKER_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}
 """The package each `logging.report_to` tracker needs (the `trackers` extra); the API checks
 it is importable at submit, without importing it."""
+
+
+def missing_trackers(report_to: Sequence[str]) -> list[str]:
+    """What each tracker of `logging.report_to` whose package is not installed needs, in a
+    line (found with importlib.util.find_spec: nothing is imported). The API refuses such a
+    spec at submit, every door of a run (grpo/run/run.py) before loading anything."""
+    return [
+        f"{tracker} needs the {package!r} package, which is not installed: "
+        "pip install 'grpo-service[trackers]'"
+        for tracker in report_to
+        if importlib.util.find_spec(package := TRACKER_PACKAGES[tracker]) is None
+    ]
 
 
 class LoggingSpec(BaseModel):

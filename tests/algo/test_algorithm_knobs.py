@@ -10,7 +10,7 @@ import torch
 from grpo.advantages import decoupled_advantages
 from grpo.spec import FormatReward, RegexReward
 from grpo.spec.logging import LoggingSpec
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 from grpo.update import policy_update
 from tests.train.test_trainer import comparable, run, tiny_spec
 
@@ -75,7 +75,7 @@ def test_the_entropy_bonus_trains_on_flat_groups_too(tmp_path, grpo_cache_dir):
     # beta 0 and every advantage 0 would skip the whole update; an entropy bonus still has
     # a gradient on every token, so no group may be skipped
     spec = tiny_spec(beta=0.0, entropy_coef=0.1)
-    trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
+    trainer = TrainingLoop(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
     rollout = trainer.rounds.generate(["1+1=", "2+2="], step=1)
     result = policy_update(
         trainer.model,

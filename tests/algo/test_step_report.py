@@ -10,7 +10,7 @@ import pytest
 from grpo.report import GROUP_REWARD_STD_BIN_EDGES, GroupReport
 from grpo.report.build import build_step_report, finish_fields
 from grpo.spec import JobSpec
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 
 
 def group(index: int, rewards: list[float], *, is_kept: bool = False) -> GroupReport:
@@ -58,7 +58,7 @@ def test_trainer_keeps_token_pieces_that_join_back_to_each_kept_text(
         save_steps=0,
         logging={"max_groups_per_step": 1},
     )
-    trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir, log=lambda *_: None)
+    trainer = TrainingLoop(spec, workdir=tmp_path, cache_dir=grpo_cache_dir, log=lambda *_: None)
     report = trainer.step(1)
 
     kept, bare = report.groups

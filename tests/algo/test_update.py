@@ -17,7 +17,7 @@ import torch
 from grpo.logprobs import completion_logps
 from grpo.spec import JobSpec, RegexReward
 from grpo.step_loss import loss_mask_of
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 from grpo.update import policy_update
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -43,7 +43,7 @@ def spec(**overrides):
 def rollout_and_reference(job, workdir, cache_dir):
     """The model, its rollout of 3 prompts (some completions truncated, some not) and the
     log-probs of a perturbed copy as reference; test_distributed_update.py shares it."""
-    trainer = Trainer(job, workdir=workdir, cache_dir=cache_dir)
+    trainer = TrainingLoop(job, workdir=workdir, cache_dir=cache_dir)
     rollout = trainer.rounds.generate(["1+1=", "23+45=", "7-2="], step=1)
     assert rollout.is_truncated.any() and not rollout.is_truncated.all(), "pick other prompts"
     reference = copy.deepcopy(trainer.model)

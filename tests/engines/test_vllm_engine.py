@@ -23,7 +23,7 @@ from grpo.logprobs import completion_logps
 from grpo.parallel.launch import is_launched
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 
 TOLERANCE = 1e-4
 STOP = "e"  # frequent in builtin:small's random output: many completions end on it
@@ -33,7 +33,7 @@ THREADS_BEFORE_START: list[int] = []  # torch's thread count when the engine sta
 
 
 @pytest.fixture(scope="module")
-def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
+def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainingLoop]:
     root = tmp_path_factory.mktemp("vllm")
     spec = JobSpec(
         model="builtin:small", use_vllm=True, device="cpu", precision="fp32", beta=0.0,
@@ -41,7 +41,7 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
         max_completion_length=12, learning_rate=0.05, save_steps=0, stop=(STOP,),
     )  # fmt: skip
     THREADS_BEFORE_START.append(torch.get_num_threads())
-    trained = Trainer(spec, workdir=root / "run", cache_dir=Path("/tmp/grpo-test-cache"))
+    trained = TrainingLoop(spec, workdir=root / "run", cache_dir=Path("/tmp/grpo-test-cache"))
     yield trained
     trained.engine.close()
 
@@ -56,19 +56,19 @@ def request(
     return GenerationRequest(ids, mask, 4, 12, sampling, None if seeds is None else list(seeds))
 
 
-def gap(trainer: Trainer, rollout, model_logps=None) -> float:  # type: ignore[no-untyped-def]
+def gap(trainer: TrainingLoop, rollout, model_logps=None) -> float:  # type: ignore[no-untyped-def]
     logps = completion_logps(trainer.model, rollout) if model_logps is None else model_logps
     diff = (logps.detach() - rollout.sampling_logps).abs() * rollout.completion_mask
     return float(diff.max())
 
 
-def test_the_engine_is_chosen_by_use_vllm(trainer: Trainer) -> None:
+def test_the_engine_is_chosen_by_use_vllm(trainer: TrainingLoop) -> None:
     assert isinstance(trainer.engine, VllmEngine)
     # the launcher variables it needed to start are gone: this process is no launched rank
     assert not is_launched()
 
 
-def test_the_kv_cache_is_what_the_spec_needs(trainer: Trainer) -> None:
+def test_the_kv_cache_is_what_the_spec_needs(trainer: TrainingLoop) -> None:
     # by hand, builtin:small in fp32: 2 (K, V) x 4 layers x 2 KV heads x 64 wide x 4 bytes =
     # 4096 bytes a token; 2 prompts x G 4 = 8 sequences of up to 512 + 12 = 524 tokens, each
     # ceil(524 / 128) + 1 = 6 blocks of 128: 8 x 6 x 128 x 4096 = 25,165,824 (24 MiB, where
@@ -78,7 +78,9 @@ def test_the_kv_cache_is_what_the_spec_needs(trainer: Trainer) -> None:
     assert cache.kv_cache_memory_bytes == 25_165_824
 
 
-def test_torch_threads_are_the_trainers_again_once_the_engine_started(trainer: Trainer) -> None:
+def test_torch_threads_are_the_trainers_again_once_the_engine_started(
+    trainer: TrainingLoop,
+) -> None:
     # vLLM's CPU worker drops torch to 1 thread and makes set_num_threads a no-op
     (before,) = THREADS_BEFORE_START
     assert torch.get_num_threads() == before
@@ -90,7 +92,7 @@ def test_torch_threads_are_the_trainers_again_once_the_engine_started(trainer: T
         torch.set_num_threads(before)
 
 
-def test_vllm_logps_of_its_samples_are_the_trainers_recomputation(trainer: Trainer) -> None:
+def test_vllm_logps_of_its_samples_are_the_trainers_recomputation(trainer: TrainingLoop) -> None:
     rollout = trainer.engine.generate(request())
     assert rollout.completion_ids.shape[0] == 8
     assert rollout.sampling_logps is not None
@@ -98,7 +100,7 @@ def test_vllm_logps_of_its_samples_are_the_trainers_recomputation(trainer: Train
     assert gap(trainer, rollout) < TOLERANCE
 
 
-def test_seeds_fix_each_completion_whatever_the_batch(trainer: Trainer) -> None:
+def test_seeds_fix_each_completion_whatever_the_batch(trainer: TrainingLoop) -> None:
     both = trainer.engine.generate(request())
     alone = trainer.engine.generate(
         GenerationRequest(
@@ -112,7 +114,7 @@ def test_seeds_fix_each_completion_whatever_the_batch(trainer: Trainer) -> None:
     assert not torch.equal(both.completion_ids, other.completion_ids)
 
 
-def test_after_a_step_the_engine_samples_from_the_new_weights(trainer: Trainer) -> None:
+def test_after_a_step_the_engine_samples_from_the_new_weights(trainer: TrainingLoop) -> None:
     engine = trainer.engine
     assert isinstance(engine, VllmEngine)
     before = engine.generate(request())
@@ -130,7 +132,7 @@ def test_after_a_step_the_engine_samples_from_the_new_weights(trainer: Trainer) 
     assert gap(trainer, fresh) < TOLERANCE
 
 
-def test_eos_stop_strings_and_length_finish_as_native(trainer: Trainer) -> None:
+def test_eos_stop_strings_and_length_finish_as_native(trainer: TrainingLoop) -> None:
     """A completion ends at its first EOS or at the token that completes the stop string
     (kept, as native); one that reaches neither is truncated at max tokens."""
     rollout = trainer.engine.generate(request())
@@ -154,7 +156,7 @@ def test_eos_stop_strings_and_length_finish_as_native(trainer: Trainer) -> None:
         assert is_truncated == (not is_eos and not is_stop)
 
 
-def test_greedy_eos_and_length_finish_as_native(trainer: Trainer) -> None:
+def test_greedy_eos_and_length_finish_as_native(trainer: TrainingLoop) -> None:
     rollout = trainer.engine.generate(request(seeds=None, sampling=Sampling(top_k=1)))
     lengths = rollout.completion_mask.sum(dim=1)
     eos = torch.tensor(trainer.eos_token_ids)
@@ -176,4 +178,4 @@ def test_a_model_vllm_cpu_cannot_attend_is_refused_before_it_starts(tmp_path: Pa
     refused at the engine's start with the way out, not deep inside the first generation."""
     spec = JobSpec(model="builtin:tiny-arith", use_vllm=True, device="cpu", max_steps=1)
     with pytest.raises(ValueError, match="head size 16.*use_vllm false"):
-        Trainer(spec, workdir=tmp_path, cache_dir=Path("/tmp/grpo-test-cache"))
+        TrainingLoop(spec, workdir=tmp_path, cache_dir=Path("/tmp/grpo-test-cache"))

@@ -14,7 +14,7 @@ import pytest
 from grpo.parallel.launch import init_rank, launch_ranks, leave_group
 from grpo.report import StepReport
 from grpo.spec import JobSpec, RegexReward
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,7 +30,7 @@ def job(ranks: int) -> JobSpec:
 
 def fit(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
     reports: list[StepReport] = []
-    Trainer(spec, workdir=workdir, cache_dir=cache).fit(reports.append)
+    TrainingLoop(spec, workdir=workdir, cache_dir=cache).fit(reports.append)
     return reports
 
 

@@ -14,7 +14,7 @@ from grpo.eval.greedy import greedy_accuracy
 from grpo.eval.heldout import is_eval_step
 from grpo.report import EvalReport, StepReport
 from grpo.spec import JobSpec
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -57,10 +57,10 @@ def fit(
     cache_dir: Path,
     *,
     log: Callable[[str], object] = lambda message: None,
-) -> tuple[Trainer, list[EvalReport], list[StepReport]]:
+) -> tuple[TrainingLoop, list[EvalReport], list[StepReport]]:
     evals: list[EvalReport] = []
     steps: list[StepReport] = []
-    trainer = Trainer(s, workdir=tmp_path, cache_dir=cache_dir,
+    trainer = TrainingLoop(s, workdir=tmp_path, cache_dir=cache_dir,
                       log=lambda level, message: log(message))  # fmt: skip
     trainer.fit(steps.append, on_eval=evals.append)
     return trainer, evals, steps
@@ -133,7 +133,7 @@ def test_holdout_fraction_evaluates_on_the_share_of_the_file_it_never_trains_on(
     base = spec(holdout_fraction=0.25).model_dump(exclude={"data"})
     s = JobSpec.model_validate({**base, "data": {"source": str(data)}})
     logs: list[str] = []
-    trainer = Trainer(s, workdir=tmp_path / "run", cache_dir=grpo_cache_dir,
+    trainer = TrainingLoop(s, workdir=tmp_path / "run", cache_dir=grpo_cache_dir,
                       log=lambda level, message: logs.append(message))  # fmt: skip
     evals: list[EvalReport] = []
     trainer.fit(lambda report: None, on_eval=evals.append)

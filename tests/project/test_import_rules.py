@@ -231,7 +231,9 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "engines": ("spec", "data", "models", "rewards", "report", "parallel", "tools"),
     "checkpoints": ("spec", "models", "parallel", "report"),
     "eval": ("spec", "data", "models", "rewards", "report", "engines"),
-    "cli": ("spec", "data", "models", "parallel", "checkpoints", "eval"),
+    # one run from every door: its environment, its sinks, the trackers among them
+    "run": ("spec", "report"),
+    "cli": ("spec", "data", "models", "parallel", "checkpoints", "eval", "run"),
     "doctor": ("spec", "report"),  # rules over stored metrics: torch-free, run by app/ too
 }
 """Which grpo subpackage may import which, bottom-up: each names only those above it.

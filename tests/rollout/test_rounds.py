@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 
 from grpo.report.timing import StepClock
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 from tests.train.test_trainer import tiny_spec
 
 
-def tiny_trainer(tmp_path, cache_dir, **overrides) -> Trainer:
-    return Trainer(tiny_spec(**overrides), workdir=tmp_path, cache_dir=cache_dir)
+def tiny_trainer(tmp_path, cache_dir, **overrides) -> TrainingLoop:
+    return TrainingLoop(tiny_spec(**overrides), workdir=tmp_path, cache_dir=cache_dir)
 
 
 def test_a_round_depends_on_seed_step_and_round_only(tmp_path, grpo_cache_dir):

@@ -34,7 +34,7 @@ from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.step_loss import loss_mask_of, start_counts
 from grpo.tools.calls import parse_tool_calls
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 from grpo.update import policy_update
 
 TOLERANCE = 1e-4
@@ -81,7 +81,9 @@ def chat_prompt(tokenizer, prompt: str) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def trainer(grpo_cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trainer]:
+def trainer(
+    grpo_cache_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TrainingLoop]:
     taught = materialise(
         grpo_cache_dir / f"test-small-calls-{TAUGHT_VERSION}",
         lambda target: teach_to_call(target, grpo_cache_dir),
@@ -97,13 +99,13 @@ def trainer(grpo_cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         max_steps=2, temperature=SAMPLING.temperature,
     )  # fmt: skip
     root = tmp_path_factory.mktemp("vllm-tools")
-    trained = Trainer(spec, workdir=root / "run", cache_dir=grpo_cache_dir)
+    trained = TrainingLoop(spec, workdir=root / "run", cache_dir=grpo_cache_dir)
     yield trained
     trained.engine.close()
 
 
 def request(
-    trainer: Trainer, prompts: tuple[str, ...], seeds: tuple[int, ...]
+    trainer: TrainingLoop, prompts: tuple[str, ...], seeds: tuple[int, ...]
 ) -> GenerationRequest:
     texts = [chat_prompt(trainer.tokenizer, p) for p in prompts]
     ids, mask = tokenize_prompts(
@@ -114,17 +116,17 @@ def request(
 
 
 @pytest.fixture(scope="module")
-def rollout(trainer: Trainer) -> Rollout:
+def rollout(trainer: TrainingLoop) -> Rollout:
     return trainer.engine.generate(request(trainer, PROMPTS, (5, 6)))
 
 
-def test_the_loop_wraps_the_vllm_engine(trainer: Trainer) -> None:
+def test_the_loop_wraps_the_vllm_engine(trainer: TrainingLoop) -> None:
     assert isinstance(trainer.engine, ToolLoop) and isinstance(trainer.engine.inner, VllmEngine)
     assert trainer.eval_engine is trainer.engine.inner  # held-out evaluation: single-turn
 
 
 def test_trajectories_call_the_tool_and_mask_exactly_its_tokens(
-    trainer: Trainer, rollout: Rollout
+    trainer: TrainingLoop, rollout: Rollout
 ) -> None:
     assert rollout.trajectories is not None and rollout.model_mask is not None
     first_turns = [t.turns[0].text for t in rollout.trajectories]
@@ -146,7 +148,7 @@ def test_trajectories_call_the_tool_and_mask_exactly_its_tokens(
 
 
 def test_vllm_logps_of_whole_trajectories_are_the_trainers_one_pass_recomputation(
-    trainer: Trainer, rollout: Rollout
+    trainer: TrainingLoop, rollout: Rollout
 ) -> None:
     assert rollout.sampling_logps is not None
     mask = rollout.model_token_mask
@@ -159,7 +161,7 @@ def test_vllm_logps_of_whole_trajectories_are_the_trainers_one_pass_recomputatio
 
 
 def test_a_trajectory_samples_the_same_whatever_the_batch(
-    trainer: Trainer, rollout: Rollout
+    trainer: TrainingLoop, rollout: Rollout
 ) -> None:
     alone = trainer.engine.generate(request(trainer, PROMPTS[1:], (6,)))
     assert rollout.trajectories is not None and alone.trajectories is not None
@@ -177,7 +179,7 @@ def test_a_trajectory_samples_the_same_whatever_the_batch(
 
 
 def test_the_importance_sampling_correction_of_a_multi_turn_update_counts_model_tokens(
-    trainer: Trainer, rollout: Rollout
+    trainer: TrainingLoop, rollout: Rollout
 ) -> None:
     """The update of the trainer's step, on the multi-turn vLLM rollout with advantages set
     by hand (the step's own prompts carry the tools preamble the model was not taught, so
@@ -198,7 +200,7 @@ def test_the_importance_sampling_correction_of_a_multi_turn_update_counts_model_
     trainer.engine.load_weights(trainer.model)  # the update stepped: the engine follows
 
 
-def test_grpo_steps_with_tools_on_vllm_run_and_report_their_tools(trainer: Trainer) -> None:
+def test_grpo_steps_with_tools_on_vllm_run_and_report_their_tools(trainer: TrainingLoop) -> None:
     for step in (1, 2):
         report = trainer.step(step)
         assert report is not None

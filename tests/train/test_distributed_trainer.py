@@ -33,7 +33,7 @@ from grpo.parallel.launch import (
 )
 from grpo.report import StepReport
 from grpo.spec import JobSpec, RegexReward
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 from tests.processes import rank_processes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -78,7 +78,7 @@ def job(ranks: int, **overrides: Any) -> JobSpec:
 
 def fit(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
     reports: list[StepReport] = []
-    Trainer(spec, workdir=workdir, cache_dir=cache).fit(reports.append)
+    TrainingLoop(spec, workdir=workdir, cache_dir=cache).fit(reports.append)
     return reports
 
 
@@ -173,7 +173,7 @@ def test_grpo_train_launches_the_ranks_itself(tmp_path, grpo_cache_dir, capsys):
 
 def test_a_trainer_refuses_a_spec_for_more_ranks_than_it_has(tmp_path, grpo_cache_dir):
     with pytest.raises(ValueError, match="num_processes is 2 but this process is one of 1"):
-        Trainer(job(2), workdir=tmp_path, cache_dir=grpo_cache_dir)
+        TrainingLoop(job(2), workdir=tmp_path, cache_dir=grpo_cache_dir)
 
 
 def test_a_run_checkpointed_on_two_ranks_resumes_exactly_on_one(tmp_path, grpo_cache_dir):

@@ -20,7 +20,7 @@ import pytest
 from grpo.data.loading import load_examples
 from grpo.eval.greedy import greedy_accuracy
 from grpo.spec import AccuracyReward, JobSpec
-from grpo.trainer import Trainer
+from grpo.trainer import TrainingLoop
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -41,7 +41,7 @@ MIN_RISE = 0.10
 
 
 def test_grpo_raises_greedy_test_accuracy_of_the_warm_started_model(tmp_path, grpo_cache_dir):
-    trainer = Trainer(LEARNING_SPEC, workdir=tmp_path, cache_dir=grpo_cache_dir)
+    trainer = TrainingLoop(LEARNING_SPEC, workdir=tmp_path, cache_dir=grpo_cache_dir)
     test = load_examples(LEARNING_SPEC.data, split="test")
 
     def accuracy() -> float:

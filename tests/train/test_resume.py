@@ -1,5 +1,5 @@
 """Exact resume (grpo/trainer.py, grpo/checkpoints/files.py): run 4 steps straight, or run 2,
-checkpoint, build a new Trainer and resume; steps 3 and 4 must match. The spec exercises
+checkpoint, build a new TrainingLoop and resume; steps 3 and 4 must match. The spec exercises
 every piece of saved state: AdamW moments, a warmup + linear schedule, adaptive beta and a
 reference synced at step 2; dynamic sampling's extra rounds must resume the same too."""
 
@@ -8,7 +8,7 @@ import pytest
 from grpo.checkpoints.files import KEEP_CHECKPOINTS, latest_checkpoint
 from grpo.spec import RegexReward
 from grpo.spec.optimization import LoraSpec
-from grpo.trainer import FitResult, Trainer
+from grpo.trainer import FitResult, TrainingLoop
 from tests.train.test_trainer import comparable, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -33,15 +33,15 @@ RESUME_KNOBS = dict(
 def test_resuming_from_step_two_continues_exactly(tmp_path, grpo_cache_dir, lora):
     spec = tiny_spec(**RESUME_KNOBS, lora=lora, learning_rate=1e-2 if lora else 1e-3)
     straight = []
-    Trainer(spec, workdir=tmp_path / "straight", cache_dir=grpo_cache_dir).fit(straight.append)
+    TrainingLoop(spec, workdir=tmp_path / "straight", cache_dir=grpo_cache_dir).fit(straight.append)
 
     first = []
-    stopped = Trainer(spec, workdir=tmp_path / "resumed", cache_dir=grpo_cache_dir).fit(
+    stopped = TrainingLoop(spec, workdir=tmp_path / "resumed", cache_dir=grpo_cache_dir).fit(
         first.append, should_stop=lambda: len(first) >= 2
     )
     assert stopped == FitResult(last_step=2, is_stopped=True)
     logs, second = [], []
-    resumed = Trainer(
+    resumed = TrainingLoop(
         spec,
         workdir=tmp_path / "resumed",
         cache_dir=grpo_cache_dir,
@@ -61,17 +61,17 @@ def test_resuming_from_step_two_continues_exactly(tmp_path, grpo_cache_dir, lora
 
 def test_a_finished_run_resumes_to_nothing(tmp_path, grpo_cache_dir):
     spec = tiny_spec(max_steps=1)
-    Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
+    TrainingLoop(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
     reports = []
-    result = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(reports.append)
+    result = TrainingLoop(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(reports.append)
     assert result == FitResult(last_step=1, is_stopped=False) and reports == []
 
 
 def test_only_the_latest_checkpoints_are_kept_and_each_is_announced(tmp_path, grpo_cache_dir):
     saved = []
-    Trainer(tiny_spec(max_steps=5, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
-        lambda report: None, on_checkpoint=saved.append
-    )
+    TrainingLoop(
+        tiny_spec(max_steps=5, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir
+    ).fit(lambda report: None, on_checkpoint=saved.append)
     kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert kept == [f"step-{s:06d}" for s in range(6 - KEEP_CHECKPOINTS, 6)]
     assert latest_checkpoint(tmp_path).name == "step-000005"
@@ -83,12 +83,12 @@ def test_only_the_latest_checkpoints_are_kept_and_each_is_announced(tmp_path, gr
 
 
 def test_the_final_model_outlives_the_rotation_of_a_run_resumed_longer(tmp_path, grpo_cache_dir):
-    Trainer(tiny_spec(max_steps=2, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
-        lambda report: None
-    )
+    TrainingLoop(
+        tiny_spec(max_steps=2, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir
+    ).fit(lambda report: None)
     saved = []
     longer = tiny_spec(max_steps=2 + KEEP_CHECKPOINTS + 1, save_steps=1)
-    Trainer(longer, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
+    TrainingLoop(longer, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
         lambda report: None, on_checkpoint=saved.append
     )
     newest = list(range(longer.max_steps - KEEP_CHECKPOINTS + 1, longer.max_steps + 1))
@@ -100,26 +100,26 @@ def test_the_final_model_outlives_the_rotation_of_a_run_resumed_longer(tmp_path,
 def test_without_save_final_only_the_save_steps_grid_is_saved(tmp_path, grpo_cache_dir):
     saved = []
     spec = tiny_spec(max_steps=3, save_steps=2, save_final=False)
-    Trainer(spec, workdir=tmp_path / "grid", cache_dir=grpo_cache_dir).fit(
+    TrainingLoop(spec, workdir=tmp_path / "grid", cache_dir=grpo_cache_dir).fit(
         lambda report: None, on_checkpoint=saved.append
     )
     assert [(c.step, c.is_final) for c in saved] == [(2, False)]  # no step 3 off the grid
     stopped = []
     sweep = tiny_spec(max_steps=3, save_steps=0, save_final=False)
-    Trainer(sweep, workdir=tmp_path / "sweep", cache_dir=grpo_cache_dir).fit(
+    TrainingLoop(sweep, workdir=tmp_path / "sweep", cache_dir=grpo_cache_dir).fit(
         stopped.append, should_stop=lambda: len(stopped) >= 1
     )
     assert latest_checkpoint(tmp_path / "sweep").name == "step-000001"  # stopped: resumable
-    Trainer(sweep, workdir=tmp_path / "sweep", cache_dir=grpo_cache_dir).fit(lambda r: None)
+    TrainingLoop(sweep, workdir=tmp_path / "sweep", cache_dir=grpo_cache_dir).fit(lambda r: None)
     assert latest_checkpoint(tmp_path / "sweep").name == "step-000001"  # completed: no weights
 
 
 def test_starting_fresh_removes_old_checkpoints(tmp_path, grpo_cache_dir):
-    Trainer(tiny_spec(max_steps=3, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir).fit(
-        lambda report: None
-    )
+    TrainingLoop(
+        tiny_spec(max_steps=3, save_steps=1), workdir=tmp_path, cache_dir=grpo_cache_dir
+    ).fit(lambda report: None)
     logs, reports = [], []
-    Trainer(
+    TrainingLoop(
         tiny_spec(max_steps=1),
         workdir=tmp_path,
         cache_dir=grpo_cache_dir,
@@ -134,10 +134,10 @@ def test_a_resume_that_changes_model_shapes_or_data_order_is_refused_naming_the_
     tmp_path, grpo_cache_dir
 ):
     spec = tiny_spec(max_steps=1, save_steps=1)
-    Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
+    TrainingLoop(spec, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
     edited = tiny_spec(max_steps=2, save_steps=1, num_generations=2, seed=7)
     with pytest.raises(ValueError) as refused:
-        Trainer(edited, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
+        TrainingLoop(edited, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(lambda report: None)
     message = str(refused.value)
     assert "seed (checkpoint 0, now 7)" in message
     assert "num_generations (checkpoint 4, now 2)" in message
@@ -145,7 +145,7 @@ def test_a_resume_that_changes_model_shapes_or_data_order_is_refused_naming_the_
     # knobs that set none of them may change: a longer run at another learning rate resumes
     longer = tiny_spec(max_steps=2, save_steps=1, learning_rate=5e-4)
     reports = []
-    Trainer(longer, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(reports.append)
+    TrainingLoop(longer, workdir=tmp_path, cache_dir=grpo_cache_dir).fit(reports.append)
     assert [r.step for r in reports] == [2]
 
 

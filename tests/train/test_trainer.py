@@ -16,7 +16,7 @@ from grpo.failures import Diverged, OutOfMemory, RewardFunctionError
 from grpo.logprobs import completion_logps
 from grpo.spec import JobSpec, RegexReward
 from grpo.spec.optimization import LoraSpec
-from grpo.trainer import FitResult, Trainer
+from grpo.trainer import FitResult, TrainingLoop
 from grpo.update import groups_with_signal, policy_update
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -73,7 +73,7 @@ def tiny_spec(**overrides):
 
 def run(spec, tmp_path, cache_dir, **fit_kwargs):
     reports, logs = [], []
-    trainer = Trainer(
+    trainer = TrainingLoop(
         spec,
         workdir=tmp_path,
         cache_dir=cache_dir,
@@ -198,7 +198,7 @@ def test_lora_trains_adapters_only_and_uses_the_base_as_reference(tmp_path, grpo
     spec = tiny_spec(
         max_steps=2, learning_rate=1e-2, lora=LoraSpec(r=4, target_modules=("q_proj", "v_proj"))
     )
-    trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
+    trainer = TrainingLoop(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
     base = {
         n: p.detach().clone() for n, p in trainer.model.named_parameters() if not p.requires_grad
     }
@@ -258,7 +258,9 @@ def test_empty_dataset_raises_value_error(tmp_path, grpo_cache_dir):
     data = tmp_path / "empty.jsonl"
     data.write_text("\n")
     with pytest.raises(ValueError, match="empty"):
-        Trainer(tiny_spec(data={"source": str(data)}), workdir=tmp_path, cache_dir=grpo_cache_dir)
+        TrainingLoop(
+            tiny_spec(data={"source": str(data)}), workdir=tmp_path, cache_dir=grpo_cache_dir
+        )
 
 
 def test_skipping_all_equal_groups_changes_the_cost_not_the_update(tmp_path, grpo_cache_dir):
@@ -270,7 +272,7 @@ def test_skipping_all_equal_groups_changes_the_cost_not_the_update(tmp_path, grp
     assert groups_with_signal(advantages, 4).tolist() == [0]
     grads = []
     for beta in (0.0, 1e-30):
-        trainer = Trainer(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
+        trainer = TrainingLoop(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
         rollout = trainer.rounds.generate(["1+1=", "2+2=", "3+3=", "4+4="], step=1)
         with torch.no_grad():
             ref = completion_logps(trainer.model, rollout) if beta else None

@@ -4,11 +4,9 @@ imports a tracker (or torch) itself."""
 
 from __future__ import annotations
 
-import importlib.util
-
 from app.api.checks.refusal import Problem, problem, refuse
 from grpo.spec import JobSpec
-from grpo.spec.logging import TRACKER_PACKAGES
+from grpo.spec.logging import missing_trackers
 
 
 def check_trackers(spec: JobSpec) -> None:
@@ -16,13 +14,4 @@ def check_trackers(spec: JobSpec) -> None:
 
 
 def tracker_problems(spec: JobSpec) -> list[Problem]:
-    found = []
-    for tracker in spec.logging.report_to:
-        package = TRACKER_PACKAGES[tracker]
-        if importlib.util.find_spec(package) is None:
-            message = (
-                f"{tracker} needs the {package!r} package, which is not installed: "
-                "pip install 'grpo-service[trackers]'"
-            )
-            found.append(problem("logging.report_to", message))
-    return found
+    return [problem("logging.report_to", m) for m in missing_trackers(spec.logging.report_to)]
