@@ -233,7 +233,7 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "eval": ("spec", "data", "models", "rewards", "report", "engines"),
     # one run from every door: its environment, its sinks, the trackers among them
     "run": ("spec", "report"),
-    "cli": ("spec", "data", "models", "parallel", "checkpoints", "eval", "run"),
+    "cli": ("spec", "data", "models", "report", "parallel", "checkpoints", "eval", "run"),
     "doctor": ("spec", "report"),  # rules over stored metrics: torch-free, run by app/ too
 }
 """Which grpo subpackage may import which, bottom-up: each names only those above it.
