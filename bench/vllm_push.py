@@ -2,7 +2,8 @@
 (grpo/engines/vllm_push.py): a safetensors file in /dev/shm reloaded by vLLM's own
 `reload_weights`, against one flat buffer broadcast over a gloo group to the server's
 worker (grpo/engines/vllm_receiver.py). Alternating, after one warm-up push of each; the
-prefix-cache reset every push also makes is timed on its own.
+prefix-cache reset every push also makes, and the file path's write alone (the trainer's
+share of it), are timed on their own.
 
     .venv/bin/grpo vllm-serve builtin:small --host 127.0.0.1 --port 8123 --enforce-eager \\
         --dtype float32 --max-model-len 1024 --max-num-seqs 8 \\
@@ -25,8 +26,9 @@ from urllib.parse import urlparse
 
 import httpx
 import torch
+from safetensors.torch import save_file
 
-from grpo.engines.vllm_push import GlooPush, push_directory, push_file
+from grpo.engines.vllm_push import GlooPush, push_directory, push_file, unshared_weights
 from grpo.engines.weights import policy_weights
 from grpo.models.loading import load_policy
 
@@ -52,6 +54,7 @@ def main() -> None:
         "file": lambda: push_file(rpc, policy_weights(model), directory),
         "gloo": lambda: gloo.push(policy_weights(model)),
         "reset": lambda: http.post("/reset_prefix_cache").raise_for_status(),
+        "file write alone": lambda: write_only(model, directory),
     }
     seconds: dict[str, list[float]] = {name: [] for name in paths}
     for round_ in range(args.pushes + 1):
@@ -71,6 +74,13 @@ def main() -> None:
             f"  {name}: median {1000 * statistics.median(values):.1f} ms "
             f"(min {1000 * min(values):.1f}, max {1000 * max(values):.1f})"
         )
+
+
+def write_only(model: torch.nn.Module, directory: Path) -> None:
+    """The trainer's side of the file path: the file written (then removed), no server."""
+    path = directory / "model.safetensors"
+    save_file(unshared_weights(policy_weights(model)), str(path))
+    path.unlink()
 
 
 if __name__ == "__main__":

