@@ -10,6 +10,7 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').RunList} RunList
  * @typedef {import('./openapi').JobSpec} JobSpec
  * @typedef {import('./openapi').PresetList} PresetList
+ * @typedef {import('./openapi').PreflightReport} PreflightReport
  * @typedef {import('./openapi').TrlConversionOut} TrlConversionOut
  * @typedef {import('./openapi').WorkerList} WorkerList
  * @typedef {import('./openapi').WorkerOut} WorkerOut
@@ -141,6 +142,9 @@ export const checkSpec = (spec) => request('POST', '/api/specs/check', { body: s
 /** A TRL GRPOConfig YAML as a spec, with the fields it could not map. */
 /** @type {(config: string) => Promise<TrlConversionOut>} */
 export const convertTrlConfig = (config) => request('POST', '/api/specs/convert', { body: { config } });
+
+/** @returns {Promise<PreflightReport>} */
+export const preflightRewards = (body) => request('POST', '/api/rewards/preflight', { body });
 /** @type {() => Promise<WorkerList>} */
 export const listWorkers = () => request('GET', '/api/workers');
 /**

@@ -9,6 +9,7 @@ import { checkSpec, convertTrlConfig, createRun, getRun, listPresets } from './a
 import { mountUpload, withDataset } from './datasetupload.js';
 import { $, $$, fill, h, seg } from './dom.js';
 import { SpecEditor } from './editor.js';
+import { mountRewardCheck } from './rewardcheck.js';
 import { describeType, loadSchema } from './schema.js';
 import { errorText, initShell, stateBox } from './shell.js';
 import { lineOf, locateLine, pathAtLine } from './speclocate.js';
@@ -364,6 +365,7 @@ async function main() {
   renderPresets(extra);
   const useData = (data, name) => setSpec(withDataset(parse(editor.value).spec || {}, data), `dataset ${name}`);
   mountUpload($('#upload'), useData);
+  mountRewardCheck($('#reward-check'), () => parse(editor.value).spec || null);
 }
 
 main();
