@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plugins":
         return plugins(args, settings.plugin_dir_list)
     from app.cli_client import run_client_command
-    from app.client import GrpoClient
+    from grpo.client import GrpoClient
 
     client = GrpoClient(args.url or settings.server_url, token=args.token or settings.token)
     if args.command == "rewards":

@@ -15,7 +15,7 @@ from tqdm import tqdm
 from app.cli_datasets import datasets
 from app.cli_doctor import doctor
 from app.cli_upload import upload_local_data
-from app.client import ApiClientError, GrpoClient
+from grpo.client import ApiClientError, GrpoClient
 from grpo.spec.yaml_input import load_yaml
 
 

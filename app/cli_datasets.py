@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.client import GrpoClient
+from grpo.client import GrpoClient
 
 
 def upload(client: GrpoClient, args: Any) -> int:

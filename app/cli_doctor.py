@@ -8,7 +8,7 @@ import json
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from app.client import GrpoClient
+from grpo.client import GrpoClient
 
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_POINTS = 40

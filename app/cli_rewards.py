@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from app.client import ApiClientError, GrpoClient
+from grpo.client import ApiClientError, GrpoClient
 from grpo.spec.yaml_input import load_yaml
 
 

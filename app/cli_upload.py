@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from app.client import GrpoClient
+from grpo.client import GrpoClient
 from grpo.spec.sources import parse_data_source
 
 SECTIONS = ("data", "eval")

@@ -1,6 +1,8 @@
-"""A small Python client of the REST API (httpx); the CLI's submit/runs/cancel/logs use it.
+"""The Python client of the REST API (httpx): the CLI's submit/runs/cancel/logs use it, and
+`from grpo import submit` (grpo/python_api.py). The one REST client of the project.
 
-Speaks only HTTP: it works against any server, local or remote.
+Speaks only HTTP: it works against any server, local or remote. Knows nothing of torch or of
+the server's code.
 """
 
 from __future__ import annotations

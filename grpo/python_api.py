@@ -9,8 +9,9 @@ fit_here). A spec is a JobSpec, a dict or a YAML/JSON path. `reward_funcs` are p
 callables with TRL's reward-function signature (grpo/rewards/trl_call.py): a `python` entry
 of the spec naming a function's `__name__` calls it; a function no entry names is added as
 one (label = its name; lambdas `reward_<i>`). `submit(spec, url=...)` sends a spec to a
-server instead, whose workers call installed entry points and plugin-folder files only.
-Torch loads when training starts, not at import. Knows nothing of the server's code: it speaks HTTP.
+server instead (grpo/client.py), whose workers call installed entry points and plugin-folder
+files only. Torch loads when training starts, not at import. Knows nothing of the server's
+code: it speaks HTTP.
 """
 
 from __future__ import annotations
@@ -136,15 +137,14 @@ def train(
 def submit(
     spec: SpecLike, *, url: str, token: str | None = None, timeout: float = 30.0
 ) -> dict[str, Any]:
-    """Submit `spec` to the service at `url` (POST /api/runs); the run as the API returns
-    it. Its python rewards must be installed on the workers or in their plugin folder."""
-    import httpx
+    """Submit `spec` to the service at `url` (POST /api/runs, through grpo/client.py); the
+    run as the API returns it. Its python rewards must be installed on the workers or in
+    their plugin folder. ApiClientError (a RuntimeError) names what the API refused."""
+    from grpo.client import GrpoClient
 
     body = load_spec(spec).model_dump(mode="json")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    response = httpx.post(
-        f"{url.rstrip('/')}/api/runs", json=body, headers=headers, timeout=timeout
-    )
-    if response.is_error:
-        raise RuntimeError(f"submit refused (HTTP {response.status_code}): {response.text[:1000]}")
-    return dict(response.json())
+    client = GrpoClient(url, token=token, timeout=timeout)
+    try:
+        return dict(client.submit(body))
+    finally:
+        client.http.close()

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from app.client import parse_sse
+from grpo.client import parse_sse
 
 
 @dataclass(frozen=True)

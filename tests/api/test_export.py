@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from app.client import GrpoClient
+from grpo.client import GrpoClient
 from tests.fixtures.service import tiny_spec
 from tests.stack import Stack
 from tests.tracker_logs import wandb_exit_code, wandb_logs, wandb_metric

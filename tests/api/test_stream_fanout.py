@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.client import parse_sse
+from grpo.client import parse_sse
 from tests.fixtures.service import tiny_spec
 from tests.seed import go_and_finish, live_seeder
 from tests.sse import SseEvent, follow_events, read_events

@@ -1,4 +1,4 @@
-"""The REST client (app/client.py) against a real socket that drops every connection."""
+"""The REST client (grpo/client.py) against a real socket that drops every connection."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from app.client import RETRY_MIN_S, GrpoClient
+from grpo.client import RETRY_MIN_S, GrpoClient
 
 
 def test_a_dropped_event_stream_is_retried_with_backoff_not_in_a_tight_loop(

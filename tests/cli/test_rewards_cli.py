@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.cli import build_parser
 from app.cli_rewards import rewards
-from app.client import GrpoClient
+from grpo.client import GrpoClient
 from tests.rewards.test_reward_trials import api, store
 
 __all__ = ["api", "store"]

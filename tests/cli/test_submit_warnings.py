@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.cli_client import submit
-from app.client import GrpoClient
 from app.main import create_app
+from grpo.client import GrpoClient
 from tests.store_fixture import store
 
 __all__ = ["store"]

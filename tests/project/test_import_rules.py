@@ -74,6 +74,7 @@ TORCH_FREE_GRPO = (
     "grpo.tools.kind",  # what a tool kind is told at submit
     "grpo.tools.registry",  # every tool kind, whose checks run at submit
     "grpo.spec.plugins",  # the plugin folders' function names, checked at submit; `grpo plugins`
+    "grpo.client",  # the REST client: the CLI's service commands, `from grpo import submit`
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
 

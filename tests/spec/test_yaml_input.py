@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from app.cli_client import patch_of, submit
-from app.client import GrpoClient
 from grpo.cli import main as cli
+from grpo.client import GrpoClient
 from grpo.python_api import load_spec
 from grpo.spec.yaml_input import MAX_CHARS, MAX_DEPTH, YamlRefused, load_yaml
 
