@@ -55,9 +55,13 @@ class VllmServerEngine:
         self.policy_version = 0
         """Pushes since the run's start; 0: the weights the run started from."""
         policy.log("info", f"waiting for the vLLM server at {self.url} (vllm_mode server)")
-        self._wait_until_up()
-        self.model_name = self._call("GET", "/v1/models")["data"][0]["id"]
-        self._push(policy.model)  # the server may hold other weights (a checkpoint, a base)
+        try:
+            self._wait_until_up()
+            self.model_name = self._call("GET", "/v1/models")["data"][0]["id"]
+            self._push(policy.model)  # the server may hold other weights (a checkpoint, a base)
+        except BaseException:
+            self.close()
+            raise
         policy.log("info", f"vLLM server at {self.url} serves {self.model_name}; weights pushed")
 
     def generate(self, request: GenerationRequest) -> Rollout:

@@ -4,7 +4,8 @@ its samples are the trainer's recomputation (colocated engine's tolerance, 1e-4)
 samples independent of batching; after an optimizer step and a push the samples are the new
 weights' (and without the prefix-cache reset they are not); every push is a new policy
 version; a stopped server and a killed one each fail the next call with one line naming the
-URL, within vllm_server_timeout, never a hang. The last two tests end the server.
+URL, within vllm_server_timeout, never a hang, as does no server at all at the start. The
+last two tests end the server.
 
 builtin:small, not builtin:tiny: vLLM's CPU attention has no kernel for tiny's head size 16
 (the server starts, and its first generation fails: "Unsupported CPU attention
@@ -108,6 +109,16 @@ def request(seeds: tuple[int, ...] = (11, 12)) -> GenerationRequest:
 def gap(trainer: TrainingLoop, rollout) -> float:  # type: ignore[no-untyped-def]
     logps = completion_logps(trainer.model, rollout).detach()
     return float(((logps - rollout.sampling_logps).abs() * rollout.completion_mask).max())
+
+
+def test_no_server_at_the_start_fails_the_run_within_the_timeout(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    spec = JobSpec(model="builtin:small", use_vllm=True, vllm_mode="server",
+                   vllm_server_base_url=url, vllm_server_timeout=2, device="cpu")  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(VllmServerError, match=f"no vLLM server answered at {url} within .*2 s"):
+        TrainingLoop(spec, workdir=tmp_path, cache_dir=CACHE)
+    assert time.monotonic() - started < 30  # the model's load, then 2 s
 
 
 def test_vllm_serve_prints_the_equivalent_vllm_serve_command(server: Server) -> None:
