@@ -16,6 +16,8 @@ from pathlib import Path
 
 from app.cli_plugins import add_parser as add_plugins_parser
 from app.cli_plugins import plugins
+from app.cli_rescore import add_parser as add_rescore_parser
+from app.cli_rescore import rescore
 from app.cli_rewards import add_parser as add_rewards_parser
 from app.cli_rewards import rewards
 from app.settings import get_settings
@@ -139,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_datasets_parser(command("datasets"))
     add_plugins_parser(command("plugins"))
     add_rewards_parser(command("rewards"), server_options=add_server_options)
+    add_rescore_parser(command("rescore"))
     export = command("export")
     export.add_argument("run_id")
     export.add_argument("directory")
@@ -198,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     client = GrpoClient(args.url or settings.server_url, token=args.token or settings.token)
     if args.command == "rewards":
         return rewards(args, client)
+    if args.command == "rescore":
+        return rescore(args, client)
     return run_client_command(args, client)
 
 

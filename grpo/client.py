@@ -149,6 +149,14 @@ class GrpoClient:
         answer = self.http.post("/api/rewards/preflight", json=body, timeout=REWARD_TEST_TIMEOUT)
         return self._json(answer)  # type: ignore[no-any-return]
 
+    def rescore(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST /api/runs/{id}/rescore: the queued replay ({rewards, steps} as asked)."""
+        return self._json(self.http.post(f"/api/runs/{run_id}/rescore", json=body))  # type: ignore[no-any-return]
+
+    def replay(self, run_id: str, rescore_id: int) -> dict[str, Any]:
+        """GET /api/runs/{id}/rescores/{rescore_id}: its status, summary and groups."""
+        return self._json(self.http.get(f"/api/runs/{run_id}/rescores/{rescore_id}"))  # type: ignore[no-any-return]
+
     def datasets(self) -> list[dict[str, Any]]:
         return self._json(self.http.get("/api/datasets"))["items"]  # type: ignore[no-any-return]
 

@@ -36,6 +36,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("datasets", "app.cli", "upload a JSONL file of prompts, or list uploaded datasets"),
     Command("plugins", "app.cli", "add a Python file of reward/tool functions, or list them"),
     Command("rewards", "app.cli", "test a spec's rewards on samples, or probe them for holes"),
+    Command("rescore", "app.cli", "replay a run's stored completions under other rewards"),
     Command("doctor", "app.cli", "what is going wrong with a run, the evidence, what to change"),
     Command("export", "app.cli", "download a run's checkpoint model into a directory"),
 )
