@@ -13,7 +13,7 @@ pytest_plugins = [
     "tests.fixtures.service",  # the real service: pg_stack, embedded_stack, stack
     "tests.fixtures.browser",  # Chromium on the service: ui_stack, ui_api, browser, page...
     "tests.fixtures.tiny_model",  # a tiny random model: tokenizer, model
-    "tests.budget",  # the suite's test-time budget, checked last
+    "tests.budget",  # the suite's CPU budget, checked last
 ]
 
 # Every vLLM engine a test starts gets the KV cache its spec needs
