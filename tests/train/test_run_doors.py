@@ -2,7 +2,8 @@
 and a reward from a plain file in the plugin folder, trained by the service and by
 `grpo train` (GRPO_PLUGIN_DIRS naming the service's folder), writes two TensorBoard runs
 with the same scalar tags and values, step by step (timings aside), and the same
-histograms; a tracker whose package is missing is refused by `grpo train` in one line."""
+histograms. `from grpo import train` writes its trackers too, and a tracker whose package is
+missing is refused before anything loads."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import grpo
 from grpo.run.environment import RunEnvironment
 from grpo.run.run import Run
 from grpo.spec import JobSpec
@@ -89,6 +91,17 @@ def test_grpo_train_writes_the_tensorboard_run_the_service_writes(
         assert [step for step, _ in here["scalars"][tag]] == [1, 2]
     assert here["histograms"] == service["histograms"]
     assert len(set(here["scalars"]["reward"])) == 2  # not all-zero: the rewards vary
+
+
+def test_the_python_api_writes_its_trackers_too(tmp_path: Path, grpo_cache_dir: Path) -> None:
+    spec = {
+        "model": "builtin:tiny", "max_steps": 1, "prompts_per_step": 2, "num_generations": 2,
+        "max_completion_length": 4, "save_steps": 0, "logging": {"report_to": ["tensorboard"]},
+    }  # fmt: skip
+    trainer = grpo.train(spec, workdir=tmp_path / "run", cache_dir=grpo_cache_dir)
+    written = board(tmp_path / "run" / "tensorboard")["scalars"]
+    reward = trainer.reports[0].scalars["reward"]
+    assert written["reward"] == [(1, pytest.approx(reward, rel=1e-6))]  # TensorBoard's float32
 
 
 def test_a_tracker_without_its_package_is_refused_before_anything_loads(
