@@ -36,7 +36,9 @@ def unpack(flat: Tensor, layout: list[tuple[str, str, list[int]]]) -> list[tuple
     for name, dtype_name, shape in layout:
         dtype = getattr(torch, dtype_name)
         size = int(torch.Size(shape).numel()) * dtype.itemsize
-        out.append((name, flat[offset : offset + size].view(dtype).view(shape)))
+        part = flat[offset : offset + size]
+        part = part if offset % dtype.itemsize == 0 else part.clone()  # a view needs alignment
+        out.append((name, part.view(dtype).view(shape)))
         offset += size
     return out
 

@@ -1,0 +1,68 @@
+"""The two weight-push paths of server mode (grpo/engines/vllm_push.py) without a vLLM server:
+the server's /collective_rpc is played by a function that calls what vLLM's worker would
+(`reload_weights`, or the gloo receiver's methods on a WeightReceiver whose model runner
+records what it was given). Both hand over every weight bit for bit, a tied one under both
+of its names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import Tensor
+
+from grpo.engines.vllm_push import GlooPush, push_file
+from grpo.engines.vllm_receiver import WeightReceiver
+
+
+def tied_weights() -> list[tuple[str, Tensor]]:
+    embed = torch.randn(5, 3)
+    return [
+        ("model.embed_tokens.weight", embed),
+        ("model.norm.weight", torch.randn(3, dtype=torch.bfloat16)),
+        ("lm_head.weight", embed),  # the same tensor: tied embeddings
+    ]
+
+
+def test_the_file_push_hands_every_weight_and_leaves_no_file(tmp_path: Path) -> None:
+    calls: list[tuple[str, dict[str, str]]] = []
+    loaded: dict[str, Tensor] = {}
+
+    def rpc(method: str, kwargs: dict[str, str]) -> None:
+        calls.append((method, kwargs))
+        loaded.update(load_file(str(Path(kwargs["weights_path"]) / "model.safetensors")))
+
+    weights = tied_weights()
+    push_file(rpc, weights, tmp_path)
+    assert calls == [("reload_weights", {"weights_path": str(tmp_path)})]
+    assert set(loaded) == {name for name, _ in weights}
+    for name, value in weights:
+        assert torch.equal(loaded[name], value) and loaded[name].dtype == value.dtype
+    assert list(tmp_path.iterdir()) == []  # a copy of the model in RAM: removed at once
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.weights: dict[str, Tensor] = {}
+
+    def reload_weights(self, weights_iterator: Any) -> None:
+        self.weights = {name: value.clone() for name, value in weights_iterator}
+
+
+def test_the_gloo_push_hands_every_weight_to_the_workers_receiver() -> None:
+    worker = WeightReceiver()
+    worker.model_runner = Runner()  # type: ignore[attr-defined]  # vLLM's worker has one
+
+    def rpc(method: str, kwargs: dict[str, str]) -> None:
+        getattr(worker, method)(**kwargs)
+
+    push = GlooPush(rpc, "127.0.0.1", 20.0)
+    for _ in range(2):  # the group serves every push
+        weights = tied_weights()
+        push.push(weights)
+        received = worker.model_runner.weights  # type: ignore[attr-defined]
+        assert list(received) == [name for name, _ in weights]
+        for name, value in weights:
+            assert torch.equal(received[name], value) and received[name].dtype == value.dtype
