@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -132,3 +133,37 @@ def test_a_function_that_does_not_apply_shows_a_dash_under_its_label(
     expect(chips).to_contain_text("has_answer –")
     expect(chips).to_contain_text("any ")
     assert not console.unexpected()
+
+
+def test_a_replay_shows_each_completions_reward_and_advantage_trained_and_replayed(
+    page: Any, ui_api: httpx.Client, console: Console
+) -> None:
+    """A run of its own (the shared finished run stays read-only), replayed by the stack's
+    worker under "a lowercase letter" instead of "a digit": the card lists the group's
+    completions in sampling order with the API's replayed values, the flips marked."""
+    run = submit(ui_api, small_spec(name="browser-replay", max_steps=2,
+                                    rewards=[{"name": "regex", "pattern": r"\d"}]))  # fmt: skip
+    run_id = finish(ui_api, run["id"])["id"]
+    asked = ui_api.post(
+        f"/api/runs/{run_id}/rescore",
+        json={"rewards": [{"name": "regex", "pattern": "[a-z]"}], "steps": [2]},
+    )
+    assert asked.status_code == 202, asked.text
+    url = f"/api/runs/{run_id}/rescores/{asked.json()['id']}"
+    deadline = time.monotonic() + 120
+    while (done := ui_api.get(url).json())["status"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, "the worker did not run the replay"
+        time.sleep(0.3)
+    assert done["status"] == "succeeded", done["error"]
+    group = done["groups"][0]
+    page.goto(f"/runs/{run_id}/steps/2/groups/{group['group_index']}?replay={done['id']}")
+    rows = page.locator("#replay-table tbody tr")
+    expect(rows).to_have_count(len(group["completions"]))
+    for i, completion in enumerate(group["completions"]):
+        row = rows.nth(i)
+        assert float(row.get_attribute("data-reward") or "nan") == completion["reward"]
+        assert float(row.get_attribute("data-advantage") or "nan") == completion["advantage"]
+    flipped = {f["completion"] for f in group["flips"]}
+    expect(page.locator("#replay-table tr.is-flipped")).to_have_count(len(flipped))
+    expect(page.locator("#replay-summary")).to_contain_text(f"{len(flipped)} of ")
+    assert console.unexpected() == []

@@ -27,6 +27,8 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').DiagnosisOut} DiagnosisOut
  * @typedef {import('./openapi').FindingOut} FindingOut
  * @typedef {import('./openapi').DatasetOut} DatasetOut
+ * @typedef {import('./openapi').RescoreList} RescoreList
+ * @typedef {import('./openapi').RescoreDetail} RescoreDetail
  * @typedef {{ loc: string, message: string }} FieldError
  * @typedef {{ params?: Record<string, unknown>, body?: unknown }} RequestOptions
  */
@@ -161,6 +163,12 @@ export const getGroups = (id, step, filter) =>
   request('GET', `${run(id)}/steps/${seg(step)}/groups`, { params: { filter } });
 /** @type {(id: string, step: number, index: number) => Promise<GroupDetail>} */
 export const getGroup = (id, step, index) => request('GET', `${run(id)}/steps/${seg(step)}/groups/${seg(index)}`);
+/** The run's replays under other rewards (POST .../rescore), oldest first.
+ * @type {(id: string) => Promise<RescoreList>} */
+export const getRescores = (id) => request('GET', `${run(id)}/rescores`);
+/** @type {(id: string, rescoreId: number, step: number) => Promise<RescoreDetail>} */
+export const getRescore = (id, rescoreId, step) =>
+  request('GET', `${run(id)}/rescores/${seg(rescoreId)}`, { params: { step } });
 /** @type {(id: string, promptId: string) => Promise<GroupList>} */
 export const getPromptHistory = (id, promptId) => request('GET', `${run(id)}/prompts/${seg(promptId)}`);
 /** @type {(id: string, params?: { examples?: boolean, step?: number }) => Promise<EvalList>} */

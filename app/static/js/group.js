@@ -6,6 +6,7 @@ import { OUTCOME_LABEL } from './bins.js';
 import { completionRow, klScale } from './completion.js';
 import { $, fill, h, seg } from './dom.js';
 import { num } from './format.js';
+import { initReplays, showReplay } from './replay.js';
 import { errorText, initShell, stateBox } from './shell.js';
 
 const page = $('#page');
@@ -119,6 +120,7 @@ async function loadGroup(step, index) {
     if (state.step !== step || state.index !== index) return;
     renderPrompt(group);
     renderCompletions(group);
+    showReplay(step, index);
   } catch (error) {
     if (state.step !== step || state.index !== index) return;
     const title = error.status === 404 ? `No group ${index} at step ${step}` : 'Could not load the group';
@@ -281,6 +283,7 @@ async function main() {
     );
     return;
   }
+  await initReplays(runId, () => showReplay(state.step, state.index));
   await go(state.step, state.index, { push: false });
 }
 
