@@ -23,6 +23,8 @@ from app.store.models import (
     Event,
     Finding,
     LogLine,
+    Rescore,
+    RescoreGroup,
     Run,
     RunStatus,
     Sample,
@@ -299,11 +301,14 @@ def requeue_stale_runs(
 @unit
 def delete_run(session: Session, run_id: str) -> bool:
     """Delete a finished run's rows (cascades to steps, groups, samples, logs, events,
-    the doctor's findings)."""
+    the doctor's findings, its replays)."""
     run = session.get(Run, run_id, with_for_update=True)
     if run is None or run.status not in FINAL_STATUSES:
         return False
     # Explicit deletes: SQLite enforces ON DELETE CASCADE only with foreign_keys=ON.
+    replays = select(Rescore.id).where(Rescore.run_id == run_id).scalar_subquery()
+    session.execute(delete(RescoreGroup).where(RescoreGroup.rescore_id.in_(replays)))
+    session.execute(delete(Rescore).where(Rescore.run_id == run_id))
     for table in (Event, StepMetric, StepGroup, Sample, LogLine, Checkpoint, Finding, Diagnosis):
         session.execute(delete(table).where(table.run_id == run_id))
     session.delete(run)
