@@ -150,3 +150,33 @@ def test_a_test_past_its_deadline_answers_what_it_reached_and_timeouts_for_the_r
         assert result["scores"] == {"accuracy": None, "sleeps": None}
         assert {f["kind"] for f in result["failures"]} == {"timeout"}
         assert "ran past its limit of 4 s" in result["failures"][0]["message"]
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_code_rewards_run_in_the_workers_sandbox_with_its_notes(api: TestClient) -> None:
+    tests = [{"call": "add(1, 2)", "expected": 3}, "assert add(2, 2) == 4"]
+    samples = [
+        {
+            "prompt": "Write add.",
+            "tests": tests,
+            "completion": "def add(a, b):\n    return a + b\n",
+        },
+        {
+            "prompt": "Write add.",
+            "tests": tests,
+            "completion": "def add(a, b):\n    while True: pass\n",
+        },
+        {"prompt": "Write add.", "tests": tests, "completion": "open('/etc/hostname').read()\n"},
+    ]
+    code = {"name": "code", "timeout_s": 1, "memory_mb": 256}
+    body = {"rewards": [code], "samples": samples, "answer_field": None}
+    response = api.post("/api/rewards/test", json=body)
+    assert response.status_code == 200, response.text
+    solved, loops, escapes = response.json()["results"]
+    assert solved["scores"] == {"code": 1.0} and solved["failures"] == []
+    assert (
+        loops["scores"] == {"code": 0.0}
+        and loops["notes"]["code"] == "killed at the CPU limit (1 s)"
+    )
+    assert escapes["scores"] == {"code": 0.0}  # no host file in the sandbox
+    assert escapes["notes"]["code"] == "the program raised FileNotFoundError"
