@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -136,11 +137,12 @@ def test_a_function_that_does_not_apply_shows_a_dash_under_its_label(
 
 
 def test_a_replay_shows_each_completions_reward_and_advantage_trained_and_replayed(
-    page: Any, ui_api: httpx.Client, console: Console
+    page: Any, ui_api: httpx.Client, console: Console, shoot: Callable[[Any, str], None]
 ) -> None:
     """A run of its own (the shared finished run stays read-only), replayed by the stack's
-    worker under "a lowercase letter" instead of "a digit": the card lists the group's
-    completions in sampling order with the API's replayed values, the flips marked."""
+    worker under "a lowercase letter" instead of "a digit": the inspector's card lists the
+    group's completions in sampling order with the API's replayed values, the flips marked;
+    the run page lists the replay with its summary."""
     run = submit(ui_api, small_spec(name="browser-replay", max_steps=2,
                                     rewards=[{"name": "regex", "pattern": r"\d"}]))  # fmt: skip
     run_id = finish(ui_api, run["id"])["id"]
@@ -166,4 +168,12 @@ def test_a_replay_shows_each_completions_reward_and_advantage_trained_and_replay
     flipped = {f["completion"] for f in group["flips"]}
     expect(page.locator("#replay-table tr.is-flipped")).to_have_count(len(flipped))
     expect(page.locator("#replay-summary")).to_contain_text(f"{len(flipped)} of ")
+    shoot(page, "group-replay")
+    page.goto(f"/runs/{run_id}")  # the run page lists it, with its summary
+    row = page.locator(f"#replays-panel tr[data-replay='{done['id']}']")
+    expect(row).to_contain_text("succeeded")
+    summary = done["summary"]
+    expect(row).to_contain_text(f"{summary['flipped_groups']} of {summary['groups']}")
+    row.scroll_into_view_if_needed()
+    shoot(page, "run-replays")
     assert console.unexpected() == []

@@ -14,6 +14,7 @@ import { HistogramHeatmapView, StepHistogramView } from './histograms.js';
 import { LogView } from './logs.js';
 import { renderBanner, renderHeader, renderStats } from './runheader.js';
 import * as loaded from './runload.js';
+import { showRunReplays } from './runreplays.js';
 import { Scrubber } from './scrubber.js';
 import { RunSeries } from './series.js';
 import { errorText, initShell, stateBox } from './shell.js';
@@ -374,6 +375,7 @@ async function main() {
   follow(rows.lastEventId);
   loadHistograms();
   refreshEvals();
+  showRunReplays(runId);
   logs.add(await loaded.logLines);
   $('#log-count').textContent = logs.count ? `${logs.count} lines` : '';
   setInterval(() => {
