@@ -6,6 +6,7 @@ back with its kind; bad requests are 422s naming the field."""
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,15 @@ def test_code_rewards_run_in_the_workers_sandbox_with_its_notes(api: TestClient)
     )
     assert escapes["scores"] == {"code": 0.0}  # no host file in the sandbox
     assert escapes["notes"]["code"] == "the program raised FileNotFoundError"
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_past_the_tests_running_at_once_a_caller_is_told_to_retry(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reward_trials, "_running", threading.BoundedSemaphore(1))
+    reward_trials._running.acquire()  # the one place is taken
+    sample = {"prompt": "p", "answer": "a", "completion": ""}
+    body = {"rewards": [{"name": "format"}], "samples": [sample]}
+    response = api.post("/api/rewards/test", json=body)
+    assert response.status_code == 429 and response.json()["error"]["code"] == "busy"
