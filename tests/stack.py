@@ -58,9 +58,10 @@ class Stack:
         queue: str | None = None,
         devices: str | None = None,
         is_own_group: bool = False,
+        extra_env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """`is_own_group`: in a process group of its own, as a terminal's job, for a test to
-        signal the group as Ctrl-C does."""
+        signal the group as Ctrl-C does; `extra_env`: on top of the stack's environment."""
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
         held = ["--devices", devices] if devices else []
         proc = subprocess.Popen(
@@ -77,7 +78,7 @@ class Stack:
                 *held,
             ],
             cwd=ROOT,
-            env=self.env,
+            env={**self.env, **(extra_env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             process_group=0 if is_own_group else None,

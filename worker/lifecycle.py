@@ -36,7 +36,7 @@ from app.store import db, lease, runs, workers
 from app.store.lease import Lease, LeaseLost
 from app.store.outage import is_unreachable
 from grpo.engines.choice import available_engines
-from worker import environment
+from worker import environment, preload
 from worker.db_outage import note_answered, note_unreachable, take_outage
 from worker.device import free_memory_mb, held_devices, held_threads
 
@@ -123,6 +123,7 @@ def _on_ready(sender: object, **_: object) -> None:
     from worker.device import device_label
 
     environment.remember()  # what later runs' processes must find (worker/environment.py)
+    preload.remember()  # and whether they can be forked with it imported (worker/preload.py)
     consumer = getattr(sender, "controller", None) or sender
     queues = ",".join(sorted(q.name for q in sender.app.amqp.queues.consume_from.values()))  # type: ignore[attr-defined]
     _identity.update(
@@ -138,6 +139,7 @@ def _on_ready(sender: object, **_: object) -> None:
 @worker_shutdown.connect
 def _on_shutdown(**_: object) -> None:
     _stopped.set()
+    preload.stop()
     if "name" in _identity:
         db.call(workers.forget_worker, _identity["name"])
 

@@ -61,6 +61,7 @@ from grpo.parallel.launch import (
 from grpo.parallel.threads import threads_for, user_threads
 from grpo.spec import JobSpec
 from grpo.trainer import FitResult
+from worker import preload
 from worker.device import Devices, held_devices
 from worker.rank_entry import enter
 from worker.run_writes import GaveUp
@@ -117,6 +118,7 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
     threads = threads_for(held_here.kind, held_here.count, ranks=ranks)
     others = {child.pid for child in multiprocessing.active_children()}
     worker = os.getpid()
+    start_method = preload.start_method()
     launched: Future[FitResult] = Future()
 
     def launch() -> None:
@@ -139,12 +141,14 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
                     num_processes=ranks,
                     run_id=held.run_id,
                     log_dir=get_settings().runs_dir / held.run_id / "ranks",
+                    start_method=start_method,
                 )
             )
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             launched.set_exception(exc)
 
-    log.info("run %s: launching %d rank%s", held.run_id, ranks, "s" if ranks > 1 else "")
+    how = "forked with the run's code preloaded" if start_method == "forkserver" else "spawned"
+    log.info("run %s: launching %d rank%s (%s)", held.run_id, ranks, "s" * (ranks > 1), how)
     launcher = threading.Thread(target=launch, name=f"ranks-{held.run_id}")
     launcher.start()
     while not launched.done():
@@ -256,11 +260,22 @@ RANK_MAIN = f"{__name__}:{rank_main.__name__}"
 
 
 def _die_with(worker: int) -> None:
-    """SIGKILL this rank when its parent, the worker, dies, however it dies (Linux)."""
+    """SIGKILL this rank when its parent dies, however it dies (Linux): the worker, or the
+    fork server it was forked from (worker/preload.py), which exits with the worker."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != worker:  # the worker died before the line above
+    if os.getppid() != worker and not _alive(worker):  # it died before the line above
         os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class _NoChildThreadWarning(logging.Filter):

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -63,12 +63,14 @@ def launch_ranks(
     nodes: int = 1,
     rdzv_endpoint: str = "localhost:0",
     log_dir: Path | None = None,
+    start_method: Literal["spawn", "forkserver"] = "spawn",
 ) -> Any:
     """Run `entry(*args)` in `num_processes` ranks on this machine; the return value of the
     lowest rank here (rank 0 on the node that got it).
 
-    `entry` must be a module-level function (the ranks are spawned, not forked) that
-    calls init_rank first. Raises ChildFailedError when any rank fails. Over `nodes`
+    `entry` must be a module-level function (the ranks are spawned, or forked from
+    multiprocessing's fork server: `start_method`, worker/preload.py) that calls init_rank
+    first. Raises ChildFailedError when any rank fails. Over `nodes`
     machines, each node calls this with the same `run_id` and a `rdzv_endpoint` (host:port
     of one of them) that all reach, as `torchrun --nnodes --rdzv-endpoint` does. `log_dir`:
     where the launcher keeps each rank's error file (default a fresh temporary folder).
@@ -83,7 +85,7 @@ def launch_ranks(
         rdzv_endpoint=rdzv_endpoint,
         max_restarts=0,
         monitor_interval=0.5,
-        start_method="spawn",
+        start_method=start_method,
     )
     returned = elastic_launch(config, entry)(*args)  # {global rank: value} of this node's ranks
     return returned[min(returned)]

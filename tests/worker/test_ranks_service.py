@@ -213,12 +213,14 @@ def test_a_worker_stopped_while_its_ranks_start_hands_the_run_back(
     """Stopped before rank 0's first step (the ranks still import torch): nothing to save,
     so the ranks end at once and the run goes back to the queue, as a stop between steps
     does. Ctrl-C in a terminal reaches the whole job, ranks not yet in a group of their own
-    included: their deaths must not fail the run."""
+    included: their deaths must not fail the run. The worker spawns them (GRPO_PRELOAD_RUNS=0):
+    forked from its server (worker/preload.py) they import nothing and would be past their
+    start before a test could stop the worker."""
     worker = pg_stack.processes["worker"]
-    if how == "ctrl-c":
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=60)
-        worker = pg_stack.start_worker("worker", is_own_group=True)
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(timeout=60)
+    spawning = {"GRPO_PRELOAD_RUNS": "0"}
+    worker = pg_stack.start_worker("worker", is_own_group=how == "ctrl-c", extra_env=spawning)
     with pg_stack.client() as client:
         run_id = client.post("/api/runs", json=ranks_spec(pg_stack, 2)).json()["id"]
         ranks = wait_for_ranks(pg_stack, 2)  # spawned: still importing torch, no step yet

@@ -185,6 +185,10 @@ def test_a_module_broken_under_the_worker_hands_the_run_back_for_a_restarted_wor
         )
         run: dict[str, Any] = client.get(f"/api/runs/{run_id}").json()
         assert (run["status"], run["error"], run["cause"]) == ("queued", None, None)
+        # not forked from the server that imported transformers before it broke
+        # (worker/preload.py): the run's process imported afresh, and failed
+        worker_log = (stack.data_dir / "worker.log").read_text(errors="replace")
+        assert f"run {run_id}: launching 1 rank (spawned)" in worker_log
         assert len(said_restart(stack)) == 1, stack.logs()
 
         # the environment mended: the worker still declines every run until it is

@@ -1,0 +1,80 @@
+"""A worker's runs are forked from a server that has the run's code imported (worker/preload.py)
+while what the worker imported is still what an import finds, and spawned to import afresh
+once it is not (a module shadowed or an own source file edited since the worker started).
+The spawned case through a service is tests/worker/test_worker_environment.py's broken
+module (its run is handed back, as the worker log's "spawned" there shows)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.service import tiny_spec
+from tests.stack import Stack
+from tests.worker.test_run_lifecycle import wait_for_final
+from worker import preload
+
+
+@pytest.fixture
+def remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This process as a started worker: its imports remembered, an empty folder first on
+    its path. Forgotten after the test (the fork server is never started here)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    preload.remember()
+    yield site
+    preload._started.clear()
+    preload._since.clear()
+
+
+def test_nothing_changed_then_a_module_shadowed_on_the_path_is_seen(remembered: Path) -> None:
+    assert preload._changed() is None
+    assert "httpx" in preload._started  # imported from a file by this process, as torch is
+    (remembered / "httpx.py").write_text("raise ImportError('shadowed')\n")
+    found = preload._changed()
+    assert found == (
+        f"`import httpx` finds {remembered / 'httpx.py'} where it found {preload._started['httpx']}"
+    )
+    assert preload.start_method() == "spawn"
+
+
+def test_an_own_source_file_edited_since_the_start_is_seen(remembered: Path) -> None:
+    own = Path(preload.__file__)
+    was = own.stat()
+    os.utime(own, (was.st_atime, preload._since[0] + 1))  # as an editor's save leaves it
+    try:
+        assert preload._changed() == f"{own} changed"
+        assert preload.start_method() == "spawn"
+    finally:
+        os.utime(own, ns=(was.st_atime_ns, was.st_mtime_ns))
+
+
+def test_a_process_that_is_no_started_worker_spawns() -> None:
+    assert not preload._since and preload.start_method() == "spawn"
+
+
+def test_runs_on_one_worker_are_forked_from_its_server_and_train_alike(
+    embedded_stack: Stack,
+) -> None:
+    """Two runs of one spec, one after the other on the same worker's server: the second
+    is not changed by what the first left in the server (none of its state is)."""
+    stack = embedded_stack
+    with stack.client() as client:
+        runs = {}
+        for _ in range(2):
+            run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=2)).json()["id"]
+            run = wait_for_final(client, run_id)
+            assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+            runs[run_id] = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+    log = (stack.data_dir / "worker.log").read_text(errors="replace")
+    for run_id in runs:
+        said = re.findall(rf"run {run_id}: launching 1 rank \((.*?)\)", log)
+        assert said == ["forked with the run's code preloaded"], log[-3000:]
+    key = ("step", "reward", "reward_std", "kl", "loss")
+    first, second = ([[m[k] for k in key] for m in items] for items in runs.values())
+    assert len(first) == 2 and first == second
