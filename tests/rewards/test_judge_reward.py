@@ -2,7 +2,8 @@
 server of this test's own on 127.0.0.1, scored through the Rewarder a worker uses: exact
 scores from a number or a label, the rubric filled in, the raw answer kept beside the
 score, concurrency bounded, and the failure kinds: an unparsable answer, a timeout, a host
-not allowed (at submit and on the worker)."""
+not allowed (at submit and on the worker); and a tiny run trained by the worker's job with
+a judge, whose stored completions keep each raw answer beside its score."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from pydantic import TypeAdapter, ValidationError
 
+from app.main import create_app
+from app.settings import get_settings
+from app.store import db, rescores
 from grpo.data.example import Example
 from grpo.failures import RewardFunctionError
 from grpo.rewards.batch import RewardBatch
@@ -25,6 +30,10 @@ from grpo.rewards.kind import ServerFacts
 from grpo.rewards.registry import kind_of
 from grpo.rewards.scoring import Rewarder
 from grpo.spec.rewards import JudgeReward, RewardSpec
+from tests.store_fixture import store
+from worker.job import run_job
+
+__all__ = ["store"]
 
 RUBRIC = "Question: {prompt}\nReference: {answer} ({topic})\nAnswer: {completion}\nScore it."
 
@@ -193,3 +202,32 @@ def test_bad_judge_entries_are_refused_naming_the_field(change: dict[str, Any], 
 def test_a_rubric_may_hold_literal_braces() -> None:
     entry = ENTRY.validate_python({**BASE, "rubric": 'Answer {{"score": n}} for {completion}'})
     assert isinstance(entry, JudgeReward)
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_run_keeps_each_judge_answer_beside_its_score(
+    host: str, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tiny run trained by the worker's job with a judge reward: every stored completion
+    has the judge's score and, in its `judge.answer` column, the judge's raw answer."""
+    monkeypatch.setenv("GRPO_REWARD_HOSTS", host)
+    get_settings.cache_clear()
+    spec = {
+        "name": "judged", "model": "builtin:tiny", "max_steps": 1, "prompts_per_step": 2,
+        "num_generations": 2, "max_completion_length": 4, "save_steps": 0,
+        "rewards": [{"name": "judge", "url": f"http://{host}/v1/score", "model": "m",
+                     "rubric": RUBRIC.replace(" ({topic})", "")}],
+    }  # fmt: skip
+    with TestClient(create_app(), base_url="http://localhost") as api:
+        submitted = api.post("/api/runs", json=spec)
+        assert submitted.status_code == 201, submitted.text
+        run_id = submitted.json()["id"]
+        run_job(run_id)
+        run = api.get(f"/api/runs/{run_id}").json()
+        assert run["status"] == "succeeded", run["error"]
+    stored = [c for g in db.call(rescores.stored_groups, run_id, 1) for c in g["completions"]]
+    assert len(stored) == 4 == len(ChatServer.requests)
+    for completion in stored:
+        answer = completion["extras"]["judge.answer"]
+        assert answer in ("Score: 8/10", "2")
+        assert completion["rewards"]["judge"] == (8.0 if answer == "Score: 8/10" else 2.0)
