@@ -224,3 +224,30 @@ def test_a_replay_whose_reward_fails_is_failed_with_its_message(
     after = db.call(runs.get_run, run_id)
     assert before is not None and after is not None
     assert (after.status, after.step, after.spec) == (before.status, before.step, before.spec)
+
+
+def test_asking_for_a_replay_is_for_the_runs_owner_or_an_admin(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As every other write to a run: a viewer and another member are refused (403), the
+    owner and an admin are not; reading follows the read rule."""
+    monkeypatch.setenv(
+        "GRPO_API_TOKENS", "ann:admin:ann-token,mia:member:mia-token,max:member:max-token,"
+        "vic:viewer:vic-token",
+    )  # fmt: skip
+    from app.settings import get_settings
+
+    get_settings.cache_clear()
+    with TestClient(create_app(), base_url="http://localhost") as api:
+        api.headers["Authorization"] = "Bearer mia-token"
+        run_id = hand_made_run(api)
+        url, body = f"/api/runs/{run_id}/rescore", {"rewards": [{"name": "accuracy"}]}
+        for token, status in [("vic-token", 403), ("max-token", 403), ("", 401)]:
+            headers = {"Authorization": f"Bearer {token}"} if token else {"Authorization": ""}
+            assert api.post(url, json=body, headers=headers).status_code == status, token
+        for token in ("mia-token", "ann-token"):
+            asked = api.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
+            assert asked.status_code == 202, asked.text
+        assert [
+            r["submitted_by"] for r in api.get(f"/api/runs/{run_id}/rescores").json()["items"]
+        ] == ["mia", "ann"]
