@@ -76,8 +76,9 @@ class Settings(BaseSettings):
     """Comma-separated directories that local model paths (and local JSONL files) in a
     spec may point into; relative paths in a spec resolve against the data directory."""
     reward_hosts: str = ""
-    """Comma-separated `host[:port]`s that `http` rewards may call (checked at submit and on
-    the worker); a bare host allows all its ports. Empty: no reward endpoint is allowed."""
+    """Comma-separated `host[:port]`s that `http` rewards and `judge` rewards may call
+    (checked at submit and on the worker); a bare host allows all its ports. Empty: no
+    reward endpoint is allowed."""
     tool_hosts: str | None = None
     """Comma-separated `host[:port]`s that `http` tools may call (checked at submit and on
     the worker); unset: the reward hosts (GRPO_REWARD_HOSTS)."""
