@@ -141,31 +141,41 @@ def sign(value: float) -> int:
 
 
 def replay_summary(groups: Sequence[ReplayedGroup]) -> dict[str, Any]:
-    """Counts, and the distributions of rewards and advantages before and after."""
+    """Counts, and the distributions of rewards and advantages before and after (each pair
+    over the same bins, so the histograms compare bin by bin)."""
     done = [c for g in groups for c in g.completions]
-    return {
+    summary: dict[str, Any] = {
         "groups": len(groups),
         "completions": len(done),
         "flipped_groups": sum(1 for g in groups if g.flips),
         "flipped_completions": sum(len(g.flips) for g in groups),
-        **{
-            key: distribution([float(c[key]) for c in done])
-            for key in ("reward_before", "reward", "advantage_before", "advantage")
-        },
     }
+    for key in ("reward", "advantage"):
+        before = [float(c[f"{key}_before"]) for c in done]
+        after = [float(c[key]) for c in done]
+        edges = bin_edges(before + after)
+        summary[f"{key}_before"] = distribution(before, edges)
+        summary[key] = distribution(after, edges)
+    return summary
 
 
-def distribution(values: list[float]) -> dict[str, Any]:
-    """mean, population std, min, max and a histogram of HISTOGRAM_BINS equal bins."""
+def bin_edges(values: list[float]) -> tuple[float, ...]:
+    """HISTOGRAM_BINS equal bins from the least value to the greatest (width 1 when equal)."""
+    if not values:
+        return ()
+    low, high = min(values), max(values)
+    width = (high - low) / HISTOGRAM_BINS or 1.0
+    return tuple(low + width * i for i in range(HISTOGRAM_BINS + 1))
+
+
+def distribution(values: list[float], edges: tuple[float, ...]) -> dict[str, Any]:
+    """mean, population std, min, max, and the counts in the bins `edges` bound."""
     if not values:
         return {"mean": None, "std": None, "min": None, "max": None, "edges": [], "counts": []}
-    low, high = min(values), max(values)
     mean = sum(values) / len(values)
     std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
-    width = (high - low) / HISTOGRAM_BINS or 1.0
-    edges = tuple(low + width * i for i in range(HISTOGRAM_BINS + 1))
-    return {"mean": mean, "std": std, "min": low, "max": high, "edges": list(edges),
-            "counts": histogram(values, edges)}  # fmt: skip
+    return {"mean": mean, "std": std, "min": min(values), "max": max(values),
+            "edges": list(edges), "counts": histogram(values, edges)}  # fmt: skip
 
 
 def replay_examples(

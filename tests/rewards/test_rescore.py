@@ -157,6 +157,10 @@ def test_a_changed_reward_flips_the_completion_worked_out_by_hand(api: TestClien
     )  # fmt: skip
     assert summary["reward_before"]["mean"] == pytest.approx(1 / 8)
     assert summary["reward"]["mean"] == pytest.approx(2 / 8)
+    # the same 20 bins from 0 to 1 before and after: seven 0s and a 1, then six 0s and two 1s
+    assert summary["reward"]["edges"] == summary["reward_before"]["edges"]
+    assert summary["reward_before"]["counts"] == [7] + [0] * 18 + [1]
+    assert summary["reward"]["counts"] == [6] + [0] * 18 + [2]
     assert api.post(f"/api/runs/{run_id}/cancel").status_code == 200
     assert api.delete(f"/api/runs/{run_id}").status_code == 204  # its replays go with it
     assert api.get(f"/api/runs/{run_id}/rescores").status_code == 404
