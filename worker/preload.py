@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import multiprocessing.forkserver
+import os
 import sys
 import time
 from importlib.machinery import ModuleSpec
@@ -82,6 +83,24 @@ def stop() -> None:
         getattr(server, "_stop")()  # noqa: B009
     except Exception:  # noqa: BLE001 - it ends with the worker anyway
         log.debug("the fork server did not stop cleanly", exc_info=True)
+
+
+def leave_server() -> None:
+    """In a rank forked from the server: close this process's copy of the server's
+    lifeline. multiprocessing hands every forked process one (a server lives while any of
+    its clients does), so a rank holding it kept the server up after the worker died, and
+    with it the rank, whose parent-death signal waits for the server's end: the run went on
+    training beside its requeued successor. Closed, the server ends with the worker, and
+    the rank with the server. Nothing to do in a spawned rank."""
+    server = multiprocessing.forkserver._forkserver
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is None:
+        return
+    server._forkserver_alive_fd = None  # type: ignore[attr-defined]
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _top_level_files() -> dict[str, str | None]:

@@ -261,7 +261,9 @@ RANK_MAIN = f"{__name__}:{rank_main.__name__}"
 
 def _die_with(worker: int) -> None:
     """SIGKILL this rank when its parent dies, however it dies (Linux): the worker, or the
-    fork server it was forked from (worker/preload.py), which exits with the worker."""
+    fork server it was forked from (worker/preload.py), which exits with the worker once
+    this rank let go of its lifeline."""
+    preload.leave_server()
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != worker and not _alive(worker):  # it died before the line above
