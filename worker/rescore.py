@@ -1,7 +1,7 @@
 """One replay of a run under other rewards (app/store/rescores.py, grpo/replay.py): claim
-it, load the run's records and the replay's reward entries as a worker loads a run's (the
-same Settings: hosts, token variables, plugin folders, model roots), re-score each chosen
-step's stored groups and write them, then the summary. A failure (a reward function that
+it, load the run's records and the replay's reward entries as a worker loads a run's (its
+environment, worker/training.py: hosts, token variables, plugin folders, roots), re-score
+each chosen step's stored groups and write them, then the summary. A failure (a reward function that
 raises, a host refused, records that no longer load) fails the replay with the message a
 run would get; the run itself is never written. A duplicate delivery does nothing.
 """
@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import logging
 
-from app.settings import get_settings
 from app.store import db, rescores, runs
 from grpo.failures import user_message
 from grpo.replay import ReplayedGroup, StoredGroup, replay_examples, replay_step, replay_summary
 from grpo.rewards.scoring import Rewarder
 from grpo.scrub import scrub
 from grpo.spec import JobSpec
-from grpo.spec.sources import LocalRoots
+from worker.training import environment
 
 log = logging.getLogger(__name__)
 
@@ -42,19 +41,17 @@ def rescore_job(rescore_id: int) -> None:
 def replay_steps(
     spec: JobSpec, run_id: str, rescore_id: int, steps: list[int]
 ) -> dict[str, object]:
-    settings = get_settings()
+    env = environment(run_id)  # the run's own: data, model roots, hosts, tokens, plugins
     examples, num_examples = replay_examples(
-        spec,
-        datasets_dir=settings.datasets_dir,
-        roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
+        spec, datasets_dir=env.datasets_dir, roots=env.data_roots
     )
     rewarder = Rewarder(
         spec.rewards,
-        reward_hosts=settings.reward_host_list,
-        token_envs=settings.reward_token_env_list,
-        cache_dir=settings.resolved_cache_dir,
-        model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
-        plugin_dirs=settings.plugin_dir_list,
+        reward_hosts=env.reward_hosts,
+        token_envs=env.token_envs,
+        cache_dir=env.cache_dir,
+        model_roots=env.model_roots,
+        plugin_dirs=env.plugin_dirs,
     )
     done: list[ReplayedGroup] = []
     for step in steps:
