@@ -15,6 +15,8 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.identity import Identity, parse_api_tokens
+from grpo.spec.endpoints import host_entries
+from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS
 
 
 class Settings(BaseSettings):
@@ -82,6 +84,11 @@ class Settings(BaseSettings):
     tool_hosts: str | None = None
     """Comma-separated `host[:port]`s that `http` tools may call (checked at submit and on
     the worker); unset: the reward hosts (GRPO_REWARD_HOSTS)."""
+    vllm_server_hosts: str = ",".join(DEFAULT_VLLM_SERVER_HOSTS)
+    """Comma-separated `host[:port]`s that a `vllm_mode: server` run's vLLM server
+    (vllm_server_base_url, or vllm_server_host:vllm_server_port) may be at, matched as
+    GRPO_REWARD_HOSTS (checked at submit and on the worker, which sends the server requests
+    and the run's weights). Default: this machine only; empty: no server mode."""
     reward_token_envs: str = ""
     """Comma-separated worker environment variables that a spec's `token_env` may name,
     besides those starting GRPO_REWARD_TOKEN_ (always allowed); never any other GRPO_*
@@ -217,13 +224,17 @@ class Settings(BaseSettings):
 
     @property
     def reward_host_list(self) -> list[str]:
-        return [h.strip().lower() for h in self.reward_hosts.split(",") if h.strip()]
+        return host_entries(self.reward_hosts)
 
     @property
     def tool_host_list(self) -> list[str]:
         if self.tool_hosts is None:
             return self.reward_host_list
-        return [h.strip().lower() for h in self.tool_hosts.split(",") if h.strip()]
+        return host_entries(self.tool_hosts)
+
+    @property
+    def vllm_server_host_list(self) -> list[str]:
+        return host_entries(self.vllm_server_hosts)
 
     @property
     def reward_token_env_list(self) -> list[str]:

@@ -49,6 +49,7 @@ from grpo.rollout import Rollout
 from grpo.rounds import Rounds
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
+from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS, check_vllm_server
 from grpo.step_loss import loss_mask_of, start_counts
 from grpo.stopping import StopStrings
 from grpo.tools.kind import ToolRunFacts
@@ -85,13 +86,16 @@ class TrainingLoop:
         reward_functions: Mapping[str, RewardFunction] | None = None,
         tool_hosts: Sequence[str] | None = None,
         plugin_dirs: Sequence[Path] = (),
+        vllm_server_hosts: Sequence[str] = DEFAULT_VLLM_SERVER_HOSTS,
     ) -> None:
         """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default);
         `token_envs`: variables besides GRPO_REWARD_TOKEN_* their `token_env` may name;
         `reward_functions`: callables of this process for the `python` entries naming them
         (the Python API, grpo/api.py); `tool_hosts`: those `http` tools may call (None: the
         reward hosts); `plugin_dirs`: folders whose files' functions `python` rewards and
-        tools may name (GRPO_PLUGIN_DIRS, grpo/spec/plugins.py)."""
+        tools may name (GRPO_PLUGIN_DIRS, grpo/spec/plugins.py); `vllm_server_hosts`: where
+        a server-mode run's vLLM server may be (GRPO_VLLM_SERVER_HOSTS; default loopback)."""
+        check_vllm_server(spec, vllm_server_hosts)  # before anything loads or connects
         self.ranks = current_ranks()
         if self.ranks.world_size != spec.resources.num_processes:
             raise ValueError(

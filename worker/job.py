@@ -41,6 +41,7 @@ from grpo.engines.choice import available_engines
 from grpo.failures import user_message
 from grpo.scrub import scrub
 from grpo.spec import JobSpec
+from grpo.spec.vllm import check_vllm_server
 from grpo.trainer import FitResult
 from worker import environment
 from worker.db_outage import OutageWait
@@ -85,6 +86,8 @@ def run_job(run_id: str) -> None:
     current_run["lease"] = held  # the housekeeping loop beats its heartbeat from now on
     try:
         spec = JobSpec.model_validate(run.spec)
+        # a spec stored before GRPO_VLLM_SERVER_HOSTS changed: refused before any rank starts
+        check_vllm_server(spec, get_settings().vllm_server_host_list)
         _train_on_ranks(held, spec, queue=run.queue)  # in fresh processes, even for one rank
     except LeaseLost as exc:
         log.warning("run %s: lost it, stopped without writing more: %s", run_id, exc)

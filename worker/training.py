@@ -60,6 +60,7 @@ def environment(run_id: str) -> RunEnvironment:
         reward_hosts=tuple(settings.reward_host_list),
         token_envs=tuple(settings.reward_token_env_list),
         tool_hosts=tuple(settings.tool_host_list),
+        vllm_server_hosts=tuple(settings.vllm_server_host_list),
         plugin_dirs=tuple(settings.plugin_dir_list),
         mlflow_uri=settings.mlflow_uri,
     )

@@ -136,8 +136,9 @@ def fit_here(
     """Train in this process with a progress bar and log lines on rank 0 and Ctrl-C asking
     for a stop between steps, as a Run (grpo/run/run.py) with this terminal and `sinks` as
     its sinks; the FitResult. `grpo train` and the Python API (grpo/python_api.py) both train
-    through it, so both show the same progress and leave the same workdir; GRPO_PLUGIN_DIRS
-    and GRPO_MLFLOW_URI count as on the service's workers (grpo/run/local.py)."""
+    through it, so both show the same progress and leave the same workdir; GRPO_PLUGIN_DIRS,
+    GRPO_VLLM_SERVER_HOSTS and GRPO_MLFLOW_URI count as on the service's workers
+    (grpo/run/local.py)."""
     from grpo.cli.terminal import TerminalSink
     from grpo.parallel.ranks import current_ranks
     from grpo.parallel.threads import apply_threads, available_cpus
@@ -155,6 +156,7 @@ def fit_here(
         reward_hosts=tuple(reward_hosts),
         token_envs=tuple(token_envs),
         plugin_dirs=local.plugin_dirs(),
+        vllm_server_hosts=local.vllm_server_hosts(),
         reward_functions=reward_functions,
         mlflow_uri=local.mlflow_uri(),
         progress=is_main,

@@ -11,7 +11,9 @@ themselves (`return_token_ids`). After each update the weights are pushed
 (grpo/engines/vllm_push.py), the prefix cache is reset, and the policy version goes up by
 one. A server that stops answering fails the call within vllm_server_timeout, naming its
 URL: a lost connection at once, a server that no longer answers its health check once it
-has been silent that long. HTTP only (httpx); never imports vllm.
+has been silent that long. Its host is one the operator allows (GRPO_VLLM_SERVER_HOSTS):
+the trainer checks that before it starts the engine (grpo/spec/vllm.py's
+`check_vllm_server`). HTTP only (httpx); never imports vllm.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo.spec.sources import LocalRoots
+from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class RunEnvironment:
     """Variables besides GRPO_REWARD_TOKEN_* an `http` reward's `token_env` may name."""
     tool_hosts: tuple[str, ...] | None = None
     """Those `http` tools may call (None: the reward hosts)."""
+    vllm_server_hosts: tuple[str, ...] = DEFAULT_VLLM_SERVER_HOSTS
+    """Where a `vllm_mode: server` run's vLLM server may be (GRPO_VLLM_SERVER_HOSTS)."""
     plugin_dirs: tuple[Path, ...] = ()
     """Folders whose files' functions `python` rewards and tools may name (GRPO_PLUGIN_DIRS)."""
     reward_functions: Mapping[str, Callable[..., Any]] | None = None

@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from grpo.spec.endpoints import host_entries
+from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS
+
 
 def cache_dir(given: str | os.PathLike[str] | None = None) -> Path:
     """Built-in models: `given`, else GRPO_CACHE_DIR, else ~/.cache/grpo."""
@@ -22,6 +25,13 @@ def plugin_dirs() -> tuple[Path, ...]:
     if value is None:
         return (Path(os.environ.get("GRPO_DATA_DIR") or "data").resolve() / "plugins",)
     return tuple(Path(p.strip()).resolve() for p in value.split(os.pathsep) if p.strip())
+
+
+def vllm_server_hosts() -> tuple[str, ...]:
+    """GRPO_VLLM_SERVER_HOSTS' `host[:port]`s, where a server-mode run's vLLM server may be;
+    unset: this machine only (DEFAULT_VLLM_SERVER_HOSTS), as on the service."""
+    value = os.environ.get("GRPO_VLLM_SERVER_HOSTS")
+    return DEFAULT_VLLM_SERVER_HOSTS if value is None else tuple(host_entries(value))
 
 
 def mlflow_uri() -> str | None:

@@ -78,6 +78,7 @@ class Run:
             reward_functions=env.reward_functions,
             tool_hosts=env.tool_hosts,
             plugin_dirs=env.plugin_dirs,
+            vllm_server_hosts=env.vllm_server_hosts,
         )
 
     def add_log(self, level: str, message: str) -> None:

@@ -1,6 +1,7 @@
 """Endpoint URLs of a JobSpec: the one rule every URL a spec carries follows (`http`
-rewards, `http` tools, judges to come), and the host it names as the operator's allow-lists
-(GRPO_REWARD_HOSTS, GRPO_TOOL_HOSTS) are compared with it.
+rewards, `http` tools, the vLLM server of server mode, judges to come), and the host it
+names as the operator's allow-lists (GRPO_REWARD_HOSTS, GRPO_TOOL_HOSTS,
+GRPO_VLLM_SERVER_HOSTS) are compared with it.
 
 A URL is `http[s]://host[:port][/path]`, where the host is an ASCII DNS name, a dotted-quad
 IPv4 address or an IPv6 address in brackets, and the port 1 to 5 ASCII digits without a
@@ -138,6 +139,12 @@ def endpoint_host(url: str) -> str:
         return parse_endpoint(url).host_port
     except ValueError:
         return url.partition("//")[2].split("/", 1)[0][:200].lower()
+
+
+def host_entries(text: str) -> list[str]:
+    """The entries of a GRPO_*_HOSTS setting: comma-separated `host[:port]`s, blanks
+    dropped, lower-case, as `is_allowed_host` compares them."""
+    return [h.strip().lower() for h in text.split(",") if h.strip()]
 
 
 def is_allowed_host(url: str, allowed: Sequence[str]) -> bool:

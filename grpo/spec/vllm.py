@@ -1,19 +1,32 @@
 """Generation on vLLM: the engine knobs and the importance-sampling correction of the gap
-between vLLM's sampling log-probs and the trainer's (TRL GRPOConfig's names). Pydantic
-only, imports without torch and never imports vllm; grpo/spec/ composes these fields into
-JobSpec, grpo/engines/vllm.py and grpo/importance_sampling.py apply them."""
+between vLLM's sampling log-probs and the trainer's (TRL GRPOConfig's names), and which
+hosts a server-mode run may reach. Pydantic only, imports without torch and never imports
+vllm; grpo/spec/ composes these fields into JobSpec, grpo/engines/vllm.py and
+grpo/importance_sampling.py apply them.
+
+A server-mode run sends its vLLM server requests and its weights (/collective_rpc), so the
+server's host is the operator's to allow, as an `http` reward's is: one rule
+(`vllm_server_refusal`, GRPO_VLLM_SERVER_HOSTS matched as GRPO_REWARD_HOSTS by
+grpo/spec/endpoints.py) that the API applies at submit and the trainer again before it
+connects (a spec stored before the setting changed).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from grpo.spec.config import SECTION_CONFIG, OptionalSpecInt, SpecInt
+from grpo.spec.endpoints import endpoint_host, endpoint_url_problem, is_allowed_host
 
 ImportanceSamplingMode = Literal[
     "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
 ]
+DEFAULT_VLLM_SERVER_HOSTS = ("127.0.0.1", "::1", "localhost", "0.0.0.0")
+"""GRPO_VLLM_SERVER_HOSTS unset: this machine only. 0.0.0.0 is TRL's and our default
+vllm_server_host; connecting to it reaches this machine's loopback (Linux routes it there)."""
 
 
 class VllmKnobs(BaseModel):
@@ -79,7 +92,10 @@ class VllmKnobs(BaseModel):
     @property
     def vllm_server_url(self) -> str:
         """The vLLM server's base URL (server mode), without a trailing slash."""
-        url = self.vllm_server_base_url or f"http://{self.vllm_server_host}:{self.vllm_server_port}"
+        host = self.vllm_server_host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # an IPv6 address, as ::1
+        url = self.vllm_server_base_url or f"http://{host}:{self.vllm_server_port}"
         return url.rstrip("/")
 
     @field_validator("vllm_server_base_url")
@@ -96,3 +112,28 @@ class VllmKnobs(BaseModel):
         if value is not None and upper is not None and value >= upper:
             raise ValueError(f"must be below vllm_importance_sampling_clip_max ({upper})")
         return value
+
+
+def vllm_server_refusal(spec: VllmKnobs, allowed: Sequence[str]) -> tuple[str, str] | None:
+    """The field at fault and why, when a server-mode run's server is not at a host in
+    `allowed` (the operator's GRPO_VLLM_SERVER_HOSTS); None otherwise."""
+    if not (spec.use_vllm and spec.vllm_mode == "server"):
+        return None
+    field = "vllm_server_base_url" if spec.vllm_server_base_url else "vllm_server_host"
+    url = spec.vllm_server_url
+    if (problem := endpoint_url_problem(url)) is not None:
+        return field, problem
+    if not is_allowed_host(url, allowed):
+        listed = ", ".join(allowed) or "none"
+        return field, (
+            f"host {endpoint_host(url)!r} is not an allowed vLLM server host (allowed: "
+            f"{listed}): the run would send it requests and its weights; the hosts a run may "
+            "name are set by GRPO_VLLM_SERVER_HOSTS (host or host:port, comma-separated)"
+        )
+    return None
+
+
+def check_vllm_server(spec: VllmKnobs, allowed: Sequence[str]) -> None:
+    """ValueError `<field>: <why>` for `vllm_server_refusal`'s refusal, before connecting."""
+    if (refused := vllm_server_refusal(spec, allowed)) is not None:
+        raise ValueError(f"{refused[0]}: {refused[1]}")

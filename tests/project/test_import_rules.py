@@ -75,6 +75,8 @@ TORCH_FREE_GRPO = (
     "grpo.tools.registry",  # every tool kind, whose checks run at submit
     "grpo.spec.plugins",  # the plugin folders' function names, checked at submit; `grpo plugins`
     "grpo.client",  # the REST client: the CLI's service commands, `from grpo import submit`
+    "grpo.spec.endpoints",  # the URL rule and how GRPO_*_HOSTS lists are read and matched
+    "grpo.spec.vllm",  # where a server-mode run's vLLM server may be, checked at submit
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
 
