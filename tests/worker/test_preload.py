@@ -75,6 +75,6 @@ def test_runs_on_one_worker_are_forked_from_its_server_and_train_alike(
     for run_id in runs:
         said = re.findall(rf"run {run_id}: launching 1 rank \((.*?)\)", log)
         assert said == ["forked with the run's code preloaded"], log[-3000:]
-    key = ("step", "reward", "reward_std", "kl", "loss")
-    first, second = ([[m[k] for k in key] for m in items] for items in runs.values())
+    key = ("reward", "reward_std", "kl", "loss")
+    first, second = ([[m["metrics"][k] for k in key] for m in items] for items in runs.values())
     assert len(first) == 2 and first == second
