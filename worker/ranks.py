@@ -156,8 +156,10 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
         if stopping.is_set():
             stop.set()
             if not started.is_set():
+                _ENDING_STARTING_RANKS.set()
                 _end_starting_ranks(others)
     launcher.join()
+    _ENDING_STARTING_RANKS.clear()
     if stopping.is_set() and not started.is_set():
         # ended here, or by the terminal's Ctrl-C, which reaches ranks not yet in a group
         # of their own: either way a stop, with no step to lose
@@ -280,12 +282,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_ENDING_STARTING_RANKS = threading.Event()
+"""Set while the worker SIGKILLs ranks it started, on its stop, before they began (its one
+run at a time): the launcher's report of their deaths is no failure."""
+
+
 class _NoChildThreadWarning(logging.Filter):
     """The launcher warns that, started from a thread, it cannot forward signals to the
-    ranks; here the ranks die with the worker instead (_die_with), so the warning misleads."""
+    ranks; here the ranks die with the worker instead (_die_with), so the warning misleads.
+    Nor does it report, with a traceback, the ranks the worker ended on purpose while they
+    started (its own log says it handed the run back)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "running on a child thread" not in record.getMessage()
+        message = record.getMessage()
+        if _ENDING_STARTING_RANKS.is_set() and message.startswith("failed (exitcode"):
+            return False
+        return "running on a child thread" not in message
 
 
 logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(

@@ -18,7 +18,15 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.checks.rewards import check_rewards
-from app.api.deps import ReadAccess, RunDep, SessionDep, SettingsDep, WriterDep, check_owner
+from app.api.deps import (
+    ReadAccess,
+    RunDep,
+    SessionDep,
+    SettingsDep,
+    WriteAccess,
+    WriterDep,
+    check_owner,
+)
 from app.api.errors import ApiError
 from app.api.params import MAX_INT, MAX_STEP
 from app.api.responses import WRITES, errors
@@ -90,7 +98,12 @@ def group_out(group: RescoreGroup) -> RescoreGroupOut:
     return RescoreGroupOut.model_validate(group, from_attributes=True)
 
 
-@router.post("/{run_id}/rescore", status_code=202, responses=errors(409, 422, *WRITES))
+@router.post(
+    "/{run_id}/rescore",
+    status_code=202,
+    responses=errors(409, 422, *WRITES),
+    dependencies=[WriteAccess],  # a 401 before the run is looked up, as every write
+)
 def create_rescore(
     run: RunDep,
     body: RescoreRequest,
