@@ -118,7 +118,7 @@ def test_no_server_at_the_start_fails_the_run_within_the_timeout(tmp_path: Path)
     started = time.monotonic()
     with pytest.raises(VllmServerError, match=f"no vLLM server answered at {url} within .*2 s"):
         TrainingLoop(spec, workdir=tmp_path, cache_dir=CACHE)
-    assert time.monotonic() - started < 30  # the model's load, then 2 s
+    assert time.monotonic() - started < 120  # the model's load, then 2 s: not a hang
 
 
 def test_vllm_serve_prints_the_equivalent_vllm_serve_command(server: Server) -> None:
@@ -184,7 +184,8 @@ def test_a_stopped_server_fails_the_call_within_the_timeout(
             engine.generate(request())
     finally:
         server.signal(signal.SIGCONT)
-    assert time.monotonic() - started < TIMEOUT_S + 6  # a health check or two past it
+    # a health check or two past the timeout; a hang, or httpx's own timeouts, are far longer
+    assert time.monotonic() - started < TIMEOUT_S + 20
 
 
 def test_a_killed_server_is_one_clear_error_naming_its_url(

@@ -40,7 +40,7 @@ RUBRIC = "Question: {prompt}\nReference: {answer} ({topic})\nAnswer: {completion
 
 class ChatServer(BaseHTTPRequestHandler):
     """/score answers `Score: 8/10` to a completion ending in "4", else `2`; /labels answers
-    `correct` or `incorrect`; /garbage `I would rather not say.`; /slow sleeps 2 s. Keeps
+    `correct` or `incorrect`; /garbage `I would rather not say.`; /slow sleeps 30 s. Keeps
     each request and the most requests it had in flight at once."""
 
     requests: list[dict[str, Any]] = []
@@ -55,7 +55,7 @@ class ChatServer(BaseHTTPRequestHandler):
             ChatServer.in_flight += 1
             ChatServer.most_in_flight = max(ChatServer.most_in_flight, ChatServer.in_flight)
         try:
-            time.sleep(2.0 if self.path == "/v1/slow" else 0.05)
+            time.sleep(30.0 if self.path == "/v1/slow" else 0.05)
             is_right = body["messages"][-1]["content"].endswith("4\nScore it.")
             content = {
                 "/v1/score": "Score: 8/10" if is_right else "2",
@@ -162,7 +162,8 @@ def test_a_judge_slower_than_its_timeout_fails_as_a_timeout(host: str) -> None:
     started = time.monotonic()
     failed = failure(judge(host, "slow", timeout_s=0.3, max_retries=0), host)
     assert failure_kind(failed) == "timeout" and "timeout_s=0.3" in str(failed)
-    assert time.monotonic() - started < 1.9  # not waiting for the slow answers
+    # not waiting for the slow answers (30 s each): a bound far above the ~1 s it takes
+    assert time.monotonic() - started < 20
 
 
 def test_a_host_not_allowed_is_refused_at_submit_and_on_the_worker(host: str) -> None:
