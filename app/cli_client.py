@@ -168,6 +168,20 @@ def export(
     return 0
 
 
+CLIENT_ERRORS = (ApiClientError, httpx.TransportError, OSError, ValueError)
+"""What a service command reports in one line and exits 2 on: the server refused, could not
+be reached, or a local file could not be read."""
+
+
+def said_client_error(exc: BaseException, client: GrpoClient) -> int:
+    """Print what went wrong talking to the server as one line on stderr; 2."""
+    if isinstance(exc, httpx.TransportError):
+        print(f"error: cannot reach the server at {client.http.base_url}: {exc}", file=sys.stderr)
+    else:
+        print(f"error: {exc}", file=sys.stderr)
+    return 2
+
+
 def run_client_command(args: Any, client: GrpoClient) -> int:
     try:
         match args.command:
@@ -190,12 +204,5 @@ def run_client_command(args: Any, client: GrpoClient) -> int:
                 return export(client, args.run_id, directory, which=args.step, merge=args.merge)
             case _:
                 return logs(client, args.run_id)
-    except ApiClientError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except httpx.TransportError as exc:
-        print(f"error: cannot reach the server at {client.http.base_url}: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError, tarfile.TarError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (*CLIENT_ERRORS, tarfile.TarError) as exc:
+        return said_client_error(exc, client)

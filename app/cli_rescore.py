@@ -12,9 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from grpo.client import ApiClientError, GrpoClient
+from app.cli_client import CLIENT_ERRORS, said_client_error
+from grpo.client import GrpoClient
 from grpo.spec.yaml_input import load_yaml
 
 FINAL = ("succeeded", "failed")
@@ -41,15 +40,8 @@ def rescore(args: Any, client: GrpoClient, *, poll_s: float = 1.0) -> int:
         asked = client.rescore(args.run_id, body)
         print(f"replay {asked['id']} of run {args.run_id} queued: steps {asked['steps']}")
         done = wait_for(lambda: client.replay(args.run_id, asked["id"]), args.wait, poll_s)
-    except ApiClientError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except httpx.TransportError as exc:
-        print(f"error: cannot reach the server at {client.http.base_url}: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except CLIENT_ERRORS as exc:
+        return said_client_error(exc, client)
     if done["status"] != "succeeded":
         why = done["error"] or f"still {done['status']} after {args.wait:g} s"
         print(f"replay {done['id']}: {why}", file=sys.stderr)

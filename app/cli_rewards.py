@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from grpo.client import ApiClientError, GrpoClient
+from app.cli_client import CLIENT_ERRORS, said_client_error
+from grpo.client import GrpoClient
 from grpo.spec.yaml_input import load_yaml
 
 
@@ -44,13 +42,8 @@ def rewards(args: Any, client: GrpoClient) -> int:
         if args.action == "test":
             return score_samples(client, spec, Path(args.samples), timeout=args.timeout)
         return probe_spec(client, spec, records=args.records)
-    except ApiClientError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-    except httpx.TransportError as exc:
-        print(f"error: cannot reach the server at {client.http.base_url}: {exc}", file=sys.stderr)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-    return 2
+    except CLIENT_ERRORS as exc:
+        return said_client_error(exc, client)
 
 
 def score_samples(

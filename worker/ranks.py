@@ -53,6 +53,7 @@ from grpo.parallel.launch import (
     RankError,
     failure_cause,
     failure_message,
+    is_rank_failure_record,
     launch_ranks,
     root_failure,
     uses_cuda,
@@ -294,10 +295,9 @@ class _NoChildThreadWarning(logging.Filter):
     started (its own log says it handed the run back)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if _ENDING_STARTING_RANKS.is_set() and message.startswith("failed (exitcode"):
+        if _ENDING_STARTING_RANKS.is_set() and is_rank_failure_record(record):
             return False
-        return "running on a child thread" not in message
+        return "running on a child thread" not in record.getMessage()
 
 
 logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(

@@ -42,6 +42,7 @@ __all__ = [
     "failure_message",
     "init_rank",
     "is_launched",
+    "is_rank_failure_record",
     "keep_failure_report",
     "launch_ranks",
     "quiet_failure_logs",
@@ -214,8 +215,13 @@ class _NoRankFailureRecords(logging.Filter):
     they only bury that line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not message.startswith(("failed (exitcode", "Terminating process"))
+        return not is_rank_failure_record(record)
+
+
+def is_rank_failure_record(record: logging.LogRecord) -> bool:
+    """Whether `record` is the launcher's own report of a rank's failure (its traceback, the
+    SIGTERM sent to the other ranks)."""
+    return record.getMessage().startswith(("failed (exitcode", "Terminating process"))
 
 
 def quiet_failure_logs() -> None:
