@@ -83,10 +83,11 @@ def replay_step(
         prompts=[g.prompt for g in groups],
         completions=[str(c["text"]) for g in groups for c in g.completions],
         num_tokens=[int(c["num_tokens"]) for g in groups for c in g.completions],
-        trainer_state=TrainerState(
-            global_step=step - 1,
+        trainer_state=TrainerState.at_step(
+            step,
             max_steps=spec.max_steps,
-            epoch=(step - 1) * spec.prompts_per_step / max(1, num_examples),
+            prompts_per_step=spec.prompts_per_step,
+            num_examples=num_examples,
         ),
         answer_field=spec.data.answer_field,
     )

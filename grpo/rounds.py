@@ -164,10 +164,11 @@ class Rounds:
             completions=texts,
             num_tokens=rollout.model_token_mask.sum(dim=1).tolist(),  # tool tokens left out
             completion_ids=completion_token_ids(rollout),
-            trainer_state=TrainerState(
-                global_step=step - 1,
+            trainer_state=TrainerState.at_step(
+                step,
                 max_steps=spec.max_steps,
-                epoch=(step - 1) * spec.prompts_per_step / len(self.examples),
+                prompts_per_step=spec.prompts_per_step,
+                num_examples=len(self.examples),
             ),
             answer_field=spec.data.answer_field,
             trajectories=rollout.trajectories,

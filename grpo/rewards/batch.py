@@ -29,6 +29,15 @@ class TrainerState:
     epoch: float
     """Passes over the training prompts done when this step's prompts were drawn (fractional)."""
 
+    @classmethod
+    def at_step(
+        cls, step: int, *, max_steps: int, prompts_per_step: int, num_examples: int
+    ) -> TrainerState:
+        """While step `step` (from 1) is scored, of `max_steps`, drawing `prompts_per_step`
+        of `num_examples` training prompts a step: what training and a replay both hand."""
+        epoch = (step - 1) * prompts_per_step / max(1, num_examples)
+        return cls(global_step=step - 1, max_steps=max_steps, epoch=epoch)
+
 
 class Notes(dict[int, str]):
     """What a function said while scoring a step: notes by completion index (the dict), the
