@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -30,6 +30,7 @@ from grpo.rewards.kind import ServerFacts
 from grpo.rewards.registry import kind_of
 from grpo.rewards.scoring import Rewarder
 from grpo.spec.rewards import JudgeReward, RewardSpec
+from tests.local_http import serving
 from tests.store_fixture import store
 from worker.job import run_job
 
@@ -84,13 +85,8 @@ class ChatServer(BaseHTTPRequestHandler):
 @pytest.fixture
 def host() -> Iterator[str]:
     ChatServer.requests, ChatServer.most_in_flight = [], 0
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(ChatServer) as address:
+        yield address
 
 
 def judge(host: str, path: str = "score", **fields: Any) -> JudgeReward:

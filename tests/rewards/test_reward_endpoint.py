@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -17,6 +17,7 @@ from grpo.rewards.batch import RewardBatch
 from grpo.rewards.http import score_with_endpoint
 from grpo.rewards.scoring import Rewarder
 from grpo.spec import HttpReward
+from tests.local_http import serving
 
 
 class Judge(BaseHTTPRequestHandler):
@@ -55,13 +56,8 @@ class Judge(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     Judge.calls = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Judge)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Judge) as address:
+        yield address
 
 
 def _batch(num_groups: int = 3) -> RewardBatch:
