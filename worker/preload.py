@@ -104,13 +104,15 @@ def leave_server() -> None:
 
 
 def _top_level_files() -> dict[str, str | None]:
-    """{top-level module: its file} for the modules imported from files (not built in)."""
+    """{top-level module: its file} for the modules imported from files (not built in) under
+    their own name: a package may put a submodule in sys.modules under a second, top-level
+    name (vllm puts its model_executor there), which no import would find."""
     files: dict[str, str | None] = {}
     for name, module in list(sys.modules.items()):
         if "." in name or name == "__main__" or name.startswith("_"):
             continue
         spec = getattr(module, "__spec__", None)
-        if spec is not None and spec.has_location and spec.origin:
+        if spec is not None and spec.name == name and spec.has_location and spec.origin:
             files[name] = spec.origin
     return files
 

@@ -7,6 +7,7 @@ module (its run is handed back, as the worker log's "spawned" there shows)."""
 from __future__ import annotations
 
 import os
+import sys
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,3 +82,21 @@ def forked_alike(stack: Stack) -> None:
     key = ("reward", "reward_std", "kl", "loss")
     first, second = ([[m["metrics"][k] for k in key] for m in items] for items in runs.values())
     assert len(first) == 2 and first == second
+
+
+def test_a_module_held_under_a_second_top_level_name_is_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vllm puts vllm.model_executor.layers.quantization in sys.modules as `model_executor`
+    too; no import finds that name, which once read as a module gone (CI of stop 47)."""
+    import email.mime.text
+
+    monkeypatch.setitem(sys.modules, "mime_alias", email.mime.text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    preload.remember()
+    try:
+        assert "mime_alias" not in preload._started and "email" in preload._started
+        assert preload._changed() is None
+    finally:
+        preload._started.clear()
+        preload._since.clear()
