@@ -21,6 +21,27 @@ ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 CAUSE_FILE = "cause.json"
 
 
+PEER_LOST = (
+    "remote worker",  # gloo: "... Check the logs of the remote worker"
+    "remote process",  # NCCL: "remote process exited or there was a network error"
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+)
+"""What a rank's collective raises when another rank is gone: a consequence, not a cause."""
+
+PEER_LOST_WAIT_S = 3.0
+"""How long a rank whose collective broke on a peer's end waits before it fails: its launcher
+polls the ranks every 0.5 s and names the first failed rank it finds; a peer killed by a
+signal leaves no error file, so only the launcher can name it, and only if it sees the
+peer's exit before this rank's (worker/rank_entry.py)."""
+
+
+def is_peer_lost(text: str) -> bool:
+    """True for an exception's text that says another rank is gone."""
+    return any(marker in text for marker in PEER_LOST)
+
+
 def keep_cause(exc: BaseException) -> None:
     """Write the cause of `exc` beside this rank's error file (nothing outside a launched
     rank). Never raises: the failure it reports must stay the one the rank raises."""

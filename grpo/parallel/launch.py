@@ -31,7 +31,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from grpo.cause import Cause
 from grpo.failures import user_message
-from grpo.parallel.kept_cause import read_cause
+from grpo.parallel.kept_cause import is_peer_lost, read_cause
 from grpo.parallel.ranks import Ranks, current_ranks
 
 __all__ = [
@@ -97,16 +97,6 @@ def is_launched() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ
 
 
-_PEER_LOST = (
-    "remote worker",  # gloo: "... Check the logs of the remote worker"
-    "remote process",  # NCCL: "remote process exited or there was a network error"
-    "Connection reset by peer",
-    "Connection closed by peer",
-    "Broken pipe",
-)
-"""What a rank's collective raises when another rank is gone: a consequence, not a cause."""
-
-
 def failure_message(exc: ChildFailedError, *, num_processes: int) -> str:
     """One line naming the rank whose failure caused the others and how: the signal that
     killed it, its RankError's message or its exception."""
@@ -115,7 +105,7 @@ def failure_message(exc: ChildFailedError, *, num_processes: int) -> str:
     text = _error_text(failure)
     if failure.exitcode < 0:
         what = f"was killed by {failure.signal_name()}"
-    elif text is not None and _is_peer_lost(text) and (cause := _cause_on_file(failure)):
+    elif text is not None and is_peer_lost(text) and (cause := _cause_on_file(failure)):
         # the launcher saw a collateral failure first; the cause's error file says more (its
         # folder is named by its local rank: on node n, rank = n's first rank + local rank)
         rank, text = rank - failure.local_rank + cause[0], cause[1]
@@ -134,7 +124,7 @@ def failure_cause(exc: ChildFailedError) -> Cause | None:
     or dead before its entry ran)."""
     _, failure = root_failure(exc)
     text = _error_text(failure)
-    if text is not None and _is_peer_lost(text) and (cause := _cause_on_file(failure)):
+    if text is not None and is_peer_lost(text) and (cause := _cause_on_file(failure)):
         return read_cause(Path(failure.error_file).parent.parent / str(cause[0]) / "error.json")
     return read_cause(failure.error_file)
 
@@ -146,13 +136,9 @@ def root_failure(exc: ChildFailedError) -> tuple[int, Any]:
 
     def order(item: tuple[int, Any]) -> tuple[bool, int, int]:
         rank, failure = item
-        return (_is_peer_lost(_error_text(failure) or ""), failure.timestamp, rank)
+        return (is_peer_lost(_error_text(failure) or ""), failure.timestamp, rank)
 
     return min(exc.failures.items(), key=order)
-
-
-def _is_peer_lost(text: str) -> bool:
-    return any(marker in text for marker in _PEER_LOST)
 
 
 def _error_text(failure: Any) -> str | None:
@@ -171,7 +157,7 @@ def _cause_on_file(failure: Any) -> tuple[int, str] | None:
             text = str(message["message"] if isinstance(message, dict) else message)
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if path.parent.name.isdigit() and not _is_peer_lost(text):
+        if path.parent.name.isdigit() and not is_peer_lost(text):
             return int(path.parent.name), text
     return None
 
@@ -194,7 +180,7 @@ def _cause_report(exc: ChildFailedError) -> str:
     rank it polls): its exception and traceback, so the kept report holds the cause."""
     _, failure = root_failure(exc)
     text = _error_text(failure)
-    if text is None or not _is_peer_lost(text) or not (cause := _cause_on_file(failure)):
+    if text is None or not is_peer_lost(text) or not (cause := _cause_on_file(failure)):
         return ""
     error_file = Path(failure.error_file).parent.parent / str(cause[0]) / "error.json"
     try:

@@ -7,8 +7,8 @@ module (its run is handed back, as the worker log's "spawned" there shows)."""
 from __future__ import annotations
 
 import os
-import sys
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
