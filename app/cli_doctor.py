@@ -12,6 +12,8 @@ from grpo.client import GrpoClient
 
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_POINTS = 40
+MAX_TEXT = 300
+"""Characters of a completion printed (a preflight probe's may be longer)."""
 
 
 def sparkline(values: list[float]) -> str:
@@ -40,6 +42,8 @@ def describe(finding: dict[str, Any], *, base: str, run_id: str) -> list[str]:
     """The lines of one finding."""
     evidence = finding["evidence"]
     steps = f"steps {finding['first_step']}-{finding['last_step']}"
+    if not evidence["metric"]:  # the reward preflight's, found before the first step
+        steps = "reward preflight"
     lines = [
         f"{finding['severity'].upper():<8}  {finding['title']}  [{finding['rule']}]  "
         f"{steps}  {finding['status']}",
@@ -52,9 +56,10 @@ def describe(finding: dict[str, Any], *, base: str, run_id: str) -> list[str]:
         url = f"{base.rstrip('/')}/runs/{run_id}/steps/{group['step']}/groups/{group['index']}"
         lines.append(f"  group: {url}  ({group['note']})")
     for c in evidence["completions"]:
+        text = c["text"] if len(c["text"]) <= MAX_TEXT else f"{c['text'][:MAX_TEXT]}…"
+        where = c.get("note") or f"step {c['step']}, group {c['group']}"
         lines.append(
-            f"  completion: {c['text']!r} scored {c['reward']:g}, answer {c['answer']!r} "
-            f"(step {c['step']}, group {c['group']})"
+            f"  completion: {text!r} scored {c['reward']:g}, answer {c['answer']!r} ({where})"
         )
     for i, s in enumerate(finding["suggestions"]):
         value = "(see why)" if s["value"] is None else json.dumps(s["value"])

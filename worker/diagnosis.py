@@ -5,7 +5,8 @@ first step this worker trains, so the findings are those of the whole run, as a 
 diagnosis of the stored steps would find them (grpo/doctor/doctor.py `diagnose`). The
 doctor sees each step's scalars as the store keeps them (7 significant digits), so the
 two agree to the bit. A doctor that fails is switched off for the rest of the run: it
-must never cost a run its steps.
+must never cost a run its steps. The reward preflight's findings (grpo/run/preflight.py),
+made before the first step, are written beside them, once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import logging
 from app.store import findings, steps
 from app.store.lease import LeaseLost
 from grpo.doctor import Doctor, Finding
+from grpo.doctor.preflight import preflight_findings
 from grpo.report import StepReport
+from grpo.rewards.trial_report import PreflightReport
 from grpo.spec import JobSpec
 from worker.run_writes import GaveUp, RunWrites
 
@@ -41,6 +44,18 @@ class RunDoctor:
                 self.doctor.observe(row["step"], row["metrics"])
         self.doctor.observe(report.step, metrics)
         return self.doctor.findings(), True
+
+    def save_preflight(self, report: PreflightReport) -> None:
+        """Write the reward preflight's findings (grpo/doctor/preflight.py); a failure to is
+        said in the worker's log, never the run's end."""
+        try:
+            found = preflight_findings(self.spec, report)
+            self.writes.call(findings.save_preflight_findings, self.run_id, found,
+                             lease=self.writes.held)  # fmt: skip
+        except (LeaseLost, GaveUp):  # not the doctor's failure: the run stops
+            raise
+        except Exception:  # noqa: BLE001 - the preflight's findings must not fail the run
+            log.exception("run %s: the reward preflight's findings were not written", self.run_id)
 
     def save_step(self, report: StepReport) -> None:
         """Write the step with its findings; without them once the doctor has failed (a

@@ -1,7 +1,8 @@
 """The store as a sink of the run (grpo/run/sink.py), with the run doctor: rank 0 writes
-each step with its findings, each log line, checkpoint and evaluation under the worker's
-lease (worker/run_writes.py), and asks between steps whether to stop: a cancel asked for
-in the store, or this worker stopping (the run then goes back to the queue)."""
+each step with its findings (and the reward preflight's, before the first), each log line,
+checkpoint and evaluation under the worker's lease (worker/run_writes.py), and asks between
+steps whether to stop: a cancel asked for in the store, or this worker stopping (the run
+then goes back to the queue)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from app.store import checkpoints, evals
 from app.store.lease import Lease, LeaseLost
 from grpo.report import EvalReport, SavedCheckpoint, StepReport
 from grpo.report.trackers import Outcome
+from grpo.rewards.trial_report import PreflightReport
 from grpo.run.sink import Sink
 from grpo.spec import JobSpec
 from worker.diagnosis import RunDoctor
@@ -29,6 +31,9 @@ class StoreSink(Sink):
 
     def add_log(self, level: str, message: str) -> None:
         self.writes.add_log(level, message)
+
+    def log_preflight(self, report: PreflightReport) -> None:
+        self.doctor.save_preflight(report)
 
     def log_step(self, report: StepReport) -> None:
         self.doctor.save_step(report)

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from app.store.db import unit
 from app.store.events import lock_run_events
-from app.store.lease import Lease
+from app.store.lease import Lease, hold
 from app.store.models import (
     Diagnosis,
     Event,
@@ -41,6 +41,7 @@ from app.store.models import (
 from app.store.models import Finding as FindingRow
 from app.store.steps import list_metrics, save_step
 from grpo.doctor import (
+    RULES_BY_ID,
     RULES_VERSION,
     CompletionView,
     Doctor,
@@ -78,7 +79,8 @@ def _record(
     conditions: list[ColumnElement[bool]] = [FindingRow.key.in_(keys)] if keys else []
     if withdraw is not None:
         after, through = withdraw
-        opened = FindingRow.first_step > after
+        # the series' findings only: the preflight's (grpo/doctor/preflight.py) are no rule's
+        opened = (FindingRow.first_step > after) & FindingRow.rule.in_(list(RULES_BY_ID))
         if through is not None:
             opened &= FindingRow.first_step <= through
         conditions.append(opened)
@@ -303,3 +305,24 @@ def save_diagnosed_step(
     save_step(session, run_id, report, lease=lease)
     withdraw = (-1, None) if is_full else None
     _record(session, run_id, findings, spec=spec, step=report.step, withdraw=withdraw)
+
+
+@unit
+def save_preflight_findings(
+    session: Session, run_id: str, found: Sequence[Finding], *, lease: Lease
+) -> None:
+    """The findings of the run's reward preflight (grpo/doctor/preflight.py), under the
+    worker's lease, each written (with its `diagnosis` event) unless stored as it is. How far
+    the run is diagnosed is left alone: they are not read from its steps."""
+    hold(session, lease)
+    if not found:
+        return
+    query = select(FindingRow).where(
+        FindingRow.run_id == run_id, FindingRow.key.in_([f.id for f in found])
+    )
+    stored = {row.key: row for row in session.scalars(query)}
+    for finding in found:
+        body = finding.as_dict()
+        row = stored.get(finding.id)
+        if row is None or row.body != body:
+            _write(session, run_id, finding, body, row)

@@ -63,6 +63,8 @@ class CompletionRef:
     reward: float
     rewards: dict[str, float | None]
     answer: str
+    note: str = ""
+    """What it is where the run did not sample it (a preflight's probe: `probe empty`)."""
 
 
 @dataclass(frozen=True)
@@ -112,16 +114,21 @@ class Finding:
     suggestions: tuple[Suggestion, ...]
     examples: ExampleQuery | None = None
     """Where its example groups are to be picked from; None once they are."""
+    subject: str = ""
+    """What it is about where a rule finds several things at once (the preflight's
+    `rewards.<i>.<probe>`: grpo/doctor/preflight.py); part of its id."""
 
     @property
     def id(self) -> str:
-        """Stable across rewrites of the same episode: the rule and the step it opened."""
-        return f"{self.rule}@{self.first_step}"
+        """Stable across rewrites of the same episode: the rule (and subject) and the step it
+        opened."""
+        about = f":{self.subject}" if self.subject else ""
+        return f"{self.rule}{about}@{self.first_step}"
 
     def as_dict(self) -> dict[str, Any]:
         """The finding as stored and served (without `examples`, an instruction to the writer)."""
         data = asdict(self)
-        del data["examples"]
+        del data["examples"], data["subject"]
         data["id"] = self.id
         data["severity"] = str(self.severity)
         # JSON has no NaN or infinity: a fact or a point that is not finite is left out

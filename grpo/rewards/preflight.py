@@ -13,15 +13,18 @@ nothing of HTTP servers, SQL or Celery.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from statistics import fmean
 
+from grpo.data.example import Example
 from grpo.data.loading import load_examples
 from grpo.rewards.probes import HAS_ANSWER, probe_samples
 from grpo.rewards.registry import kind_of
 from grpo.rewards.trial import Trial
-from grpo.rewards.trial_report import Finding, Probe, ProbeResult, ServerPaths
+from grpo.rewards.trial_report import TOTAL, Finding, Probe, ProbeResult, ServerPaths
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
 
@@ -44,8 +47,6 @@ WITH_ANSWER_WORDS: dict[Probe, str] = {
 TOTAL_ONLY: tuple[Probe, ...] = ("answer_repeated", "very_long")
 """Probes judged on the weighted total only: a single function need not ask for reasoning
 or brevity, but some function of the spec should."""
-TOTAL = "(total)"
-"""The label of a finding on the weighted total (no reward label has parentheses)."""
 
 
 def probe_records(
@@ -57,16 +58,31 @@ def probe_records(
         datasets_dir=Path(server.datasets_dir) if server.datasets_dir else None,
         roots=LocalRoots(Path(server.local_path_base), tuple(Path(p) for p in server.data_roots)),
     )[:records]
-    trial = Trial(spec.rewards, server)
+    yield from probe_examples(
+        spec, examples, Trial.of_entries(spec.rewards, server), call_seconds=call_seconds
+    )
+
+
+def probe_examples(
+    spec: JobSpec,
+    examples: Sequence[Example],
+    trial: Trial,
+    *,
+    call_seconds: float,
+    deadline: float = math.inf,
+) -> Iterator[ProbeResult]:
+    """Every probe of each of `examples`, scored by the trial's functions; no probe is
+    begun past `deadline` (time.monotonic())."""
     for index, example in enumerate(examples):
         samples = probe_samples(example, max_completion_length=spec.max_completion_length)
         for probe, sample in samples.items():
+            if time.monotonic() >= deadline:
+                return
             result = trial.score(
                 sample, answer_field=spec.data.answer_field, call_seconds=call_seconds
             )
-            yield ProbeResult(
-                record=index, probe=probe, completion=sample.completion, result=result
-            )
+            yield ProbeResult(record=index, answer=example.answer, probe=probe,
+                              completion=sample.completion, result=result)  # fmt: skip
 
 
 def findings(spec: JobSpec, probes: list[ProbeResult]) -> list[Finding]:

@@ -45,42 +45,66 @@ class Sample:
 class Trial:
     """The entries of a test, each prepared once (or the failure that kept it from it)."""
 
-    def __init__(self, rewards: Sequence[RewardSpec], server: ServerPaths) -> None:
-        self.labels = [entry.label for entry in rewards]
-        self.rewarders: dict[str, Rewarder] = {}
-        self.unprepared: dict[str, Failure] = {}
+    def __init__(
+        self,
+        labels: Sequence[str],
+        rewarders: dict[str, Rewarder],
+        unprepared: dict[str, Failure] | None = None,
+    ) -> None:
+        """`rewarders`: the Rewarder that scores each label (one may score several)."""
+        self.labels = list(labels)
+        self.rewarders = rewarders
+        self.unprepared = unprepared or {}
+
+    @classmethod
+    def of_entries(cls, rewards: Sequence[RewardSpec], server: ServerPaths) -> Trial:
+        """Each entry prepared on its own, as a worker prepares it, with what the server
+        allows: one that cannot be is a failure of every sample."""
+        rewarders: dict[str, Rewarder] = {}
+        unprepared: dict[str, Failure] = {}
         for entry in rewards:
             try:
-                self.rewarders[entry.label] = worker_rewarder(entry, server)
+                rewarders[entry.label] = worker_rewarder(entry, server)
             except Exception as exc:  # noqa: BLE001 - every failure is answered with its kind
                 kind = failure_kind(exc)
                 kind = "cannot_load" if kind == "runtime_error" else kind
-                self.unprepared[entry.label] = Failure(
-                    label=entry.label, kind=kind, message=str(exc)
-                )
+                unprepared[entry.label] = Failure(label=entry.label, kind=kind, message=str(exc))
+        return cls([entry.label for entry in rewards], rewarders, unprepared)
+
+    @classmethod
+    def of_rewarder(cls, rewarder: Rewarder) -> Trial:
+        """A run's own entries, as its Rewarder prepared them (a run's preflight)."""
+        labels = [entry.label for entry in rewarder.rewards]
+        return cls(labels, {label: rewarder for label in labels})
 
     def score(
         self, sample: Sample, *, answer_field: str | None, call_seconds: float
     ) -> SampleResult:
         """Every function's score of one sample, each within `call_seconds`."""
         batch = sample_batch(sample, answer_field=answer_field)
-        result = SampleResult(scores={}, seconds={}, failures=[], notes={})
+        scores: dict[str, float | None] = dict.fromkeys(self.labels)
+        result = SampleResult(scores=scores, seconds={}, failures=[], notes={})
         for label in self.labels:
-            result.scores[label] = None
-            if label in self.unprepared:
-                result.failures.append(self.unprepared[label])
-                continue
-            try:
-                with time_limit(call_seconds):
-                    outcome = self.rewarders[label].score_one(label, batch)
-            except Exception as exc:  # noqa: BLE001 - every failure is answered with its kind
-                result.failures.append(failure_of(label, exc))
-                continue
-            result.scores[label] = outcome.scores[label][0]
-            result.seconds[label] = round(outcome.seconds[label], 6)
-            if 0 in outcome.notes:
-                result.notes[label] = outcome.notes[0].removeprefix(f"{label}: ")
+            self.score_label(label, batch, result, call_seconds)
         return result
+
+    def score_label(
+        self, label: str, batch: RewardBatch, result: SampleResult, call_seconds: float
+    ) -> None:
+        """One function's score of the batch's one sample into `result`, or its failure."""
+        if label in self.unprepared:
+            result.failures.append(self.unprepared[label])
+            return
+        try:
+            with time_limit(call_seconds):
+                outcome = self.rewarders[label].score_one(label, batch)
+        except Exception as exc:  # noqa: BLE001 - every failure is answered with its kind
+            result.failures.append(failure_of(label, exc))
+            return
+        result.scores[label] = outcome.scores[label][0]
+        result.seconds[label] = round(outcome.seconds[label], 6)
+        if 0 in outcome.notes:
+            result.notes[label] = outcome.notes[0].removeprefix(f"{label}: ")
 
 
 def worker_rewarder(entry: RewardSpec, server: ServerPaths) -> Rewarder:

@@ -32,7 +32,7 @@ def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> None:
     if job.spec is not None:
         preflight(job, job.spec, stdout)
         return
-    trial = Trial(job.rewards, job.server)
+    trial = Trial.of_entries(job.rewards, job.server)
     for sample in job_samples(job):
         result = trial.score(sample, answer_field=job.answer_field, call_seconds=job.call_seconds)
         print(result.model_dump_json(), file=stdout, flush=True)

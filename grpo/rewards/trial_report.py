@@ -111,9 +111,15 @@ class ProbeResult(BaseModel):
     model_config = ANSWER
     record: int
     """Which of the records probed (0-based, in the dataset's order)."""
+    answer: str = ""
+    """The record's reference answer ("" where it has none)."""
     probe: Probe
     completion: str
     result: SampleResult
+
+
+TOTAL = "(total)"
+"""The label of a finding on the weighted total (no reward label has parentheses)."""
 
 
 class Finding(BaseModel):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from grpo.report import EvalReport, SavedCheckpoint, StepReport
 from grpo.report.trackers import Outcome
 from grpo.run.environment import RunEnvironment
+from grpo.run.preflight import preflight_rewards
 from grpo.run.sink import Sink
 from grpo.run.trackers import TrackerSink
 from grpo.spec import JobSpec
@@ -44,6 +45,8 @@ class Run:
                 self.sinks.append(TrackerSink(self.spec, self.env))
             for sink in self.sinks:
                 sink.open()
+            if loop.ranks.is_main:
+                self.preflight(loop)
             result = loop.fit(
                 self.log_step,
                 should_stop=lambda: self.stop_reason() is not None,
@@ -80,6 +83,14 @@ class Run:
             plugin_dirs=env.plugin_dirs,
             vllm_server_hosts=env.vllm_server_hosts,
         )
+
+    def preflight(self, loop: TrainingLoop) -> None:
+        """The rewards probed before the first step (grpo/run/preflight.py), told to every
+        sink."""
+        report = preflight_rewards(self.spec, loop.rewarder, loop.examples, log=self.add_log)
+        if report is not None:
+            for sink in self.sinks:
+                sink.log_preflight(report)
 
     def add_log(self, level: str, message: str) -> None:
         for sink in self.sinks:

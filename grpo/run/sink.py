@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from grpo.report import EvalReport, SavedCheckpoint, StepReport
 from grpo.report.trackers import Outcome
+from grpo.rewards.trial_report import PreflightReport
 
 
 class Sink:
@@ -22,6 +23,9 @@ class Sink:
 
     def add_log(self, level: str, message: str) -> None:
         """A line of the run's log (level: info, warning, error)."""
+
+    def log_preflight(self, report: PreflightReport) -> None:
+        """The rewards' preflight before the first step (rank 0; grpo/run/preflight.py)."""
 
     def log_step(self, report: StepReport) -> None:
         """A step trained (rank 0 only, as every report below)."""

@@ -234,10 +234,13 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "engines": ("spec", "data", "models", "rewards", "report", "parallel", "tools"),
     "checkpoints": ("spec", "models", "parallel", "report"),
     "eval": ("spec", "data", "models", "rewards", "report", "engines"),
-    # one run from every door: its environment, its sinks, the trackers among them
-    "run": ("spec", "report"),
+    # one run from every door: its environment, its sinks, the trackers among them, and the
+    # rewards' preflight before its first step
+    "run": ("spec", "data", "rewards", "report"),
     "cli": ("spec", "data", "models", "report", "parallel", "checkpoints", "eval", "run"),
-    "doctor": ("spec", "report"),  # rules over stored metrics: torch-free, run by app/ too
+    # rules over stored metrics: torch-free, run by app/ too; the preflight's findings read
+    # its report (grpo/rewards/trial_report.py, torch-free)
+    "doctor": ("spec", "report", "rewards"),
 }
 """Which grpo subpackage may import which, bottom-up: each names only those above it.
 grpo's top-level modules (the algorithm core: advantages, loss, rollout, trainer, ...) may

@@ -214,6 +214,7 @@ def test_a_run_keeps_each_judge_answer_beside_its_score(
         "num_generations": 2, "max_completion_length": 4, "save_steps": 0,
         "rewards": [{"name": "judge", "url": f"http://{host}/v1/score", "model": "m",
                      "rubric": RUBRIC.replace(" ({topic})", "")}],
+        "reward_preflight_records": 0,  # the judge's requests counted are the step's
     }  # fmt: skip
     with TestClient(create_app(), base_url="http://localhost") as api:
         submitted = api.post("/api/runs", json=spec)

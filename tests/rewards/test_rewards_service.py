@@ -115,9 +115,10 @@ def test_endpoint_failures_fail_the_step_naming_label_url_and_status(
     reward_stack: Stack, reward_server: str, path: str, entry: dict[str, object], says: str
 ) -> None:
     with reward_stack.client() as client:
-        run_id = client.post(
-            "/api/runs", json=_http_spec(reward_stack, f"{reward_server}{path}", **entry)
-        ).json()["id"]
+        spec = _http_spec(reward_stack, f"{reward_server}{path}", **entry)
+        # no preflight: it would wait out the same failures for 30 s before step 1 does
+        spec["reward_preflight_records"] = 0
+        run_id = client.post("/api/runs", json=spec).json()["id"]
         run = wait_for_final(client, run_id)
         assert run["status"] == "failed"
         error = run["error"]

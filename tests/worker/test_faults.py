@@ -363,7 +363,8 @@ def test_a_worker_stuck_mid_step_hands_its_run_back_when_the_stop_grace_ends(
     try:
         with running_stack(tmp_path, extra_env=env) as stack, stack.client() as client:
             reward = {"name": "http", "url": f"http://{host}/judge", "timeout_s": 120}
-            spec = tiny_spec(stack, max_steps=2, rewards=[reward])
+            # no preflight: the first request the judge holds is step 1's
+            spec = tiny_spec(stack, max_steps=2, rewards=[reward], reward_preflight_records=0)
             run_id = client.post("/api/runs", json=spec).json()["id"]
             assert HangingJudge.asked.wait(timeout=120), stack.logs()  # step 1 is in flight
             worker = stack.processes["worker"]

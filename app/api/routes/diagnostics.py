@@ -54,11 +54,15 @@ class CompletionRefOut(BaseModel):
     reward: float
     rewards: dict[str, float | None]
     answer: str
+    note: str = ""
+    """What it is where the run did not sample it: a preflight probe's name and record (the
+    `reward_hole` and `reward_fails` findings; `step` 0 and `group` the record there)."""
 
 
 class EvidenceOut(BaseModel):
     metric: str
-    """The metric whose curve shows the finding."""
+    """The metric whose curve shows the finding ("" for the reward preflight's, found before
+    the first step)."""
     values: list[tuple[int, float]]
     """(step, value) of `metric` up to the finding's last step (the most recent ones)."""
     facts: dict[str, float]

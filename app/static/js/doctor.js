@@ -1,9 +1,11 @@
 // The run page's Doctor card: the run doctor's findings, one sentence each, a sparkline of
 // the evidence, links to the steps and groups behind it, and "clone with this change".
-// Findings come from GET /diagnostics, then as `diagnosis` events on the run's stream (the
-// newest event of a finding replaces it; a `withdrawn` one removes it). A long stored run is
-// diagnosed a stretch at a time after the first read (`is_current` false): the card reads
-// again every POLL_MS until it is current, each read replacing the last.
+// The reward preflight's findings (found before step 1, no curve) list each probe's
+// completion with every function's score. Findings come from GET /diagnostics, then as
+// `diagnosis` events on the run's stream (the newest event of a finding replaces it; a
+// `withdrawn` one removes it). A long stored run is diagnosed a stretch at a time after the
+// first read (`is_current` false): the card reads again every POLL_MS until it is current,
+// each read replacing the last.
 
 import { getDiagnostics } from './api.js';
 import { fill, h, seg } from './dom.js';
@@ -84,6 +86,14 @@ function sparkline(points, finding) {
 /** Severity, title and the steps it covers (an open one's last step moves on between its
  * writes: it reads "since"). */
 function titleRow(finding, run) {
+  if (!finding.evidence.metric)
+    return h(
+      'div',
+      { class: 'doctor-title' },
+      h('span', { class: `doctor-severity severity-${finding.severity}` }, finding.severity),
+      h('strong', null, finding.title),
+      h('span', { class: 'doctor-steps faint' }, 'reward preflight, before step 1'),
+    );
   let steps = `since step ${finding.first_step}`;
   if (finding.status === 'resolved')
     steps =
@@ -123,11 +133,27 @@ function examples(finding, run) {
           'ul',
           { class: 'doctor-completions' },
           completions.map((c) =>
-            h('li', null, h('code', null, c.text), ` scored ${c.reward}; answer `, h('code', null, c.answer)),
+            h(
+              'li',
+              { dataset: { note: c.note ?? '' } },
+              c.note ? h('span', { class: 'faint' }, `${c.note}: `) : null,
+              h('code', null, c.text),
+              ` scored ${c.reward}`,
+              c.note ? ` (${perFunction(c.rewards)})` : null,
+              '; answer ',
+              h('code', null, c.answer),
+            ),
           ),
         )
       : null,
   ];
+}
+
+/** Each function's score of a probe, or `failed` where it has none. */
+function perFunction(rewards) {
+  return Object.entries(rewards)
+    .map(([label, score]) => `${label} ${score === null ? 'failed' : score}`)
+    .join(', ');
 }
 
 /** The suggested spec changes and the link that opens a clone with them set. */
@@ -273,12 +299,14 @@ export class DoctorCard {
         'div',
         { class: 'doctor-body' },
         h('p', { class: 'doctor-message' }, finding.message),
-        h(
-          'div',
-          { class: 'doctor-evidence', title: finding.evidence.metric },
-          sparkline(sparkPoints(finding, this.series), finding),
-          h('code', null, finding.evidence.metric),
-        ),
+        finding.evidence.metric
+          ? h(
+              'div',
+              { class: 'doctor-evidence', title: finding.evidence.metric },
+              sparkline(sparkPoints(finding, this.series), finding),
+              h('code', null, finding.evidence.metric),
+            )
+          : null,
       ),
       examples(finding, run),
       changes(finding, this.runId),
