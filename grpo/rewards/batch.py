@@ -7,8 +7,8 @@ kind scores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from grpo.data.example import Example
@@ -68,6 +68,9 @@ class RewardBatch:
     trajectories: Sequence[Any] | None = None
     """(B * G,) the tool loop's trajectories (grpo/tools/trajectory.py), when the spec has
     tools: their `messages()` are the completions reward functions see; None otherwise."""
+    scores: Mapping[str, Sequence[float | None]] = field(default_factory=dict)
+    """The scores the spec's other entries gave this batch, by label: what a `multi` entry
+    combines (grpo/rewards/multi.py); the Rewarder fills it in before it scores one."""
 
     @property
     def num_generations(self) -> int:

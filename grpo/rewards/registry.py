@@ -13,13 +13,14 @@ from grpo.rewards.http import HTTP
 from grpo.rewards.judge import JUDGE
 from grpo.rewards.kind import RewardKind
 from grpo.rewards.model import MODEL
+from grpo.rewards.multi import MULTI
 from grpo.rewards.python import PYTHON
 from grpo.rewards.rules import RULE_KINDS
 from grpo.spec import JobSpec
 from grpo.spec.rewards import RewardSpec
 
 REWARD_KINDS: dict[str, RewardKind[Any]] = {
-    kind.name: kind for kind in (*RULE_KINDS, PYTHON, HTTP, JUDGE, MODEL, CODE)
+    kind.name: kind for kind in (*RULE_KINDS, PYTHON, HTTP, JUDGE, MODEL, CODE, MULTI)
 }
 
 

@@ -2,9 +2,9 @@
 
 Each entry's kind (grpo/rewards/registry.py; what a kind is: kind.py) prepares it once per
 run in `Rewarder` (a loaded function, a loaded classifier, the checked endpoint host) and
-scores it every step. Scores stay apart, unweighted, keyed by label, None where a function
-does not apply; a completion no function applies to is an error. Knows nothing of HTTP
-servers, SQL or Celery.
+scores it every step, a `multi` entry last, from the others' scores. Scores stay apart,
+unweighted, keyed by label, None where a function does not apply; a completion no function
+applies to is an error. Knows nothing of HTTP servers, SQL or Celery.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import time
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from grpo.failures import NoApplicableReward, RewardFunctionError
 from grpo.rewards.batch import Notes, RewardBatch, Scores
@@ -25,7 +25,7 @@ from grpo.rewards.kind import RunFacts
 from grpo.rewards.python import function_scorer
 from grpo.rewards.registry import kind_of
 from grpo.rewards.trl_call import RewardFunction, metric_means
-from grpo.spec.rewards import PythonReward, RewardSpec
+from grpo.spec.rewards import MultiReward, PythonReward, RewardSpec
 from grpo.spec.sources import LocalRoots
 
 
@@ -105,6 +105,8 @@ class Rewarder:
         pending: list[tuple[str, Awaitable[list[float | None]]]] = []
         try:
             for entry in self.rewards:
+                if isinstance(entry, MultiReward):
+                    continue  # once the scores it combines are in
                 started = time.perf_counter()
                 with reward_errors(entry.label, batch):
                     result = self._scorers[entry.label](batch, said[entry.label])
@@ -120,6 +122,7 @@ class Rewarder:
             raise
         for label, (values, spent) in self._awaited(pending, batch).items():
             scores[label], seconds[label] = values, spent
+        self._combine(batch, scores, seconds, said)
         outcome = RewardOutcome(
             scores={entry.label: scores[entry.label] for entry in self.rewards}, seconds=seconds
         )
@@ -127,6 +130,19 @@ class Rewarder:
             outcome.add(label, notes)
         require_applicable(outcome.scores)
         return outcome
+
+    def _combine(
+        self, batch: RewardBatch, scores: Scores, seconds: dict[str, float], said: dict[str, Notes]
+    ) -> None:
+        """The `multi` entries' scores, from the others' (grpo/rewards/multi.py)."""
+        combined = replace(batch, scores=dict(scores))
+        for entry in self.rewards:
+            if isinstance(entry, MultiReward):
+                started = time.perf_counter()
+                with reward_errors(entry.label, batch):
+                    result = self._scorers[entry.label](combined, said[entry.label])
+                scores[entry.label] = cast(list[float | None], result)  # a plain scorer
+                seconds[entry.label] = time.perf_counter() - started
 
     def score_one(self, label: str, batch: RewardBatch) -> RewardOutcome:
         """Only entry `label`'s scores of the batch, with its seconds and what it said, as

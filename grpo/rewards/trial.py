@@ -14,7 +14,7 @@ import signal
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -25,7 +25,7 @@ from grpo.rewards.failure_kinds import ScoreTimeout, failure_kind
 from grpo.rewards.scoring import Rewarder
 from grpo.rewards.trial_report import Failure, SampleResult, ServerPaths
 from grpo.spec.records import Prompt
-from grpo.spec.rewards import RewardSpec
+from grpo.spec.rewards import MultiReward, RewardSpec
 from grpo.spec.sources import LocalRoots
 
 CHARS_PER_TOKEN = 4
@@ -55,6 +55,12 @@ class Trial:
         self.labels = list(labels)
         self.rewarders = rewarders
         self.unprepared = unprepared or {}
+        self.combined = {
+            entry.label
+            for rewarder in rewarders.values()
+            for entry in rewarder.rewards
+            if isinstance(entry, MultiReward)
+        }
 
     @classmethod
     def of_entries(cls, rewards: Sequence[RewardSpec], server: ServerPaths) -> Trial:
@@ -80,12 +86,16 @@ class Trial:
     def score(
         self, sample: Sample, *, answer_field: str | None, call_seconds: float
     ) -> SampleResult:
-        """Every function's score of one sample, each within `call_seconds`."""
+        """Every function's score of one sample, each within `call_seconds`; a `multi`
+        entry's last, from the others' (null where one failed)."""
         batch = sample_batch(sample, answer_field=answer_field)
         scores: dict[str, float | None] = dict.fromkeys(self.labels)
         result = SampleResult(scores=scores, seconds={}, failures=[], notes={})
-        for label in self.labels:
+        for label in (label for label in self.labels if label not in self.combined):
             self.score_label(label, batch, result, call_seconds)
+        combined = replace(batch, scores={label: [s] for label, s in result.scores.items()})
+        for label in (label for label in self.labels if label in self.combined):
+            self.score_label(label, combined, result, call_seconds)
         return result
 
     def score_label(

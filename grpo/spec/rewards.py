@@ -3,8 +3,9 @@
 Built-in rules (accuracy, format, length, exact_match, regex) and the programmable kinds:
 `python` (an entry point installed on the workers, or a function of a plugin file), `http`
 (an endpoint on an allowed host), `judge` (an LLM judge on an allowed host), `model` (a
-sequence classifier) and `code` (tests run in a sandbox). Every entry has a `label`, unique
-in a spec, that keys its metrics and its inspector column. Pydantic only: imports without
+sequence classifier) and `code` (tests run in a sandbox); `multi` combines the others' scores
+by a formula. Every entry has a `label`, unique in a spec, that keys its metrics and its
+inspector column. Pydantic only: imports without
 torch. Knows nothing of HTTP servers, SQL or Celery.
 """
 
@@ -13,10 +14,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from grpo.spec.config import SECTION_CONFIG, SpecInt
 from grpo.spec.endpoints import EndpointUrl
+from grpo.spec.formula import MAX_FORMULA_CHARS, formula_names, parse_formula
 from grpo.spec.patterns import check_pattern
 from grpo.spec.sources import parse_model_name
 from grpo.spec.token_env import is_reserved_name, token_env_rule
@@ -255,6 +258,27 @@ class CodeReward(RewardEntry):
     """Address-space limit of the sandboxed process."""
 
 
+class MultiReward(RewardEntry):
+    """A formula over the scores of the spec's other reward entries, named by their labels
+    (OpenAI's multi grader): `min(format, accuracy)` pays the format only with the right
+    answer, `format * accuracy` likewise, `0.2 * format + accuracy` is what weights already
+    do. Numbers, labels, `+ - * /`, unary `-`, `min`, `max`, `abs` and parentheses; nothing
+    else (grpo/spec/formula.py). Null for a completion where a label it reads is null, or
+    where it divides by zero or overflows (with a note). Its score is weighted as any
+    entry's: give the entries it combines `weight: 0` for the total to be the formula."""
+
+    name: Literal["multi"] = "multi"
+    formula: str = Field(min_length=1, max_length=MAX_FORMULA_CHARS)
+    """The expression, e.g. `min(format, accuracy)`; it may name the labels of entries other
+    than `multi` ones."""
+
+    @field_validator("formula")
+    @classmethod
+    def _parses(cls, formula: str) -> str:
+        parse_formula(formula)
+        return formula
+
+
 RewardSpec = Annotated[
     AccuracyReward
     | FormatReward
@@ -265,7 +289,8 @@ RewardSpec = Annotated[
     | HttpReward
     | JudgeReward
     | ModelReward
-    | CodeReward,
+    | CodeReward
+    | MultiReward,
     Field(discriminator="name"),
 ]
 """One reward entry; `name` picks the kind."""
@@ -305,7 +330,8 @@ def checked_pattern(pattern: str) -> str:
 
 
 def check_reward_entries(rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, ...]:
-    """At least one entry, unique labels."""
+    """At least one entry, unique labels, and each `multi` formula reading labels of entries
+    that are not `multi` ones."""
     if not rewards:
         raise ValueError("at least one reward function is required")
     labels = [r.label for r in rewards]
@@ -313,4 +339,23 @@ def check_reward_entries(rewards: tuple[RewardSpec, ...]) -> tuple[RewardSpec, .
         raise ValueError(
             f"reward labels must be unique, got {labels}: give each entry its own `label`"
         )
+    check_formula_names(rewards)
     return rewards
+
+
+def check_formula_names(rewards: tuple[RewardSpec, ...]) -> None:
+    """Each `multi` formula reads only labels of entries that are not `multi` ones; else a
+    ValidationError at `<i>.multi.formula` (under the caller's field) naming the label."""
+    scored = [r.label for r in rewards if not isinstance(r, MultiReward)]
+    for i, entry in enumerate(rewards):
+        if not isinstance(entry, MultiReward):
+            continue
+        for name in formula_names(parse_formula(entry.formula)):
+            if name not in scored:
+                readable = ", ".join(f"`{label}`" for label in scored) or "none here"
+                why = f"`{name}` is not the label of another entry (it may read {readable})"
+                error = PydanticCustomError("formula_label", why)
+                raise ValidationError.from_exception_data(
+                    "rewards",
+                    [InitErrorDetails(type=error, loc=(i, "multi", "formula"), input=name)],
+                )

@@ -33,7 +33,7 @@ def _entry_names() -> list[str]:
 
 def test_every_reward_entry_of_the_spec_has_a_kind_with_a_submit_time_check() -> None:
     names = _entry_names()
-    assert len(names) == 10 and sorted(REWARD_KINDS) == sorted(names)
+    assert len(names) == 11 and sorted(REWARD_KINDS) == sorted(names)
     for name in names:
         kind = REWARD_KINDS[name]
         assert kind.name == name and callable(kind.check) and callable(kind.prepare)
