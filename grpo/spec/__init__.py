@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from grpo.spec.algorithm import AlgorithmKnobs
+from grpo.spec.asynchrony import AsyncKnobs, async_refusal
 from grpo.spec.config import SpecInt
 from grpo.spec.data import DataSpec
 from grpo.spec.endpoints import endpoint_host, is_allowed_host
@@ -65,9 +66,17 @@ __all__ = [
 
 
 # pydantic orders fields base by base from the right (the reverse of Python's MRO): task,
-# algorithm, generation, optimization, vllm, tools, then this class's own; the validators
-# below read fields of earlier bases in `info.data`.
-class JobSpec(ToolKnobs, VllmKnobs, OptimizationKnobs, GenerationKnobs, AlgorithmKnobs, TaskKnobs):
+# algorithm, generation, optimization, vllm, tools, async, then this class's own; the
+# validators below read fields of earlier bases in `info.data`.
+class JobSpec(
+    AsyncKnobs,
+    ToolKnobs,
+    VllmKnobs,
+    OptimizationKnobs,
+    GenerationKnobs,
+    AlgorithmKnobs,
+    TaskKnobs,
+):
     """A GRPO training job: model, data, rewards and every algorithm knob."""
 
     model_config = ConfigDict(
@@ -172,6 +181,8 @@ class JobSpec(ToolKnobs, VllmKnobs, OptimizationKnobs, GenerationKnobs, Algorith
                 "runs on rank 0 alone and a sharded model needs every rank to gather it"
             )
         _check_vllm(self)
+        if (refused := async_refusal(self)) is not None:
+            raise ValueError(f"{refused[0]}: {refused[1]}")  # hints.py puts it at the field
         if self.sync_ref_model and self.lora is not None and self.ref_model_mixup_alpha != 1:
             raise ValueError(
                 "with lora, ref_model_mixup_alpha must be 1: a mix of two LoRA factor pairs "
@@ -190,6 +201,11 @@ class JobSpec(ToolKnobs, VllmKnobs, OptimizationKnobs, GenerationKnobs, Algorith
             )
         if self.sync_ref_model and self.beta == 0:
             notes.append("sync_ref_model has no effect with beta 0 (no reference is kept)")
+        if self.weight_sync_steps > 1 and not self.use_vllm and not self.async_generation:
+            notes.append(
+                "weight_sync_steps has no effect here: the native engine samples with the "
+                "policy itself (it applies to vLLM and to async_generation)"
+            )
         if self.tools and self.eval is not None:
             notes.append(
                 "held-out evaluation samples single-turn completions: the tools are not "

@@ -9,6 +9,7 @@ so both print the same field list. Pure pydantic, no torch.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -85,8 +86,18 @@ def worded_errors(
             message = unknown_field_message(loc, model)
         elif kind in _BOUND_TYPES and loc and loc[-1] in BOUND_REASONS:
             message = f"{message}: {BOUND_REASONS[loc[-1]]}"
+        elif not loc and (named := _named_field(message, model)):
+            loc, message = named.split("."), message[len(named) + 2 :]
         rows.append({"loc": ".".join(loc) or "(body)", "message": message})
     return rows
+
+
+def _named_field(message: str, model: type[BaseModel]) -> str | None:
+    """The field a rule across fields names first (`<field>: <why>`, a dotted path whose
+    head is one of the model's fields), so its 422 names the field; None otherwise."""
+    head, sep, _ = message.partition(": ")
+    is_path = sep and re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*", head)
+    return head if is_path and head.split(".")[0] in model.model_fields else None
 
 
 def invalid_spec_text(errors: Iterable[Mapping[str, Any]], model: type[BaseModel]) -> str:
