@@ -1,15 +1,17 @@
-"""Correcting the gap between a generation engine's sampling log-probs and the trainer's.
+"""Correcting the gap between the sampler's log-probs and the trainer's.
 
-vLLM samples with its own kernels, so even with the same weights its probability of a
-sampled token, pi_vllm, is not the trainer's pi_old: the rollout is slightly off-policy.
-Truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly
-brings you off-policy RL training") weights each token's policy loss by a bounded ratio
-w = pi_old / pi_vllm, as TRL's GRPOTrainer does (vllm_importance_sampling_*), in four modes:
+The sampler's probability of a sampled token, pi_s, is not the trainer's pi_old when
+another engine sampled (vLLM's kernels differ, even at the same weights) or older weights
+did (an asynchronous run's producer, up to max_staleness versions behind): the rollout is
+off-policy. Truncated importance sampling (Yao et al. 2025, "Your efficient RL framework
+secretly brings you off-policy RL training") weights each token's policy loss by a bounded
+ratio w = pi_old / pi_s, as TRL's GRPOTrainer does (its vllm_importance_sampling_* knobs),
+in four modes:
 
-    token_truncate     w_t = clamp(exp(old_t - vllm_t), C_min, C_max)
-    token_mask         w_t = exp(old_t - vllm_t), 0 where outside [C_min, C_max]
-    sequence_truncate  w_i = clamp(exp(sum_t m_t (old_t - vllm_t)), C_min, C_max), all t
-    sequence_mask      w_i = exp(sum_t m_t (old_t - vllm_t)), 0 when outside, all t
+    token_truncate     w_t = clamp(exp(old_t - s_t), C_min, C_max)
+    token_mask         w_t = exp(old_t - s_t), 0 where outside [C_min, C_max]
+    sequence_truncate  w_i = clamp(exp(sum_t m_t (old_t - s_t)), C_min, C_max), all t
+    sequence_mask      w_i = exp(sum_t m_t (old_t - s_t)), 0 when outside, all t
 
 A missing bound is no bound. The weights are constants (no gradient) that multiply the
 per-token policy loss before the KL term is added (grpo/loss.py). Pure tensor math.
@@ -59,7 +61,7 @@ def corrected_share(
     weights: Tensor,
 ) -> Tensor:
     """(N, T) 1 on the counted tokens whose weight the bound changed (truncated or masked):
-    the weight differs from the raw ratio exp(old - vllm) of its token or sequence."""
+    the weight differs from the raw ratio exp(old - sampled) of its token or sequence."""
     log_ratio = (old_logps.detach() - sampling_logps) * mask
     if weights.shape[1] == 1:
         log_ratio = log_ratio.sum(dim=1, keepdim=True)
@@ -69,7 +71,7 @@ def corrected_share(
 
 
 def logprob_gap(old_logps: Tensor, sampling_logps: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    """|old - vllm| summed over the counted tokens, and its max (0 with no token): the
+    """|old - sampled| summed over the counted tokens, and its max (0 with no token): the
     generation/logprob_diff_mean numerator and generation/logprob_diff_max."""
     gap = (old_logps.detach().float() - sampling_logps.float()).abs() * mask
     total = gap.sum()

@@ -49,6 +49,9 @@ class Rollout:
     trajectories: tuple[Any, ...] | None = None
     """Per completion row, the tool loop's grpo.tools.trajectory.Trajectory (its turns,
     calls and results); None for single-turn rollouts."""
+    policy_version: Tensor | None = None
+    """(N,) the policy version (optimizer updates) of the weights that sampled each
+    completion (grpo/group_source.py stamps it); None before it is stamped."""
 
     @property
     def model_token_mask(self) -> Tensor:
@@ -82,6 +85,7 @@ class Rollout:
             None
             if self.trajectories is None
             else tuple(self.trajectories[i] for i in rows.tolist()),
+            None if self.policy_version is None else self.policy_version[rows],
         )
 
 
@@ -113,6 +117,9 @@ def concat_rollouts(rollouts: Sequence[Rollout], *, pad_token_id: int) -> Rollou
         None
         if any(r.trajectories is None for r in rollouts)
         else tuple(t for r in rollouts for t in r.trajectories or ()),
+        None
+        if any(r.policy_version is None for r in rollouts)
+        else torch.cat([r.policy_version for r in rollouts if r.policy_version is not None]),
     )
 
 

@@ -122,7 +122,8 @@ class LossTerms:
     """Unmasked tokens of the whole step, every rank's (the metrics' weight)."""
     ranks: Ranks
     sampling_logps: Tensor | None = None
-    """(N, T) the engine's log-probs of the step's tokens (vLLM); None: the trainer sampled."""
+    """(N, T) the sampler's log-probs of the step's tokens (a vLLM engine, an asynchronous
+    producer); None: the trainer's own weights sampled."""
 
     def loss(
         self, logps: Tensor, entropies: Tensor | None, old_logps: Tensor, piece: slice
@@ -155,19 +156,20 @@ class LossTerms:
     def _importance(
         self, old_logps: Tensor, rows: Tensor
     ) -> tuple[Tensor | None, dict[str, float]]:
-        """The engine's off-policy correction of these rows (vllm_importance_sampling_*),
-        and the share of their loss tokens whose weight its bound truncated or masked."""
-        spec = self.spec
-        if self.sampling_logps is None or not spec.vllm_importance_sampling_correction:
+        """The off-policy correction of these rows by the sampler's own log-probs (the
+        spec's importance_correction), and the share of their loss tokens whose weight its
+        bound truncated or masked."""
+        correction = self.spec.importance_correction
+        if self.sampling_logps is None or correction is None:
             return None, {}
         sampled, mask = self.sampling_logps[rows], self.loss_mask[rows]
         weights = importance_weights(
             old_logps,
             sampled,
             mask,
-            mode=spec.vllm_importance_sampling_mode,
-            clip_min=spec.vllm_importance_sampling_clip_min,
-            clip_max=spec.vllm_importance_sampling_clip_max,
+            mode=correction.mode,
+            clip_min=correction.clip_min,
+            clip_max=correction.clip_max,
         )
         share = corrected_share(old_logps, sampled, mask, weights)
         return weights, {"generation/is_corrected_share": masked_mean(share, mask)}

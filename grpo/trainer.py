@@ -26,6 +26,7 @@ from grpo.engines.engine import Engine
 from grpo.engines.tool_loop import build_tool_loop
 from grpo.eval.heldout import evaluate, holdout_fraction, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
+from grpo.group_source import GroupSource
 from grpo.kl_control import adapt_beta
 from grpo.loss import k3_kl
 from grpo.models.loading import load_policy, pick_device
@@ -47,6 +48,7 @@ from grpo.rewards.scoring import Rewarder
 from grpo.rewards.trl_call import RewardFunction
 from grpo.rollout import Rollout
 from grpo.rounds import Rounds
+from grpo.source_choice import build_source
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
 from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS, check_vllm_server
@@ -156,6 +158,7 @@ class TrainingLoop:
             loop = build_tool_loop(self.engine, spec, self.tokenizer, self.eos_token_ids, facts)
             self.engine, self.tool_schemas = loop, loop.toolbox.schemas
         self.rounds = Rounds(self, self.examples, self.ranks)
+        self.source: GroupSource = build_source(self, self.rounds, self.examples, self.ranks)
         for note in spec.notes:
             self.log("warning", note)
         trainable, total = count_parameters(self.model)
@@ -186,6 +189,7 @@ class TrainingLoop:
         try:
             return self._fit(on_step, should_stop, resume, fence, on_checkpoint, on_eval)
         finally:
+            self.source.close()  # an async run's producer stops first: it uses the engine
             self.engine.close()  # vLLM's memory and processes; native has none
 
     def _fit(
@@ -198,8 +202,7 @@ class TrainingLoop:
         on_eval: Callable[[EvalReport], object],
     ) -> FitResult:
         step = resume_training(self) if resume else start_fresh(self)
-        if step > 0:  # resumed: the engine started from the weights before the checkpoint's
-            self.engine.load_weights(self.model)
+        self.source.start(step, self.model)  # resumed: the sampler takes the checkpoint's
         saved = step
         # held-out evaluation: rank 0 alone (it runs no collective; only rank 0 reports)
         if step == 0 and self.ranks.is_main and is_eval_step(self.spec, 0):
@@ -235,7 +238,8 @@ class TrainingLoop:
         rank 0 (None on the other ranks of a distributed run: rank 0 reports the whole step)."""
         spec, clock = self.spec, StepClock()
         reset_peak_memory(self.device)
-        filled, dynamic = self.rounds.sample(step, clock)
+        pulled = self.source.take(step, clock)  # sampled now, or by the producer ahead
+        filled, dynamic = pulled.filled, pulled.dynamic
         batch = filled.kept
         rollout, rewards, scores = batch.rollout, batch.rewards, batch.scores
         # again over the kept groups: a batch-level std must see the batch that trains
@@ -271,7 +275,7 @@ class TrainingLoop:
             groups += self._report_groups(
                 dropped, dropped.advantages, None, dropped_passes, first=first, is_dropped=True
             )
-        part = rank_part(batch, groups, clock, passes, self.rounds.truncated_prompts)
+        part = rank_part(batch, groups, clock, passes, pulled.truncated_prompts)
         whole = whole_step(self.ranks, part)
         report = None
         if whole is not None:  # rank 0; beta and learning rate of this step, before they move
@@ -279,8 +283,9 @@ class TrainingLoop:
             trained = step_scalars(
                 whole, update.metrics, beta=self.beta, learning_rate=learning_rate
             )
-            logged = self.rounds.logged_metrics  # log_metric of rank 0's functions
-            scalars = {**trained, **dynamic, **logged, **memory_scalars(self.device)}
+            logged = pulled.logged_metrics  # log_metric of rank 0's functions
+            scalars = {**trained, **dynamic, **logged, **pulled.scalars}
+            scalars.update(memory_scalars(self.device))
             report = build_step_report(step, spec.max_steps, scalars, groups=whole.groups)
         self._after_update(step, kl=update.metrics.get("kl", 0.0))  # summed over ranks
         return report
@@ -353,9 +358,9 @@ class TrainingLoop:
             )
 
     def _after_update(self, step: int, *, kl: float) -> None:
-        """Hand the engine the new weights; advance the schedule, adapt beta, and sync the
-        reference when due."""
-        self.engine.load_weights(self.model)
+        """Hand the sampler the new weights when due (weight_sync_steps); advance the
+        schedule, adapt beta, and sync the reference when due."""
+        self.source.after_update(step, self.model)
         self.scheduler.step()
         self.beta = adapt_beta(
             self.beta, kl, target=self.spec.kl_target, horizon=self.spec.kl_horizon

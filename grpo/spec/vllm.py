@@ -14,6 +14,7 @@ connects (a spec stored before the setting changed).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
@@ -27,6 +28,17 @@ ImportanceSamplingMode = Literal[
 DEFAULT_VLLM_SERVER_HOSTS = ("127.0.0.1", "::1", "localhost", "0.0.0.0")
 """GRPO_VLLM_SERVER_HOSTS unset: this machine only. 0.0.0.0 is TRL's and our default
 vllm_server_host; connecting to it reaches this machine's loopback (Linux routes it there)."""
+
+
+@dataclass(frozen=True)
+class ImportanceCorrection:
+    """Truncated importance sampling of the sampler/trainer gap, whatever sampled: a vLLM
+    engine, or an asynchronous run's producer on older weights (grpo/importance_sampling.py).
+    TRL names its knobs vllm_importance_sampling_*; the loss reads this instead."""
+
+    mode: ImportanceSamplingMode
+    clip_min: float | None
+    clip_max: float | None
 
 
 class VllmKnobs(BaseModel):
@@ -73,9 +85,10 @@ class VllmKnobs(BaseModel):
     """Run vLLM's model eagerly, without CUDA graphs or compilation (faster start, slower
     decode). No TRL name."""
     vllm_importance_sampling_correction: bool = True
-    """Correct the gap between vLLM's sampling log-probs and the trainer's recomputed ones
-    (the same weights, different kernels) by weighting each token's policy loss with a
-    bounded importance ratio pi_trainer / pi_vllm: truncated importance sampling (Yao et
+    """Correct the gap between the sampler's log-probs and the trainer's recomputed ones
+    (vLLM: the same weights, different kernels; async_generation: weights up to
+    max_staleness versions older) by weighting each token's policy loss with a bounded
+    importance ratio pi_trainer / pi_sampler: truncated importance sampling (Yao et
     al. 2025, "Your efficient RL framework secretly brings you off-policy RL training",
     fengyao.notion.site/off-policy-rl). TRL's name and default."""
     vllm_importance_sampling_mode: ImportanceSamplingMode = "sequence_mask"
@@ -88,6 +101,17 @@ class VllmKnobs(BaseModel):
     None: no upper bound. TRL's default 3."""
     vllm_importance_sampling_clip_min: float | None = Field(None, ge=0, le=1e6)
     """C_min: the lower bound (truncate clips to it, mask drops below it); None: none."""
+
+    @property
+    def importance_correction(self) -> ImportanceCorrection | None:
+        """The correction the loss applies to a rollout with sampler log-probs; None: off."""
+        if not self.vllm_importance_sampling_correction:
+            return None
+        return ImportanceCorrection(
+            self.vllm_importance_sampling_mode,
+            self.vllm_importance_sampling_clip_min,
+            self.vllm_importance_sampling_clip_max,
+        )
 
     @property
     def vllm_server_url(self) -> str:

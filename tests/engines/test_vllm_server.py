@@ -31,6 +31,7 @@ from grpo.engines.vllm_push import push_file
 from grpo.engines.vllm_server import VllmServerEngine, VllmServerError
 from grpo.engines.weights import policy_weights
 from grpo.logprobs import completion_logps
+from grpo.report import StepReport
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.trainer import TrainingLoop
@@ -169,6 +170,32 @@ def test_after_a_step_the_server_samples_from_the_pushed_weights(trainer: Traini
     assert engine.load_weights(trainer.model) == 1  # pushed, cache reset: version 1
     assert gap(trainer, engine.generate(request())) < TOLERANCE
     assert engine.load_weights(trainer.model) == 2
+
+
+def test_async_generation_samples_ahead_on_the_server(
+    trainer: TrainingLoop, server: Server, tmp_path: Path
+) -> None:
+    """async_generation on the server (grpo/async_source.py): a producer thread samples the
+    next step over HTTP while the trainer updates, a push after each update; no group
+    trained is staler than max_staleness."""
+    spec = trainer.spec.model_copy(
+        update={"async_generation": True, "max_staleness": 1, "max_steps": 3,
+                "num_generations": 2, "max_completion_length": 8}
+    )  # fmt: skip
+    reports: list[StepReport] = []
+    loop = TrainingLoop(spec, workdir=tmp_path, cache_dir=CACHE)
+    loop.fit(reports.append)
+    assert [r.step for r in reports] == [1, 2, 3]
+    for report in reports:
+        assert report.scalars["async/staleness_max"] <= 1
+        assert report.scalars["async/dropped_stale"] == 0
+        assert report.scalars["async/queue_depth"] <= 1
+    assert isinstance(loop.engine, VllmServerEngine)
+    assert loop.engine.policy_version == 3  # a push after each update (weight_sync_steps 1)
+    engine = trainer.engine  # the module's trainer's weights go back to the server
+    assert isinstance(engine, VllmServerEngine)
+    push_file(engine._rpc, policy_weights(trainer.model), engine.directory)
+    engine._call("POST", "/reset_prefix_cache")
 
 
 def test_a_stopped_server_fails_the_call_within_the_timeout(

@@ -1,0 +1,30 @@
+"""Which source a run takes its scored groups from (grpo/group_source.py), and what its
+producer samples with: the synchronous source on the trainer's own rounds and engine; with
+async_generation, a producer on the vLLM server (the trainer's engine, over HTTP) or, for
+the native engine, on its own copy of the weights (grpo/engines/producer.py). The spec
+refuses the other combinations at submit (grpo/spec/asynchrony.py)."""
+
+from __future__ import annotations
+
+from grpo.async_source import AsyncSource
+from grpo.data.example import Example
+from grpo.engines.choice import engine_name
+from grpo.engines.producer import OwnWeights, ProducerView
+from grpo.group_source import GroupSource, SyncSource
+from grpo.parallel.ranks import Ranks
+from grpo.policy import PolicyView
+from grpo.rounds import Rounds
+
+
+def build_source(
+    policy: PolicyView, rounds: Rounds, examples: list[Example], ranks: Ranks
+) -> GroupSource:
+    """The run's source; `rounds`: the trainer's own, which the synchronous source samples."""
+    spec = policy.spec
+    if not spec.async_generation:
+        return SyncSource(rounds, policy.engine, spec)
+    if engine_name(spec) == "native":
+        own = OwnWeights(policy)
+        return AsyncSource(Rounds(own.view, examples, ranks), own, spec)
+    view = ProducerView(policy, model=policy.model, engine=policy.engine)
+    return AsyncSource(Rounds(view, examples, ranks), policy.engine, spec)
