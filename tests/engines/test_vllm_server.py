@@ -4,8 +4,10 @@ its samples are the trainer's recomputation (colocated engine's tolerance, 1e-4)
 samples independent of batching; after an optimizer step and a push the samples are the new
 weights' (and without the prefix-cache reset they are not); every push is a new policy
 version; a stopped server and a killed one each fail the next call with one line naming the
-URL, within vllm_server_timeout, never a hang, as does no server at all at the start. The
-last two tests end the server.
+URL, within vllm_server_timeout, never a hang, as does no server at all at the start. A
+`judge` reward pointed at the server reaches it, and its random model's answer is an
+unparsable_judge_answer with the raw answer kept (issue 43). The last two tests end the
+server.
 
 builtin:small, not builtin:tiny: vLLM's CPU attention has no kernel for tiny's head size 16
 (the server starts, and its first generation fails: "Unsupported CPU attention
@@ -26,14 +28,18 @@ import httpx
 import pytest
 import torch
 
+from grpo.data.example import Example
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.vllm_push import push_file
 from grpo.engines.vllm_server import VllmServerEngine, VllmServerError
 from grpo.engines.weights import policy_weights
 from grpo.logprobs import completion_logps
 from grpo.report import StepReport
+from grpo.rewards.trial import Sample, Trial
+from grpo.rewards.trial_report import ServerPaths
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
+from grpo.spec.rewards import JudgeReward
 from grpo.trainer import TrainingLoop
 from tests.stack import free_port
 
@@ -130,6 +136,37 @@ def test_vllm_serve_prints_the_equivalent_vllm_serve_command(server: Server) -> 
     ), first
     assert "--logprobs-mode processed_logprobs" in first
     assert "--kv-cache-memory-bytes 30000000" in first
+
+
+def test_a_judge_reward_reaches_the_server_and_its_noise_is_an_unparsable_answer(
+    server: Server, tmp_path: Path
+) -> None:
+    """The server as a `judge` reward's endpoint, through a reward test's scoring (the
+    worker's Rewarder): the request reaches it and comes back answered (the plumbing), and
+    the answer of its random weights names no label: the failure's kind is
+    unparsable_judge_answer, and its message keeps the judge's raw answer, the one the
+    server gives the same request (greedy: temperature 0)."""
+    rubric = "Is this right? {completion}\nAnswer with one word: zyxwvut or qwvzyx."
+    entry = JudgeReward(
+        url=f"{server.url}/v1/chat/completions", model="builtin:small", rubric=rubric,
+        labels={"zyxwvut": 1.0, "qwvzyx": 0.0}, max_tokens=8, max_retries=0, timeout_s=60,
+    )  # fmt: skip
+    paths = ServerPaths(reward_hosts=(server.url.removeprefix("http://"),),
+                        cache_dir=str(tmp_path), local_path_base=str(tmp_path))  # fmt: skip
+    sample = Sample(Example(id="q", prompt="2+2=", answer="4"), "<answer>4</answer>", 4)
+    result = Trial.of_entries([entry], paths).score(sample, answer_field="answer", call_seconds=60)
+    assert result.scores == {"judge": None}
+    (failure,) = result.failures
+    assert failure.kind == "unparsable_judge_answer", failure
+    message = {"role": "user", "content": rubric.format(completion=sample.completion)}
+    asked = {"model": "builtin:small", "temperature": 0.0, "max_tokens": 8, "messages": [message]}
+    answered = httpx.post(entry.url, json=asked, timeout=60).json()
+    answer = answered["choices"][0]["message"]["content"]
+    assert answer.strip(), "the server answered nothing"
+    assert failure.message == (
+        "UnparsableJudgeAnswer: the judge's answer names none of the labels "
+        f"['qwvzyx', 'zyxwvut']: {answer[:200]!r}"
+    )
 
 
 def test_server_logps_of_its_samples_are_the_trainers_recomputation(
