@@ -73,6 +73,14 @@ const PANELS = [
     isOptional: true,
   },
   {
+    id: 'async',
+    title: 'Generation beside training',
+    hint: 'staleness in policy versions · queued batches · busy share of generator and trainer (right)',
+    value: 'async/staleness_mean',
+    build: asyncPanel,
+    isOptional: true,
+  },
+  {
     id: 'logged',
     title: 'Reward function metrics',
     hint: 'what reward functions logged with log_metric',
@@ -246,6 +254,25 @@ function dynamicPanel() {
     axes: [
       { min: 0, scale: false },
       { min: 0, scale: false },
+    ],
+  };
+}
+
+/** async_generation runs: how many policy versions old the trained groups were, what
+ * waited in the queue, groups dropped as too stale, and how busy each side was. */
+function asyncPanel() {
+  return {
+    lines: [
+      { key: 'async/staleness_mean', name: 'staleness', color: INDIGO },
+      { key: 'async/staleness_max', name: 'max staleness', color: INDIGO, dashed: true, stepped: true, smooth: false },
+      { key: 'async/queue_depth', name: 'queued', color: GREY, dashed: true, stepped: true, smooth: false },
+      { key: 'async/dropped_stale', name: 'dropped as stale', color: RED, stepped: true, smooth: false },
+      { key: 'async/generator_busy', name: 'generator busy', axis: 1, unit: '%', color: '#f79009' },
+      { key: 'async/trainer_busy', name: 'trainer busy', axis: 1, unit: '%', color: BLUE },
+    ],
+    axes: [
+      { min: 0, scale: false },
+      { unit: '%', min: 0, max: 1, scale: false },
     ],
   };
 }
