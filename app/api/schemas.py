@@ -220,6 +220,10 @@ class CompletionOut(BaseModel):
     model_mask: list[int] | None = None
     """Per token (aligned with `tokens`): 1 sampled by the model, 0 a tool-result token in
     its context (never trained on); null for single-turn completions."""
+    policy_version: int | None = None
+    """The policy version (optimizer updates) of the weights that sampled it: step s trains
+    at version s - 1, so it was s - 1 - policy_version versions stale (async_generation);
+    null for samples stored before it was recorded."""
 
 
 class GroupDetail(GroupSummary):

@@ -136,6 +136,7 @@ def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
             "extras": c.extras,
             "trajectory": c.trajectory,
             "model_mask": c.model_mask,
+            "policy_version": c.policy_version,
         }
         for c in group.completions or []
     ]

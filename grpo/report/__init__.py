@@ -63,6 +63,9 @@ class CompletionReport:
     model_mask: list[int] | None = None
     """Per token (aligned with `tokens`), 1 where the model sampled it, 0 on tool-result
     tokens (never trained on); None for single-turn completions."""
+    policy_version: int | None = None
+    """The policy version (optimizer updates) of the weights that sampled it; step s trains
+    at version s - 1, so its staleness is s - 1 - policy_version (grpo/staleness.py)."""
 
 
 @dataclass(frozen=True)

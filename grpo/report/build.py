@@ -100,6 +100,7 @@ class _Rows:
     token_kls: list[list[float]] | None  # each cut to its length
     model_masks: list[list[int]] | None = None  # each cut to its length; None: no tools
     trajectories: tuple[Any, ...] | None = None
+    versions: list[int] | None = None  # the policy version that sampled each
 
     @classmethod
     def of(cls, rollout: Rollout, token_kls: Tensor | None, *, num_rows: int) -> _Rows:
@@ -117,6 +118,9 @@ class _Rows:
                 r[:n] for r, n in zip(rollout.model_mask[:num_rows].tolist(), lengths, strict=True)
             ],
             trajectories=None if rollout.trajectories is None else rollout.trajectories[:num_rows],
+            versions=None
+            if rollout.policy_version is None
+            else rollout.policy_version[:num_rows].tolist(),
         )
 
 
@@ -152,6 +156,7 @@ def _completion(
         tokens=pieces,
         trajectory=None if rows.trajectories is None else rows.trajectories[i].record(),
         model_mask=None if rows.model_masks is None or kls is None else rows.model_masks[i],
+        policy_version=None if rows.versions is None else rows.versions[i],
         **finish_fields(
             ids, eos_token_ids=eos_token_ids, tokenizer=tokenizer, text=texts[i], stops=stops
         ),

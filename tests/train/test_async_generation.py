@@ -82,6 +82,9 @@ def test_a_slow_trainer_meets_the_staleness_bound_and_never_passes_it(tmp_path, 
     assert lags == [0, 1, 2, 2, 2, 2]  # the bound is met and never passed
     assert [r.scalars["async/staleness_mean"] for r in reports] == lags  # one version a batch
     assert all(r.scalars["async/dropped_stale"] == 0 for r in reports)
+    for report, lag in zip(reports, lags, strict=True):  # each kept completion's version
+        versions = {c.policy_version for c in report.groups[0].completions}
+        assert versions == {report.step - 1 - lag}
     # what still waited when the trainer took each step: all the bound allows, then the tail
     assert [r.scalars["async/queue_depth"] for r in reports] == [2, 2, 2, 2, 1, 0]
 

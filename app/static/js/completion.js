@@ -15,8 +15,12 @@ export function klScale(completions) {
   return all[Math.min(all.length - 1, Math.floor(all.length * 0.95))];
 }
 
-/** `bare` rows carry only reward and advantage (groups whose texts were not kept). */
-export function completionRow(c, rank, { maxAdvantage, klMax = 0, functions = [], bare = false }) {
+/**
+ * `bare` rows carry only reward and advantage (groups whose texts were not kept); `step`,
+ * given for runs whose samples may be stale (async_generation), shows each completion's
+ * policy version and its lag.
+ */
+export function completionRow(c, rank, { maxAdvantage, klMax = 0, functions = [], bare = false, step = null }) {
   return h(
     'article',
     { class: 'completion', dataset: { rank, reward: c.reward, advantage: c.advantage } },
@@ -48,6 +52,7 @@ export function completionRow(c, rank, { maxAdvantage, klMax = 0, functions = []
               ? h('span', { class: 'flag-truncated', title: 'hit max_completion_length' }, 'truncated')
               : null,
             finishChip(c),
+            versionChip(c, step),
             h('span', { title: 'sequence mean of the per-token k3 KL' }, `KL ${num(c.kl)}`),
           ),
       // what a reward function noted, e.g. the sandbox limit a program hit
@@ -73,6 +78,14 @@ function extrasTable(extras) {
       h('span', { class: 'extra', dataset: { column } }, h('span', { class: 'faint' }, `${column} `), String(value)),
     ),
   );
+}
+
+/** The policy version that sampled it and how many versions behind the step's it was (step s trains at s − 1). */
+function versionChip(c, step) {
+  if (step == null || c.policy_version == null) return null;
+  const lag = step - 1 - c.policy_version;
+  const title = `sampled by policy version ${c.policy_version} (the weights after ${c.policy_version} updates); step ${step} trains at ${step - 1}`;
+  return h('span', { class: 'policy-version', title }, `v${c.policy_version} · lag ${lag}`);
 }
 
 /** What ended the completion: which end-of-sequence token (a model may have several) or stop string. */

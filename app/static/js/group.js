@@ -217,8 +217,14 @@ function renderCompletions(g) {
   const names = functions.length ? functions : Object.keys(completions[0].rewards || {});
   fill(
     box,
-    completions.map((c, i) => completionRow(c, i + 1, { maxAdvantage, klMax, functions: names })),
+    completions.map((c, i) => completionRow(c, i + 1, { maxAdvantage, klMax, functions: names, step: versionStep(g) })),
   );
+}
+
+/** The group's step where its completions' policy versions are worth showing: runs that may sample stale. */
+function versionStep(g) {
+  const spec = state.run?.spec;
+  return spec?.async_generation || (spec?.weight_sync_steps ?? 1) > 1 ? g.step : null;
 }
 
 function neighbour(delta) {
