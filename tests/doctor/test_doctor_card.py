@@ -12,7 +12,7 @@ import httpx
 from playwright.sync_api import expect
 
 from tests.fixtures.browser import Console
-from tests.runs import long_spec, status_of, stop, submit, wait_for_run
+from tests.runs import finish, long_spec, small_spec, status_of, stop, submit, wait_for_run
 
 
 def test_a_provoked_finding_shows_live_and_clones_with_its_change(
@@ -65,4 +65,28 @@ def test_a_provoked_finding_shows_live_and_clones_with_its_change(
     expect(editor).to_have_value(re.compile(r"^mask_truncated_completions: true$", re.M))
     expect(editor).to_have_value(re.compile(r"^name: browser-doctor \(copy\)$", re.M))
     stop(ui_api, run["id"])
+    assert console.unexpected() == []
+
+
+def test_the_reward_preflights_finding_shows_its_probes_and_their_scores(
+    page: Any, ui_api: httpx.Client, console: Console
+) -> None:
+    rewards = [{"name": "accuracy"}, {"name": "regex", "pattern": "<answer>", "label": "tags"}]
+    spec = small_spec(name="browser-preflight", max_steps=1, save_steps=0, rewards=rewards,
+                      reward_preflight_records=1)  # fmt: skip
+    run = submit(ui_api, spec)
+    finish(ui_api, run["id"])
+    page.goto(f"/runs/{run['id']}")
+    hole = page.locator('#doctor [data-finding="reward_hole:rewards.1.format_wrong_answer@0"]')
+    expect(hole.locator(".doctor-steps")).to_have_text("reward preflight, before step 1")
+    expect(hole.locator(".doctor-message")).to_contain_text(
+        "format-only completions (the format around a wrong answer) score 1 on `tags`"
+    )
+    expect(hole.locator(".doctor-spark")).to_have_count(0)  # no curve: found before step 1
+    probes = hole.locator(".doctor-completions li")
+    expect(probes).to_have_count(2)
+    expect(probes.nth(0)).to_contain_text("probe correct, record 0: ")
+    expect(probes.nth(0)).to_contain_text("scored 2 (accuracy 1, tags 1)")
+    expect(probes.nth(1)).to_contain_text("probe format_wrong_answer, record 0: ")
+    expect(probes.nth(1)).to_contain_text("scored 1 (accuracy 0, tags 1)")
     assert console.unexpected() == []
