@@ -235,6 +235,29 @@ def test_async_generation_samples_ahead_on_the_server(
     engine._call("POST", "/reset_prefix_cache")
 
 
+def test_weight_sync_steps_pushes_after_every_kth_update(
+    trainer: TrainingLoop, tmp_path: Path
+) -> None:
+    """A synchronous server-mode run with weight_sync_steps 2 pushes after update 2 only
+    of 3: step 2 samples with the starting weights (one version stale), step 3 with the
+    weights of update 2."""
+    spec = trainer.spec.model_copy(
+        update={"weight_sync_steps": 2, "max_steps": 3, "num_generations": 2,
+                "max_completion_length": 8}
+    )  # fmt: skip
+    reports: list[StepReport] = []
+    loop = TrainingLoop(spec, workdir=tmp_path, cache_dir=CACHE)
+    loop.fit(reports.append)
+    assert isinstance(loop.engine, VllmServerEngine) and loop.engine.policy_version == 1
+    assert [r.scalars["async/staleness_max"] for r in reports] == [0, 1, 0]
+    assert {c.policy_version for c in reports[1].groups[0].completions} == {0}
+    assert {c.policy_version for c in reports[2].groups[0].completions} == {2}
+    engine = trainer.engine  # the module's trainer's weights go back to the server
+    assert isinstance(engine, VllmServerEngine)
+    push_file(engine._rpc, policy_weights(trainer.model), engine.directory)
+    engine._call("POST", "/reset_prefix_cache")
+
+
 def test_a_stopped_server_fails_the_call_within_the_timeout(
     trainer: TrainingLoop, server: Server
 ) -> None:

@@ -157,3 +157,19 @@ def test_a_stop_with_a_full_queue_resumes_every_prompt_once(tmp_path, grpo_cache
 
     assert prompts(first + second) == prompts(straight)
     assert all(r.scalars["async/staleness_max"] <= 2 for r in second)
+
+
+def test_the_producer_takes_the_weights_every_weight_sync_steps_updates(tmp_path, grpo_cache_dir):
+    """weight_sync_steps 2: the producer's copy takes the trainer's weights after updates 2
+    and 4 only, so every completion was sampled by version 0, 2 or 4, at most
+    max_staleness (1, the least the spec allows) behind."""
+    spec = tiny_spec(max_steps=5, async_generation=True, max_staleness=1, weight_sync_steps=2,
+                     logging={"max_groups_per_step": 2})  # fmt: skip
+    _, reports, _, _ = run(spec, tmp_path, grpo_cache_dir)
+    assert [r.step for r in reports] == [1, 2, 3, 4, 5]
+    for report in reports:
+        versions = {c.policy_version for g in report.groups for c in g.completions}
+        assert versions <= {0, 2, 4} and len(versions) == 1
+        (version,) = versions
+        assert report.scalars["async/staleness_max"] == report.step - 1 - version <= 1
+        assert report.scalars["async/dropped_stale"] == 0
