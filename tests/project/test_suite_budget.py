@@ -20,10 +20,15 @@ SAMPLE = "tests/data/budget_sample.py"  # two tests, each a child that burns 1 s
 WORKERS = {"one process": ["-p", "no:xdist"], "two xdist workers": ["-n", "2"]}
 
 
-def pytest_on_the_sample(*args: str, budget_s: str | None) -> subprocess.CompletedProcess[str]:
+def pytest_on_the_sample(
+    *args: str, budget_s: str | None, shared_cores: str = "1000"
+) -> subprocess.CompletedProcess[str]:
+    """The sample under the budget plugin. `shared_cores`: how busy the machine may be for
+    the budget to be judged; the suite itself runs beside this one, so by default any."""
     env = {k: v for k, v in os.environ.items() if k != "GRPO_TEST_BUDGET_S"}
     if budget_s is not None:
         env["GRPO_TEST_BUDGET_S"] = budget_s
+    env["GRPO_TEST_BUDGET_SHARED_CORES"] = shared_cores
     # the budget plugin alone: the suite's conftest would load every fixture plugin (the
     # service, Playwright) in the run and in each of its workers, for two small tests
     argv = [sys.executable, "-m", "pytest", SAMPLE, "-v", "-p", "no:cacheprovider",
@@ -52,3 +57,15 @@ def test_a_part_of_the_suite_ends_with_the_budget_and_passes_within_the_file_bud
     ran = [line.split(" ")[0] for line in part.stdout.splitlines() if " PASSED" in line]
     assert ran == [f"{SAMPLE}::test_first_burns_a_second_of_cpu_in_a_child", BUDGET_NODEID]
     assert f"budget {budget_seconds():g} s of CPU (tests/budget.toml)" in part.stdout
+
+
+def test_on_a_machine_busier_than_the_bound_the_budget_is_not_judged_and_says_so() -> None:
+    """Bound -1 cores: whatever the others used (none at all included) is more, so the run
+    is one on a shared machine: over its budget, the budget's test is skipped, not failed."""
+    shared = pytest_on_the_sample("-p", "no:xdist", budget_s="1.9", shared_cores="-1")
+    assert shared.returncode == 0, shared.stdout + shared.stderr
+    assert "2 passed, 1 skipped" in shared.stdout, shared.stdout
+    assert re.search(r"SKIPPED \[1\] tests/budget\.toml:\d+: the budget is not judged: other "
+                     r"processes used [\d.]+ cores on average beside the suite \(more than -1",
+                     shared.stdout), shared.stdout  # fmt: skip
+    assert re.search(r"other processes [\d.]+ cores", shared.stdout), shared.stdout
