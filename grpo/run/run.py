@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from grpo.checkpoints.files import latest_checkpoint
 from grpo.report import EvalReport, SavedCheckpoint, StepReport
 from grpo.report.trackers import Outcome
 from grpo.run.environment import RunEnvironment
@@ -45,8 +46,8 @@ class Run:
                 self.sinks.append(TrackerSink(self.spec, self.env))
             for sink in self.sinks:
                 sink.open()
-            if loop.ranks.is_main:
-                self.preflight(loop)
+            if loop.ranks.is_main and not (resume and latest_checkpoint(loop.workdir)):
+                self.preflight(loop)  # once a run: a resumed attempt found what it finds
             result = loop.fit(
                 self.log_step,
                 should_stop=lambda: self.stop_reason() is not None,

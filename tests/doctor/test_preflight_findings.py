@@ -8,6 +8,7 @@ nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,11 @@ from app.store import db
 from app.store.models import Diagnosis
 from grpo.data.example import Example
 from grpo.rewards.scoring import Rewarder
+from grpo.rewards.trial_report import PreflightReport
+from grpo.run.environment import RunEnvironment
 from grpo.run.preflight import preflight_rewards
+from grpo.run.run import Run
+from grpo.run.sink import Sink
 from grpo.spec import JobSpec
 from tests.store_fixture import store
 from worker.job import run_job
@@ -93,3 +98,30 @@ def test_no_records_asked_probes_nothing() -> None:
     assert [f.probe for f in report.findings] == ["format_wrong_answer", "very_long"]
     assert said[0] == ("info", "reward preflight: 1 record probed; 2 found")
     assert said[1:] == [("warning", f"reward preflight: {f.message}") for f in report.findings]
+
+
+class Said(Sink):
+    """The run's log lines and preflight reports, as a sink of the Run sees them."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.reports: list[PreflightReport] = []
+
+    def add_log(self, level: str, message: str) -> None:
+        self.lines.append(message)
+
+    def log_preflight(self, report: PreflightReport) -> None:
+        self.reports.append(report)
+
+
+def test_the_preflight_runs_before_step_1_and_not_again_on_a_resumed_attempt(
+    tmp_path: Path, grpo_cache_dir: Path
+) -> None:
+    spec = JobSpec.model_validate({**SPEC, "max_steps": 2, "save_steps": 1})
+    env = RunEnvironment(workdir=tmp_path / "run", cache_dir=grpo_cache_dir)
+    first, second = Said(), Said()
+    Run(spec.model_copy(update={"max_steps": 1}), env, [first]).fit(resume=True)
+    Run(spec, env, [second]).fit(resume=True)  # the checkpoint of step 1: a resume
+    assert len(first.reports) == 1 and "reward preflight: 2 records probed; 2 found" in first.lines
+    assert any(line.startswith("resumed from checkpoint at step 1") for line in second.lines)
+    assert second.reports == [] and not any("reward preflight" in x for x in second.lines)
