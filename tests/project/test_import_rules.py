@@ -235,8 +235,8 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "checkpoints": ("spec", "models", "parallel", "report"),
     "eval": ("spec", "data", "models", "rewards", "report", "engines"),
     # one run from every door: its environment, its sinks, the trackers among them, and the
-    # rewards' preflight before its first step
-    "run": ("spec", "data", "rewards", "report"),
+    # rewards' preflight before its first step (not on a resumed attempt: checkpoints)
+    "run": ("spec", "data", "rewards", "report", "checkpoints"),
     "cli": ("spec", "data", "models", "report", "parallel", "checkpoints", "eval", "run"),
     # rules over stored metrics: torch-free, run by app/ too; the preflight's findings read
     # its report (grpo/rewards/trial_report.py, torch-free)
