@@ -24,7 +24,11 @@ PREFLIGHT_RULES = {REWARD_HOLE: "Reward hole", REWARD_FAILS: "Reward fails on a 
 """Rule id -> title of the preflight's findings."""
 LOUD_SHARE = 0.5
 """A hole earning at least this share of a correct completion's total reward is a warning
-(an info below it: a format reward paying its share for the format is what it is for)."""
+(an info below it: a format reward paying its share for the format is what it is for).
+A hole of the weighted total alone (a correct answer repeated, or rambling to
+max_completion_length, paid as well as a reasoned one) is an info whatever its share: it
+earns nothing without the right answer, and most specs (the demo's accuracy alone) ask
+nothing of length or reasoning; the preflight still says it."""
 MAX_TEXT = 2_000
 """Characters of a probe's completion kept in the finding (a very long one is cut)."""
 
@@ -43,7 +47,7 @@ def doctor_finding(spec: JobSpec, found: ProbeFinding, probes: Sequence[ProbeRes
         rule, severity = REWARD_FAILS, Severity.WARNING
     else:
         rule, share = REWARD_HOLE, total_share(probes, found.probe, weights)
-        loud = share is None or share >= LOUD_SHARE
+        loud = found.label != TOTAL and (share is None or share >= LOUD_SHARE)
         severity = Severity.WARNING if loud else Severity.INFO
         facts["share"] = share
     shown = [p for p in probes if p.probe in (found.probe, "correct")]

@@ -24,6 +24,7 @@ from grpo.rewards.batch import RewardBatch, TrainerState
 from grpo.rewards.failure_kinds import ScoreTimeout, failure_kind
 from grpo.rewards.scoring import Rewarder
 from grpo.rewards.trial_report import Failure, SampleResult, ServerPaths
+from grpo.scrub import scrub
 from grpo.spec.records import Prompt
 from grpo.spec.rewards import MultiReward, RewardSpec
 from grpo.spec.sources import LocalRoots
@@ -74,7 +75,8 @@ class Trial:
             except Exception as exc:  # noqa: BLE001 - every failure is answered with its kind
                 kind = failure_kind(exc)
                 kind = "cannot_load" if kind == "runtime_error" else kind
-                unprepared[entry.label] = Failure(label=entry.label, kind=kind, message=str(exc))
+                message = scrub(str(exc))
+                unprepared[entry.label] = Failure(label=entry.label, kind=kind, message=message)
         return cls([entry.label for entry in rewards], rewarders, unprepared)
 
     @classmethod
@@ -154,9 +156,11 @@ def estimated_tokens(completion: str) -> int:
 
 
 def failure_of(label: str, exc: BaseException) -> Failure:
-    """The failure of `label`, worded by what went wrong (not where in a run it would be)."""
+    """The failure of `label`, worded by what went wrong (not where in a run it would be),
+    without the secrets of this process's environment (grpo/scrub.py): it reaches the run's
+    log, its doctor findings and a reward test's answer."""
     cause = exc.cause if isinstance(exc, RewardFunctionError) else exc
-    message = f"{type(cause).__name__}: {cause}"
+    message = scrub(f"{type(cause).__name__}: {cause}")
     return Failure(label=label, kind=failure_kind(exc), message=message[:2000])
 
 

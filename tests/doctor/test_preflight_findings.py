@@ -49,13 +49,15 @@ def test_a_runs_reward_hole_is_a_doctor_finding_with_its_probes(store: str) -> N
         run_job(run_id)
         run = api.get(f"/api/runs/{run_id}").json()
         assert run["status"] == "succeeded", run["error"]
-        assert run["doctor"] == {"open": 2, "severity": "warning"}  # marked in the runs list
+        assert run["doctor"] == {"open": 1, "severity": "warning"}  # marked: its warnings
         items = api.get(f"/api/runs/{run_id}/diagnostics").json()["items"]
         found = {f["id"]: f for f in items if f["rule"].startswith("reward_")}
         # none on accuracy (checking the answer is all it claims); nothing in the spec asks
         # for brevity, so a correct completion as long as the limit earns the full total
         assert sorted(found) == [HOLE, "reward_hole:total.very_long@0"]
         hole = found[HOLE]
+        # the total's hole earns nothing without the answer: said, not warned of
+        assert found["reward_hole:total.very_long@0"]["severity"] == "info"
         assert (hole["rule"], hole["title"], hole["severity"], hole["status"]) == (
             "reward_hole", "Reward hole", "warning", "open")  # fmt: skip
         assert hole["message"] == (
