@@ -45,6 +45,7 @@ current_run: dict[str, Lease | None] = {"lease": None}
 stopping = threading.Event()
 """Set when the worker was told to stop: the running job hands its run back."""
 _stopped = threading.Event()
+_signalled: list[bool] = []  # _on_shutting_down ran (a plain list: read in signal handlers)
 _identity: dict[str, str] = {}
 _lost_logged: dict[str, Lease] = {}
 _sweep_held_until = [0.0]  # time.monotonic() before which the stale-run sweep waits
@@ -122,6 +123,7 @@ def _is_sweep_held() -> bool:
 def _on_ready(sender: object, **_: object) -> None:
     from worker.device import device_label
 
+    _ctrl_c_stops_as_sigterm_does()
     environment.remember()  # what later runs' processes must find (worker/environment.py)
     preload.remember()  # and whether they can be forked with it imported (worker/preload.py)
     consumer = getattr(sender, "controller", None) or sender
@@ -136,6 +138,16 @@ def _on_ready(sender: object, **_: object) -> None:
     threading.Thread(target=_loop, args=(every,), name="worker-housekeeping", daemon=True).start()
 
 
+def _ctrl_c_stops_as_sigterm_does() -> None:
+    """SIGINT gets Celery's SIGTERM handler (a warm shutdown, no escalation). Celery's own
+    SIGINT handler installs its cold-shutdown handler before it tells `_on_shutting_down`,
+    so a second Ctrl-C landing in between (both reach the whole process group of `grpo up`
+    at once) reached the cold shutdown, which the solo pool cannot do: a traceback in the
+    log (stop 48's CI)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.getsignal(signal.SIGTERM))
+
+
 @worker_shutdown.connect
 def _on_shutdown(**_: object) -> None:
     _stopped.set()
@@ -147,11 +159,12 @@ def _on_shutdown(**_: object) -> None:
 @worker_shutting_down.connect
 def _on_shutting_down(**_: object) -> None:
     """Celery's shutdown began (it runs this in its signal handler, on the main thread)."""
-    if stopping.is_set():
+    if stopping.is_set() or _signalled:
         return
-    stopping.set()
+    _signalled.append(True)  # no lock: a signal may land here and run this again, nested
     for sig in (signal.SIGINT, signal.SIGTERM):  # no escalation to Celery's cold shutdown
         signal.signal(sig, _already_stopping)
+    stopping.set()  # takes a lock, so after the handlers that would re-enter it
     grace = get_settings().stop_grace_seconds
     threading.Thread(target=_stop_by, args=(grace,), name="worker-stop", daemon=True).start()
     log.warning("stopping: the running job hands its run back at its next step boundary")
