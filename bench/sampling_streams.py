@@ -36,9 +36,9 @@ import torch  # noqa: E402
 from grpo.data.loading import load_examples  # noqa: E402
 from grpo.data.prompts import format_prompt  # noqa: E402
 from grpo.models.loading import load_policy  # noqa: E402
-from grpo.policy import eos_token_ids  # noqa: E402
-from grpo.rollout import generate, tokenize_prompts  # noqa: E402
-from grpo.sampling import GroupUniforms, sample_next_tokens  # noqa: E402
+from grpo.rollout.policy import eos_token_ids  # noqa: E402
+from grpo.rollout.rollout import generate, tokenize_prompts  # noqa: E402
+from grpo.rollout.sampling import GroupUniforms, sample_next_tokens  # noqa: E402
 from grpo.spec.data import DataSpec  # noqa: E402
 
 GENERATIONS = 16

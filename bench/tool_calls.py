@@ -31,7 +31,7 @@ from grpo.engines.engine import GenerationRequest  # noqa: E402
 from grpo.engines.native import NativeEngine  # noqa: E402
 from grpo.engines.tool_loop import ToolLoop  # noqa: E402
 from grpo.models.loading import load_policy  # noqa: E402
-from grpo.rollout import tokenize_prompts  # noqa: E402
+from grpo.rollout.rollout import tokenize_prompts  # noqa: E402
 from grpo.spec.generation import Sampling  # noqa: E402
 from grpo.spec.tools import HttpTool  # noqa: E402
 from grpo.tools.kind import ToolRunFacts  # noqa: E402

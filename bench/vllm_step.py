@@ -115,9 +115,9 @@ def main() -> None:
     from grpo.cli.main import cache_dir
     from grpo.engines.engine import GenerationRequest
     from grpo.engines.native import NativeEngine
-    from grpo.sampling import group_seed
+    from grpo.rollout.sampling import group_seed
     from grpo.spec import JobSpec
-    from grpo.trainer import TrainingLoop
+    from grpo.train.trainer import TrainingLoop
 
     spec = JobSpec(
         model="builtin:small", use_vllm=True, device="cpu", precision=args.precision,

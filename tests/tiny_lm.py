@@ -5,7 +5,7 @@ from dataclasses import fields
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from grpo.rollout import Rollout, generate, prompt_positions, tokenize_prompts
+from grpo.rollout.rollout import Rollout, generate, prompt_positions, tokenize_prompts
 from grpo.spec.generation import Sampling
 
 CPU = torch.device("cpu")

@@ -11,8 +11,14 @@ from __future__ import annotations
 import logging
 
 from app.store import db, rescores, runs
+from grpo.eval.replay import (
+    ReplayedGroup,
+    StoredGroup,
+    replay_examples,
+    replay_step,
+    replay_summary,
+)
 from grpo.failures import user_message
-from grpo.replay import ReplayedGroup, StoredGroup, replay_examples, replay_step, replay_summary
 from grpo.rewards.scoring import Rewarder
 from grpo.scrub import scrub
 from grpo.spec import JobSpec

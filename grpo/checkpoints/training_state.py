@@ -26,10 +26,10 @@ from grpo.parallel.sharding import (
     load_optimizer_state,
     optimizer_state,
 )
-from grpo.reference import ReferencePolicy
 from grpo.report import SavedCheckpoint
 from grpo.spec import JobSpec
 from grpo.spec.resume import check_resumable, spec_json
+from grpo.train.reference import ReferencePolicy
 
 
 class TrainingParts(Protocol):

@@ -13,7 +13,7 @@ from grpo.engines.engine import Engine
 from grpo.engines.native import NativeEngine
 from grpo.engines.vllm import VllmEngine  # imports vllm itself only when it starts
 from grpo.engines.vllm_server import VllmServerEngine  # HTTP only: no vllm here
-from grpo.policy import PolicyView
+from grpo.rollout.policy import PolicyView
 from grpo.spec import JobSpec
 
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from torch import Tensor
 
-from grpo.rollout import Rollout
+from grpo.rollout.rollout import Rollout
 from grpo.spec.generation import Sampling
 
 

@@ -8,8 +8,8 @@ from typing import Any
 from grpo.engines.engine import GenerationRequest
 from grpo.models.precision import autocast
 from grpo.parallel.sharding import full_weights
-from grpo.policy import PolicyView
-from grpo.rollout import Rollout, generate
+from grpo.rollout.policy import PolicyView
+from grpo.rollout.rollout import Rollout, generate
 
 
 class NativeEngine:

@@ -17,11 +17,11 @@ import torch
 
 from grpo.engines.engine import Engine, GenerationRequest
 from grpo.engines.native import NativeEngine
-from grpo.logprobs import completion_logps
 from grpo.models.precision import autocast
-from grpo.policy import PolicyView
-from grpo.rollout import Rollout, row_slices
-from grpo.stopping import StopStrings
+from grpo.rollout.policy import PolicyView
+from grpo.rollout.rollout import Rollout, row_slices
+from grpo.rollout.stopping import StopStrings
+from grpo.train.logprobs import completion_logps
 
 
 class ProducerView:

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from grpo.engines.engine import Engine, GenerationRequest
-from grpo.rollout import Rollout
+from grpo.rollout.rollout import Rollout
 from grpo.tools.calls import parse_tool_calls
 from grpo.tools.kind import ToolRunFacts
 from grpo.tools.render import template_problem, tool_turn_text

@@ -29,8 +29,8 @@ from torch import Tensor
 
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.weights import policy_weights, save_engine_copy
-from grpo.policy import PolicyView
-from grpo.rollout import Rollout
+from grpo.rollout.policy import PolicyView
+from grpo.rollout.rollout import Rollout
 from grpo.spec.generation import Sampling
 
 

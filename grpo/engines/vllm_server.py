@@ -30,8 +30,8 @@ from grpo.engines.vllm import completion_seed, completions_rollout, prompt_rows,
 from grpo.engines.vllm_push import push_directory, push_file
 from grpo.engines.weights import policy_weights
 from grpo.failures import StepFailure
-from grpo.policy import PolicyView
-from grpo.rollout import Rollout
+from grpo.rollout.policy import PolicyView
+from grpo.rollout.rollout import Rollout
 
 HEALTH_EVERY_S = 2.0
 """How often a call in flight checks that the server still answers."""

@@ -13,9 +13,9 @@ import torch
 
 from grpo.data.example import Example
 from grpo.data.prompts import format_prompt
-from grpo.policy import eos_token_ids
 from grpo.rewards.rules import accuracy_reward
-from grpo.rollout import decode_completions, generate, tokenize_prompts
+from grpo.rollout.policy import eos_token_ids
+from grpo.rollout.rollout import decode_completions, generate, tokenize_prompts
 from grpo.spec import AccuracyReward
 from grpo.spec.data import DataSpec
 from grpo.spec.generation import GREEDY

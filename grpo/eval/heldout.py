@@ -20,12 +20,12 @@ from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_examples
 from grpo.data.prompt_fit import fit_prompt
 from grpo.engines.engine import GenerationRequest
-from grpo.policy import PolicyView
 from grpo.report import EvalReport
 from grpo.report.outcome import completion_passes, pass_label
 from grpo.rewards.batch import RewardBatch, Scores, TrainerState
 from grpo.rewards.rules import total_rewards
-from grpo.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
+from grpo.rollout.policy import PolicyView
+from grpo.rollout.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
 from grpo.spec import JobSpec
 from grpo.spec.generation import GREEDY, Sampling
 from grpo.spec.sources import LocalRoots

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
-from grpo.dynamic_sampling import Batch
 from grpo.parallel.ranks import Ranks
 from grpo.report import GroupReport
 from grpo.report.metrics import group_scalars, length_scalars, reward_scalars
 from grpo.report.timing import StepClock
 from grpo.report.tool_metrics import sum_counts, tool_counts, tool_scalars
 from grpo.rewards.batch import Scores
+from grpo.rollout.dynamic_sampling import Batch
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,10 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
-from grpo.logprobs import completion_logps
 from grpo.models.lm_head import decoder_and_head
 from grpo.parallel.ranks import Ranks
-from grpo.rollout import Rollout
+from grpo.rollout.rollout import Rollout
+from grpo.train.logprobs import completion_logps
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 

@@ -24,8 +24,8 @@ from grpo.report import (
     StepReport,
     histogram,
 )
-from grpo.rollout import Rollout
-from grpo.stopping import first_stop
+from grpo.rollout.rollout import Rollout
+from grpo.rollout.stopping import first_stop
 
 
 def build_groups(

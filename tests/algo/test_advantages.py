@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from grpo.advantages import clip_advantages, group_advantages
+from grpo.algo.advantages import clip_advantages, group_advantages
 
 
 def test_advantages_are_per_group_z_scores():

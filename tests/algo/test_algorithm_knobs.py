@@ -7,11 +7,11 @@ from contextlib import nullcontext
 import pytest
 import torch
 
-from grpo.advantages import decoupled_advantages
+from grpo.algo.advantages import decoupled_advantages
 from grpo.spec import FormatReward, RegexReward
 from grpo.spec.logging import LoggingSpec
-from grpo.trainer import TrainingLoop
-from grpo.update import policy_update
+from grpo.train.trainer import TrainingLoop
+from grpo.train.update import policy_update
 from tests.train.test_trainer import comparable, run, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -27,15 +27,15 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from grpo.logprobs import completion_logps
 from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.parallel.sharding import shard_model, shard_models
-from grpo.policy import prepare_policy, update_mode
-from grpo.reference import ReferencePolicy
-from grpo.rollout import Rollout, group_rows
+from grpo.rollout.policy import prepare_policy, update_mode
+from grpo.rollout.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
-from grpo.step_loss import loss_mask_of
-from grpo.update import policy_update
+from grpo.train.logprobs import completion_logps
+from grpo.train.reference import ReferencePolicy
+from grpo.train.step_loss import loss_mask_of
+from grpo.train.update import policy_update
 from tests.algo.test_update import ADVANTAGES, rollout_and_reference
 from tests.algo.test_update import spec as update_spec
 from tests.stack import free_port

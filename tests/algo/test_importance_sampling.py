@@ -18,8 +18,8 @@ import math
 import pytest
 import torch
 
-from grpo.importance_sampling import corrected_share, importance_weights, logprob_gap
-from grpo.loss import grpo_loss
+from grpo.algo.importance_sampling import corrected_share, importance_weights, logprob_gap
+from grpo.algo.loss import grpo_loss
 
 DIFFS = [[math.log(4), math.log(0.5), math.log(1.5)], [math.log(0.1), math.log(2), math.log(9)]]
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])

@@ -18,7 +18,7 @@ import math
 import pytest
 import torch
 
-from grpo.loss import aggregate, grpo_loss, k3_kl, loss_normalizer
+from grpo.algo.loss import aggregate, grpo_loss, k3_kl, loss_normalizer
 
 RATIOS = [[1.5, 1.0, 0.9], [0.5, 1.1, 1.0]]
 MASK = [[1, 1, 1], [1, 1, 0]]

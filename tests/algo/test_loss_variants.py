@@ -10,7 +10,7 @@ from typing import get_args
 import pytest
 import torch
 
-from grpo.loss import (
+from grpo.algo.loss import (
     AGGREGATIONS,
     OBJECTIVES,
     entropy_bonus,

@@ -4,8 +4,8 @@ every trainable parameter allows it, and that kernel's steps equal the per-tenso
 import pytest
 import torch
 
-from grpo.optim import build_optimizer, can_fuse
 from grpo.spec import JobSpec, RegexReward
+from grpo.train.optim import build_optimizer, can_fuse
 
 
 def adamw_spec() -> JobSpec:

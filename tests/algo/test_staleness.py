@@ -11,7 +11,7 @@ The producer's gate: step 5 may be sampled by version 3 (lag 1) but not by versi
 import pytest
 import torch
 
-from grpo.staleness import (
+from grpo.rollout.staleness import (
     busy_fraction,
     fresh_groups,
     group_staleness,

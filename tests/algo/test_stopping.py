@@ -8,8 +8,8 @@ import torch
 
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.loading import load_policy
-from grpo.rollout import decode_completions
-from grpo.stopping import StopStrings, first_stop
+from grpo.rollout.rollout import decode_completions
+from grpo.rollout.stopping import StopStrings, first_stop
 from tests.tiny_lm import sample
 
 

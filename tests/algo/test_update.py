@@ -14,11 +14,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from grpo.logprobs import completion_logps
 from grpo.spec import JobSpec, RegexReward
-from grpo.step_loss import loss_mask_of
-from grpo.trainer import TrainingLoop
-from grpo.update import policy_update
+from grpo.train.logprobs import completion_logps
+from grpo.train.step_loss import loss_mask_of
+from grpo.train.trainer import TrainingLoop
+from grpo.train.update import policy_update
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -33,14 +33,14 @@ from grpo.engines.engine import GenerationRequest
 from grpo.engines.vllm_push import push_file
 from grpo.engines.vllm_server import VllmServerEngine, VllmServerError
 from grpo.engines.weights import policy_weights
-from grpo.logprobs import completion_logps
 from grpo.report import StepReport
 from grpo.rewards.trial import Sample, Trial
 from grpo.rewards.trial_report import ServerPaths
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.spec.rewards import JudgeReward
-from grpo.trainer import TrainingLoop
+from grpo.train.logprobs import completion_logps
+from grpo.train.trainer import TrainingLoop
 from tests.stack import free_port
 
 TOLERANCE = 1e-4  # tests/engines/test_vllm_engine.py's: fp32 gaps measured under 2e-6

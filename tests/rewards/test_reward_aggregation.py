@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from grpo.advantages import decoupled_advantages, group_advantages
+from grpo.algo.advantages import decoupled_advantages, group_advantages
 
 NAN = float("nan")
 
@@ -48,7 +48,7 @@ def test_all_flat_groups_get_exactly_zero():
 
 
 def test_reward_table_lays_functions_last_and_none_as_nan():
-    from grpo.advantages import reward_table
+    from grpo.algo.advantages import reward_table
 
     table = reward_table({"a": [1.0, 0.0, 1.0, 1.0], "b": [None, 2.0, 3.0, 4.0]}, num_groups=2)
     assert table.shape == (2, 2, 2)

@@ -11,7 +11,7 @@ from transformers import PreTrainedTokenizerFast
 
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.detokenizer import token_pieces
-from grpo.rollout import Rollout, decode_completions
+from grpo.rollout.rollout import Rollout, decode_completions
 
 
 def char_rollout(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> Rollout:

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from grpo.data.example import Example
-from grpo.dynamic_sampling import Batch, fill_with_signal
-from grpo.rollout import Rollout, concat_rollouts
+from grpo.rollout.dynamic_sampling import Batch, fill_with_signal
+from grpo.rollout.rollout import Rollout, concat_rollouts
 from tests.train.test_trainer import run, tiny_spec
 
 PAD = 0

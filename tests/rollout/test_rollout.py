@@ -4,8 +4,8 @@ grpo/sampling.py)."""
 import pytest
 import torch
 
-from grpo.rollout import Rollout, decode_completions, prompt_positions, tokenize_prompts
-from grpo.sampling import sample_next_tokens
+from grpo.rollout.rollout import Rollout, decode_completions, prompt_positions, tokenize_prompts
+from grpo.rollout.sampling import sample_next_tokens
 from tests.tiny_lm import CPU, completion_logits, sample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -2,7 +2,7 @@
 
 import torch
 
-from grpo.sampling import min_p_filter, penalize_repetition, sample_next_tokens
+from grpo.rollout.sampling import min_p_filter, penalize_repetition, sample_next_tokens
 
 
 def test_repetition_penalty_divides_positive_and_multiplies_negative_seen_logits():

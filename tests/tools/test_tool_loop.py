@@ -13,7 +13,7 @@ from grpo.engines.engine import GenerationRequest
 from grpo.engines.tool_loop import ToolLoop, trajectory_seed
 from grpo.models.tool_template import build_tool_tokenizer
 from grpo.report.tool_metrics import tool_counts, tool_scalars
-from grpo.rollout import tokenize_prompts
+from grpo.rollout.rollout import tokenize_prompts
 from grpo.spec.generation import Sampling
 from grpo.spec.tools import CodeTool, EnvironmentTool, PythonTool
 from grpo.tools.kind import ToolRunFacts

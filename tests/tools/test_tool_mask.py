@@ -19,14 +19,14 @@ import math
 import pytest
 import torch
 
+from grpo.algo.loss import grpo_loss
 from grpo.data.example import Example
-from grpo.dynamic_sampling import Batch
-from grpo.loss import grpo_loss
 from grpo.parallel.rank_parts import rank_part
 from grpo.report.timing import StepClock
-from grpo.rollout import Rollout
+from grpo.rollout.dynamic_sampling import Batch
+from grpo.rollout.rollout import Rollout
 from grpo.spec import JobSpec
-from grpo.step_loss import loss_mask_of
+from grpo.train.step_loss import loss_mask_of
 
 COMPLETION_MASK = [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
 MODEL_MASK = [[1, 1, 0, 0, 1], [1, 1, 1, 1, 1]]

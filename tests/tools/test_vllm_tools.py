@@ -24,18 +24,18 @@ import torch
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.tool_loop import ToolLoop
 from grpo.engines.vllm import VllmEngine
-from grpo.logprobs import completion_logps
 from grpo.models.loading import load_policy, materialise
 from grpo.models.precision import autocast
 from grpo.models.warmup import _seeded_single_thread, pad_with_labels
-from grpo.policy import update_mode
-from grpo.rollout import Rollout, tokenize_prompts
+from grpo.rollout.policy import update_mode
+from grpo.rollout.rollout import Rollout, tokenize_prompts
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
-from grpo.step_loss import loss_mask_of, start_counts
 from grpo.tools.calls import parse_tool_calls
-from grpo.trainer import TrainingLoop
-from grpo.update import policy_update
+from grpo.train.logprobs import completion_logps
+from grpo.train.step_loss import loss_mask_of, start_counts
+from grpo.train.trainer import TrainingLoop
+from grpo.train.update import policy_update
 
 TOLERANCE = 1e-4
 BUDGET = 48  # model tokens per trajectory: the call is 43 BPE tokens

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from grpo.engines.engine import GenerationRequest
-from grpo.rollout import Rollout
+from grpo.rollout.rollout import Rollout
 
 
 class ScriptedEngine:

@@ -28,15 +28,15 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
+from grpo.algo.importance_sampling import logprob_gap
+from grpo.algo.loss import METRIC_KEYS
 from grpo.failures import Diverged
-from grpo.importance_sampling import logprob_gap
-from grpo.logprobs import completion_logps, completion_logps_entropy
-from grpo.loss import METRIC_KEYS
 from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.parallel.sharding import idle_count, idle_passes
-from grpo.rollout import Rollout, group_rows, row_slices
+from grpo.rollout.rollout import Rollout, group_rows, row_slices
 from grpo.spec import JobSpec
-from grpo.step_loss import LossTerms, mask_share, start_counts, step_loss_terms
+from grpo.train.logprobs import completion_logps, completion_logps_entropy
+from grpo.train.step_loss import LossTerms, mask_share, start_counts, step_loss_terms
 
 
 @dataclass(frozen=True)

@@ -15,28 +15,23 @@ from typing import Any
 
 import torch
 
+from grpo.algo.kl_control import adapt_beta
+from grpo.algo.loss import k3_kl
 from grpo.checkpoints.training_state import resume_training, save_training, start_fresh
 from grpo.data.example import Example
 from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
-from grpo.dynamic_sampling import Batch
 from grpo.engines.choice import build_engine
 from grpo.engines.engine import Engine
 from grpo.engines.tool_loop import build_tool_loop
 from grpo.eval.heldout import evaluate, holdout_fraction, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
-from grpo.group_source import GroupSource
-from grpo.kl_control import adapt_beta
-from grpo.loss import k3_kl
 from grpo.models.loading import load_policy, pick_device
 from grpo.models.precision import autocast, compute_dtype
-from grpo.optim import build_optimizer, build_scheduler
 from grpo.parallel.rank_parts import rank_part, step_scalars, whole_step
 from grpo.parallel.ranks import current_ranks
 from grpo.parallel.sharding import shard_models
-from grpo.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
-from grpo.reference import ReferencePolicy
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
 from grpo.report.build import build_groups, build_step_report
 from grpo.report.memory import memory_scalars, reset_peak_memory
@@ -46,16 +41,21 @@ from grpo.rewards.batch import Scores
 from grpo.rewards.registry import check_answers_present
 from grpo.rewards.scoring import Rewarder
 from grpo.rewards.trl_call import RewardFunction
-from grpo.rollout import Rollout
-from grpo.rounds import Rounds
-from grpo.source_choice import build_source
+from grpo.rollout.dynamic_sampling import Batch
+from grpo.rollout.group_source import GroupSource
+from grpo.rollout.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
+from grpo.rollout.rollout import Rollout
+from grpo.rollout.rounds import Rounds
+from grpo.rollout.source_choice import build_source
+from grpo.rollout.stopping import StopStrings
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
 from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS, check_vllm_server
-from grpo.step_loss import loss_mask_of, start_counts
-from grpo.stopping import StopStrings
 from grpo.tools.kind import ToolRunFacts
-from grpo.update import policy_update
+from grpo.train.optim import build_optimizer, build_scheduler
+from grpo.train.reference import ReferencePolicy
+from grpo.train.step_loss import loss_mask_of, start_counts
+from grpo.train.update import policy_update
 
 Log = Callable[[str, str], None]
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from grpo.importance_sampling import corrected_share, importance_weights
-from grpo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
+from grpo.algo.importance_sampling import corrected_share, importance_weights
+from grpo.algo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
 from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.report.metrics import masked_mean
-from grpo.rollout import Rollout, group_rows
+from grpo.rollout.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo.logprobs import completion_logps
 from grpo.models.lora import adapter_snapshot, is_lora, swapped_adapter
 from grpo.parallel.sharding import full_model_state, full_weights, is_sharded, load_full_model_state
-from grpo.rollout import Rollout, row_slices
+from grpo.rollout.rollout import Rollout, row_slices
+from grpo.train.logprobs import completion_logps
 
 
 class ReferencePolicy:

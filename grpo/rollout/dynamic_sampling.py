@@ -27,7 +27,7 @@ from grpo.data.example import Example
 from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.report.timing import StepClock
 from grpo.rewards.batch import Scores
-from grpo.rollout import Rollout, concat_rollouts
+from grpo.rollout.rollout import Rollout, concat_rollouts
 from grpo.spec import JobSpec
 
 V = TypeVar("V")

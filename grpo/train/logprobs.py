@@ -16,7 +16,7 @@ from torch import Tensor
 
 from grpo.models.kv_cache import cache_argument, cache_of
 from grpo.models.lm_head import decoder_and_head, head_logit_knobs, token_logps
-from grpo.rollout import Rollout, prompt_positions
+from grpo.rollout.rollout import Rollout, prompt_positions
 
 
 def completion_logps(

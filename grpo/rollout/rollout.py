@@ -20,9 +20,9 @@ import torch
 from torch import Tensor
 
 from grpo.models.kv_cache import cache_argument, cache_of, preallocate
-from grpo.sampling import GroupUniforms, sample_next_tokens
+from grpo.rollout.sampling import GroupUniforms, sample_next_tokens
+from grpo.rollout.stopping import StopStrings
 from grpo.spec.generation import Sampling
-from grpo.stopping import StopStrings
 
 
 @dataclass(frozen=True)

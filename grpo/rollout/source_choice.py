@@ -6,14 +6,14 @@ refuses the other combinations at submit (grpo/spec/asynchrony.py)."""
 
 from __future__ import annotations
 
-from grpo.async_source import AsyncSource
 from grpo.data.example import Example
 from grpo.engines.choice import engine_name
 from grpo.engines.producer import OwnWeights, ProducerView
-from grpo.group_source import GroupSource, SyncSource
 from grpo.parallel.ranks import Ranks
-from grpo.policy import PolicyView
-from grpo.rounds import Rounds
+from grpo.rollout.async_source import AsyncSource
+from grpo.rollout.group_source import GroupSource, SyncSource
+from grpo.rollout.policy import PolicyView
+from grpo.rollout.rounds import Rounds
 
 
 def build_source(

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from grpo.advantages import step_advantages
+from grpo.algo.advantages import step_advantages
 from grpo.data.example import Example
 from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_nonempty

@@ -18,8 +18,8 @@ import torch
 from grpo.engines.engine import Engine
 from grpo.models.lora import apply_lora
 from grpo.rewards.scoring import Rewarder
+from grpo.rollout.stopping import StopStrings
 from grpo.spec import JobSpec
-from grpo.stopping import StopStrings
 
 
 def prepare_policy(model: Any, spec: JobSpec) -> Any:

@@ -12,22 +12,28 @@ from typing import Any
 
 import torch
 
-from grpo.advantages import step_advantages
+from grpo.algo.advantages import step_advantages
 from grpo.data.example import Example
 from grpo.data.loading import PromptSampler
 from grpo.data.prompt_fit import FittedPrompt, fit_prompt
-from grpo.dynamic_sampling import Batch, Filled, dynamic_scalars, fill_with_signal, rank_share
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.tool_loop import ToolLoop
 from grpo.failures import RewardFunctionError
 from grpo.parallel.ranks import Ranks
-from grpo.policy import PolicyView
 from grpo.report.timing import StepClock
 from grpo.rewards.batch import RewardBatch, Scores, TrainerState
 from grpo.rewards.rules import total_rewards
 from grpo.rewards.scoring import RewardOutcome, notes_summary
-from grpo.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
-from grpo.sampling import group_seed
+from grpo.rollout.dynamic_sampling import (
+    Batch,
+    Filled,
+    dynamic_scalars,
+    fill_with_signal,
+    rank_share,
+)
+from grpo.rollout.policy import PolicyView
+from grpo.rollout.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
+from grpo.rollout.sampling import group_seed
 
 
 class Rounds:

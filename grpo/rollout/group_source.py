@@ -14,14 +14,14 @@ from typing import Any, Protocol
 
 import torch
 
-from grpo.dynamic_sampling import Batch, Filled
 from grpo.engines.choice import engine_name
 from grpo.engines.engine import Engine
 from grpo.eval.heldout import is_eval_step
 from grpo.report.timing import StepClock
-from grpo.rounds import Rounds
+from grpo.rollout.dynamic_sampling import Batch, Filled
+from grpo.rollout.rounds import Rounds
+from grpo.rollout.staleness import staleness_scalars, stamped_versions, trained_version
 from grpo.spec import JobSpec
-from grpo.staleness import staleness_scalars, stamped_versions, trained_version
 
 
 @dataclass(frozen=True)

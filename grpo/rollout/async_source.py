@@ -25,19 +25,19 @@ from typing import Any
 
 from torch import Tensor
 
-from grpo.dynamic_sampling import Filled
 from grpo.engines.engine import Engine
-from grpo.group_source import Pulled, is_sync_due, stamp
 from grpo.report.timing import StepClock
-from grpo.rounds import Rounds
-from grpo.spec import JobSpec
-from grpo.staleness import (
+from grpo.rollout.dynamic_sampling import Filled
+from grpo.rollout.group_source import Pulled, is_sync_due, stamp
+from grpo.rollout.rounds import Rounds
+from grpo.rollout.staleness import (
     busy_fraction,
     fresh_groups,
     group_staleness,
     may_sample,
     staleness_scalars,
 )
+from grpo.spec import JobSpec
 
 
 @dataclass(frozen=True)
