@@ -11,7 +11,8 @@ The torch-free grpo modules are TORCH_FREE_GRPO below; app/ imports no other grp
 even inside a function, and each of them imports without torch or transformers.
 
 No import loops between modules either, counting imports inside functions and under
-TYPE_CHECKING; within grpo/, GRPO_SUBPACKAGES says which subpackage may import which, and
+TYPE_CHECKING; within grpo/, GRPO_SUBPACKAGES and GRPO_CORE say which subpackage may import
+which (and CORE_USERS which of them may import the core), and
 an import of our own code inside a function is allowed only where LAZY_IMPORTS_OF_OUR_CODE
 says why. The lint-time tools (tools/) are never imported by served code.
 """
@@ -231,13 +232,15 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "models": ("spec", "data"),
     "rewards": ("spec", "data", "models"),
     "report": ("spec", "data", "models"),
+    # the GRPO math: advantages, objective, KL control, importance correction
+    "algo": ("spec", "report"),
     "parallel": ("spec", "models", "rewards", "report"),
     # tool kinds, tool-call parsing, trajectories: what a multi-turn rollout calls
     "tools": ("spec", "rewards"),
     # generation engines (native, vLLM) and the multi-turn tool loop over them
     "engines": ("spec", "data", "models", "rewards", "report", "parallel", "tools"),
     "checkpoints": ("spec", "models", "parallel", "report"),
-    "eval": ("spec", "data", "models", "rewards", "report", "engines"),
+    "eval": ("spec", "data", "models", "rewards", "report", "algo", "engines"),
     # one run from every door: its environment, its sinks, the trackers among them, and the
     # rewards' preflight before its first step (not on a resumed attempt: checkpoints)
     "run": ("spec", "data", "rewards", "report", "checkpoints"),
@@ -247,9 +250,34 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "doctor": ("spec", "report", "rewards"),
 }
 """Which grpo subpackage may import which, bottom-up: each names only those above it.
-grpo's top-level modules (the algorithm core: advantages, loss, rollout, trainer, ...) may
-import any subpackage; a subpackage in FOUNDATION never imports a top-level module."""
+grpo's top-level modules (its public face and what every part shares: python_api, client,
+failures, cause, scrub) may import any subpackage; a subpackage in FOUNDATION never imports
+a top-level module."""
 FOUNDATION = ("spec", "data", "models")
+
+GRPO_CORE: dict[str, tuple[str, ...]] = {
+    # the Rollout type and native decode loop, rounds, dynamic sampling, the group sources
+    "rollout": (
+        *("spec", "data", "models", "rewards", "report", "algo", "parallel", "engines", "eval"),
+    ),
+    # the trainer, the update and its step-wide loss inputs, log-probs, reference, optimizer
+    "train": (
+        *("spec", "data", "models", "rewards", "report", "algo", "parallel", "tools"),
+        *("engines", "checkpoints", "eval", "rollout"),
+    ),
+}
+"""The algorithm core, which the subpackages above both serve and use (an engine returns a
+Rollout; the trainer drives the engine), so it stands beside the table rather than in it: each
+core package names what it may import, the table's rows and the core packages before it."""
+CORE_USERS: dict[str, tuple[str, ...]] = {
+    "report": ("rollout",),  # a step's report reads its Rollout and stop strings
+    "parallel": ("rollout", "train"),  # a rank's share of a Rollout, its log-probs, a Batch
+    "engines": ("rollout", "train"),  # engines sample a Rollout for a PolicyView; log-probs
+    "eval": ("rollout",),  # held-out sampling for a PolicyView
+    "checkpoints": ("train",),  # the reference policy's state is saved with the run's
+    "run": ("train",),  # a run drives the trainer
+}
+"""Which subpackage of the table may import which core package; any other never does."""
 
 LAZY_IMPORTS_OF_OUR_CODE = {
     "grpo/cli/": "`grpo up`, `grpo --help` and the service commands never load the trainer",
@@ -316,26 +344,41 @@ def test_the_module_graph_sees_a_loop_through_an_import_inside_a_function(
 
 
 def _grpo_unit(module: str) -> str:
-    """A grpo module's subpackage, or "core" for a top-level module."""
+    """A grpo module's subpackage, or "top" for a top-level module."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and (ROOT / "grpo" / parts[1]).is_dir() else "core"
+    return parts[1] if len(parts) > 1 and (ROOT / "grpo" / parts[1]).is_dir() else "top"
+
+
+def _may_import(unit: str, other: str) -> bool:
+    """Whether a module of grpo subpackage `unit` may import one of `other` (or "top")."""
+    if other in (unit, "top"):
+        return unit not in FOUNDATION or other == unit
+    if unit in GRPO_CORE:
+        return other in GRPO_CORE[unit]
+    if other in GRPO_CORE:
+        return other in CORE_USERS.get(unit, ())
+    return other in GRPO_SUBPACKAGES[unit]
 
 
 def test_grpo_subpackages_import_only_what_the_table_allows() -> None:
-    assert {p.name for p in (ROOT / "grpo").iterdir() if p.is_dir() and p.name[0] != "_"} == set(
-        GRPO_SUBPACKAGES
-    ), "every grpo subpackage has its row in GRPO_SUBPACKAGES"
-    bad = set()
-    for module, targets in _module_imports(ROOT, OUR_CODE).items():
-        if not module.startswith("grpo.") or (unit := _grpo_unit(module)) == "core":
-            continue
-        for target in (t for t in targets if t.startswith("grpo.")):
-            other = _grpo_unit(target)
-            if other == "core" and unit in FOUNDATION:
-                bad.add((module, target))
-            elif other not in ("core", unit) and other not in GRPO_SUBPACKAGES[unit]:
-                bad.add((module, target))
-    assert not bad, f"imports the GRPO_SUBPACKAGES table does not allow: {sorted(bad)}"
+    folders = {p.name for p in (ROOT / "grpo").iterdir() if p.is_dir() and p.name[0] != "_"}
+    assert folders == {*GRPO_SUBPACKAGES, *GRPO_CORE}, (
+        "every grpo subpackage has its row in GRPO_SUBPACKAGES or GRPO_CORE"
+    )
+    bad = {
+        (module, target)
+        for module, targets in _module_imports(ROOT, OUR_CODE).items()
+        if module.startswith("grpo.") and (unit := _grpo_unit(module)) != "top"
+        for target in targets
+        if target.startswith("grpo.") and not _may_import(unit, _grpo_unit(target))
+    }
+    assert not bad, f"imports GRPO_SUBPACKAGES and GRPO_CORE do not allow: {sorted(bad)}"
+
+
+def test_the_rules_refuse_an_upward_import() -> None:
+    assert not _may_import("algo", "rollout") and not _may_import("rollout", "train")
+    assert not _may_import("doctor", "train") and not _may_import("spec", "top")
+    assert _may_import("train", "rollout") and _may_import("engines", "rollout")
 
 
 def test_the_subpackage_table_names_only_rows_above_each_row() -> None:
@@ -343,6 +386,10 @@ def test_the_subpackage_table_names_only_rows_above_each_row() -> None:
     for unit, allowed in GRPO_SUBPACKAGES.items():
         assert set(allowed) <= seen, f"{unit} may import a subpackage listed below it"
         seen.add(unit)
+    for unit, allowed in GRPO_CORE.items():
+        assert set(allowed) <= seen, f"{unit} may import a core package listed after it"
+        seen.add(unit)
+    assert set(CORE_USERS) <= set(GRPO_SUBPACKAGES) - set(FOUNDATION)
 
 
 def test_our_code_is_imported_inside_functions_only_where_listed() -> None:
