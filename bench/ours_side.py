@@ -1,4 +1,5 @@
-"""Our side of bench/vs_trl.py: grpo.trainer.TrainingLoop in a child process, paced by the parent.
+"""Our side of bench/vs_trl.py: grpo.train.trainer.TrainingLoop in a child process, paced by the
+parent.
 
 A step's time is the wall clock from the parent's "go" to the step's report reaching the
 `on_step` callback: sampling the prompts, rollout, rewards, reference pass, update and the

@@ -3,7 +3,7 @@
     python bench/sampling_streams.py [--model builtin:small] [--prompts 8] [--repeats 15]
 
 A group's completions depend only on (seed, step, group position, weights) because each
-group draws its uniforms from its own CPU generator (grpo.sampling.GroupUniforms) and
+group draws its uniforms from its own CPU generator (grpo.rollout.sampling.GroupUniforms) and
 tokens are picked by inverse CDF. Two costs, measured side by side:
 
 1. generation: `generate` with per-group seeds against `seeds=None` (one global stream,

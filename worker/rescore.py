@@ -1,4 +1,4 @@
-"""One replay of a run under other rewards (app/store/rescores.py, grpo/replay.py): claim
+"""One replay of a run under other rewards (app/store/rescores.py, grpo/eval/replay.py): claim
 it, load the run's records and the replay's reward entries as a worker loads a run's (its
 environment, worker/training.py: hosts, token variables, plugin folders, roots), re-score
 each chosen step's stored groups and write them, then the summary. A failure (a reward function that

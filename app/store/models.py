@@ -320,7 +320,7 @@ class Diagnosis(Base):
 
 
 class Rescore(Base):
-    """A replay of a run under other reward entries (grpo/replay.py): what was asked, where it
+    """A replay of a run under other reward entries (grpo/eval/replay.py): what was asked, where it
     stands (queued -> running -> succeeded or failed, on a worker) and, once done, its
     summary; the run itself is never touched."""
 

@@ -2,7 +2,7 @@
 
 The API creates a replay (queued) for steps whose completions are stored; a worker claims
 it, reads the stored groups step by step, writes each replayed step's groups, and finishes
-it with a summary or an error (grpo/replay.py computes; worker/rescore.py glues). Nothing
+it with a summary or an error (grpo/eval/replay.py computes; worker/rescore.py glues). Nothing
 here writes a run's own rows. Knows nothing of HTTP or torch.
 """
 

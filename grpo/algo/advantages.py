@@ -119,8 +119,8 @@ def step_advantages(
     """rewards (B, G) and their per-function `scores` -> the step's advantages (B, G), as
     the spec's knobs say: `aggregation` sum_then_normalize (group_advantages of the weighted
     totals) or normalize_then_sum (decoupled_advantages of the scores), then the clip. What
-    training computes for a round (grpo/rounds.py) and a replay for stored groups
-    (grpo/replay.py)."""
+    training computes for a round (grpo/rollout/rounds.py) and a replay for stored groups
+    (grpo/eval/replay.py)."""
     match aggregation:
         case "sum_then_normalize":
             advantages = group_advantages(rewards, scale=scale, eps=eps, batch_std=batch_std)

@@ -14,7 +14,7 @@ in four modes:
     sequence_mask      w_i = exp(sum_t m_t (old_t - s_t)), 0 when outside, all t
 
 A missing bound is no bound. The weights are constants (no gradient) that multiply the
-per-token policy loss before the KL term is added (grpo/loss.py). Pure tensor math.
+per-token policy loss before the KL term is added (grpo/algo/loss.py). Pure tensor math.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def grpo_loss(
     each piece's loss is then its partial sum over the step's denominators, so the pieces'
     losses (and gradients) add up to the whole step's. None: the rows are the whole step.
     is_weights ((n, T) or (n, 1), constants): the engine's off-policy correction
-    (grpo/importance_sampling.py), multiplying the policy term before the KL is added, as TRL.
+    (grpo/algo/importance_sampling.py), multiplying the policy term before the KL is added, as TRL.
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
     if beta != 0 and ref_logps is None:

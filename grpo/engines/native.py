@@ -1,4 +1,4 @@
-"""The native engine: our own decode loop (grpo/rollout.py's generate) on the policy's own
+"""The native engine: our own decode loop (grpo/rollout/rollout.py's generate) on the policy's own
 weights, so there is nothing to load after a step and nothing to close."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What an asynchronous run's producer samples with (grpo/async_source.py): a view of the
+"""What an asynchronous run's producer samples with (grpo/rollout/async_source.py): a view of the
 policy with the producer's own tokenizer (a fast tokenizer is not safe to share between
 threads) and engine; and for the native engine, `OwnWeights`: our decode loop on a copy of
 the policy's weights, which takes the trainer's at each weight sync, and which returns its

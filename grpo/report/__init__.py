@@ -65,7 +65,7 @@ class CompletionReport:
     tokens (never trained on); None for single-turn completions."""
     policy_version: int | None = None
     """The policy version (optimizer updates) of the weights that sampled it; step s trains
-    at version s - 1, so its staleness is s - 1 - policy_version (grpo/staleness.py)."""
+    at version s - 1, so its staleness is s - 1 - policy_version (grpo/rollout/staleness.py)."""
 
 
 @dataclass(frozen=True)

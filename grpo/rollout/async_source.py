@@ -2,7 +2,7 @@
 
 A producer thread samples and scores the steps' groups in step order, each with the
 sampler's weights of the moment, and queues them; it samples step s only once those
-weights are at least version s - 1 - max_staleness (grpo/staleness.py `may_sample`), so
+weights are at least version s - 1 - max_staleness (grpo/rollout/staleness.py `may_sample`), so
 it runs at most max_staleness + 1 steps ahead. The trainer takes each step's batch from
 the queue; a group staler than max_staleness is dropped (reported as a dropped group and
 counted), never trained. After every weight_sync_steps-th update the trainer hands the

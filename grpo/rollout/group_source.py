@@ -1,9 +1,9 @@
 """Where the trainer takes each step's scored groups from (shared/DESIGN.md, round 4).
 
 The synchronous source samples the step's groups when the trainer asks (our behaviour
-before asynchronous GRPO); the asynchronous one (grpo/async_source.py) hands over groups a
+before asynchronous GRPO); the asynchronous one (grpo/rollout/async_source.py) hands over groups a
 producer sampled ahead. Both stamp every completion with the policy version that sampled
-it (grpo/staleness.py counts versions in optimizer updates) and hand the engine the new
+it (grpo/rollout/staleness.py counts versions in optimizer updates) and hand the engine the new
 weights after every weight_sync_steps-th update. Knows nothing of the loss.
 """
 

@@ -86,7 +86,7 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
 
 
 class PolicyView(Protocol):
-    """The trainer's attributes that grpo/rounds.py and grpo/eval/heldout.py read."""
+    """The trainer's attributes that grpo/rollout/rounds.py and grpo/eval/heldout.py read."""
 
     spec: JobSpec
     run_id: str

@@ -37,7 +37,7 @@ class Rollout:
     entropy: Tensor | None
     """(N, T) entropy of the sampling distribution, 0 on padding; None when the engine
     measured none (vLLM returns none): the update's own forward pass at the sampling
-    weights then gives it (grpo/update.py UpdateResult.entropy), with no extra pass."""
+    weights then gives it (grpo/train/update.py UpdateResult.entropy), with no extra pass."""
     model_mask: Tensor | None = None
     """(N, T) 1 on tokens the model sampled, 0 on tokens put in its context (tool results of
     a multi-turn trajectory): those are never trained on. None: every completion token is
@@ -51,7 +51,7 @@ class Rollout:
     calls and results); None for single-turn rollouts."""
     policy_version: Tensor | None = None
     """(N,) the policy version (optimizer updates) of the weights that sampled each
-    completion (grpo/group_source.py stamps it); None before it is stamped."""
+    completion (grpo/rollout/group_source.py stamps it); None before it is stamped."""
 
     @property
     def model_token_mask(self) -> Tensor:

@@ -1,4 +1,4 @@
-"""Which source a run takes its scored groups from (grpo/group_source.py), and what its
+"""Which source a run takes its scored groups from (grpo/rollout/group_source.py), and what its
 producer samples with: the synchronous source on the trainer's own rounds and engine; with
 async_generation, a producer on the vLLM server (the trainer's engine, over HTTP) or, for
 the native engine, on its own copy of the weights (grpo/engines/producer.py). The spec

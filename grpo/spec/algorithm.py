@@ -1,7 +1,7 @@
 """The GRPO algorithm's knobs of a JobSpec: KL toward the reference, clipping, how the loss
 is formed and averaged, advantages and DAPO's dynamic sampling. Pydantic only, imports
-without torch; grpo/spec/ composes these fields into JobSpec, grpo/loss.py and
-grpo/advantages.py do the math they name."""
+without torch; grpo/spec/ composes these fields into JobSpec, grpo/algo/loss.py and
+grpo/algo/advantages.py do the math they name."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from grpo.spec.config import SECTION_CONFIG, SpecInt
 class LossRecipe:
     """What one `loss_type` is made of, as verl splits it: a per-token objective and an
     aggregation of the step's per-token losses (verl's loss_agg_mode), each named here and
-    computed by the function of that name in grpo/loss.py (OBJECTIVES, AGGREGATIONS)."""
+    computed by the function of that name in grpo/algo/loss.py (OBJECTIVES, AGGREGATIONS)."""
 
     objective: str
     """`clipped` (PPO's clipped surrogate, DeepSeekMath eq. 3) or `cispo` (the capped,
@@ -84,7 +84,7 @@ class AlgorithmKnobs(BaseModel):
     """Two-sided clipping (INTELLECT-2, arXiv:2505.07291): the unclipped ratio is capped at
     delta, bounding negative-advantage updates too; must exceed 1 + epsilon_high."""
     loss_type: LossTypeName = "grpo"
-    """How per-token losses are formed and averaged; see grpo/loss.py. `cispo` (MiniMax-M1)
+    """How per-token losses are formed and averaged; see grpo/algo/loss.py. `cispo` (MiniMax-M1)
     weights log-probs by the importance ratio capped at epsilon_high (not 1 + epsilon_high)."""
     importance_sampling_level: Literal["token", "sequence"] = "token"
     """One ratio per token, or one per sequence: exp of the mean log-ratio over its tokens
@@ -98,7 +98,7 @@ class AlgorithmKnobs(BaseModel):
         "sum_then_normalize"
     )
     """Weighted sum of rewards, then advantages; or each function normalised within its group
-    first (GDPO, arXiv:2601.05242); see grpo/advantages.py."""
+    first (GDPO, arXiv:2601.05242); see grpo/algo/advantages.py."""
     dynamic_sampling: DynamicSamplingSpec = DynamicSamplingSpec()
     """Drop all-equal-reward groups and sample more (DAPO)."""
     scale_rewards: Literal["group", "batch", "none"] = "group"

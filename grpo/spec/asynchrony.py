@@ -6,8 +6,8 @@ current one, at most `max_staleness` policy versions behind it; weights reach th
 every `weight_sync_steps` updates. A policy version counts optimizer updates (the weights
 after k updates are version k), so a group's staleness is the trainer's version when it
 trains on it minus the version that sampled it, in TRL's unit ("weight update steps").
-Pydantic only, imports without torch; grpo/group_source.py and grpo/async_source.py apply
-these fields.
+Pydantic only, imports without torch; grpo/rollout/group_source.py and
+grpo/rollout/async_source.py apply these fields.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How a JobSpec's completions are generated: prompt and completion lengths and the
 sampling knobs (TRL's names). Pydantic only, imports without torch; grpo/spec/ composes
-these fields into JobSpec, grpo/sampling.py and grpo/rollout.py apply them."""
+these fields into JobSpec, grpo/rollout/sampling.py and grpo/rollout/rollout.py apply them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from grpo.spec.config import SECTION_CONFIG, SpecInt
 
 @dataclass(frozen=True)
 class Sampling:
-    """How each next token is drawn (grpo/sampling.py applies them in transformers' order):
+    """How each next token is drawn (grpo/rollout/sampling.py applies them in transformers' order):
     the knobs generation takes as one object, from `JobSpec.sampling` or built for a greedy
     or held-out pass. Defaults draw from the model's distribution unchanged."""
 

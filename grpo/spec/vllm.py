@@ -2,7 +2,7 @@
 between vLLM's sampling log-probs and the trainer's (TRL GRPOConfig's names), and which
 hosts a server-mode run may reach. Pydantic only, imports without torch and never imports
 vllm; grpo/spec/ composes these fields into JobSpec, grpo/engines/vllm.py and
-grpo/importance_sampling.py apply them.
+grpo/algo/importance_sampling.py apply them.
 
 A server-mode run sends its vLLM server requests and its weights (/collective_rpc), so the
 server's host is the operator's to allow, as an `http` reward's is: one rule
@@ -33,7 +33,7 @@ vllm_server_host; connecting to it reaches this machine's loopback (Linux routes
 @dataclass(frozen=True)
 class ImportanceCorrection:
     """Truncated importance sampling of the sampler/trainer gap, whatever sampled: a vLLM
-    engine, or an asynchronous run's producer on older weights (grpo/importance_sampling.py).
+    engine, or an asynchronous run's producer on older weights (grpo/algo/importance_sampling.py).
     TRL names its knobs vllm_importance_sampling_*; the loss reads this instead."""
 
     mode: ImportanceSamplingMode

@@ -1,4 +1,4 @@
-"""The step-wide inputs of every micro-batch's loss (grpo/loss.py's grpo_loss): the tokens
+"""The step-wide inputs of every micro-batch's loss (grpo/algo/loss.py's grpo_loss): the tokens
 the loss counts, the whole step's row and token counts (summed over ranks in the
 background), the top_entropy_quantile mask over the whole step (Wang et al. 2025, "Beyond
 the 80/20 rule", arXiv:2506.01939), and the normaliser of `loss_type` from those counts.
@@ -49,7 +49,9 @@ def step_entropy_mask(
         return None
     entropy = rollout.entropy
     if entropy is None:
-        raise ValueError("top_entropy_quantile needs the rollout's entropies (grpo/update.py)")
+        raise ValueError(
+            "top_entropy_quantile needs the rollout's entropies (grpo/train/update.py)"
+        )
     pooled = None
     if ranks.is_distributed:
         mine = entropy[loss_mask.bool()].detach().float().cpu()

@@ -1,7 +1,7 @@
 """rescore and rescore_group: replays of a run under other rewards
 
 POST /api/runs/{id}/rescore re-scores a run's stored completions under other reward
-entries on a worker (grpo/replay.py) and keeps, per replayed group, each completion's
+entries on a worker (grpo/eval/replay.py) and keeps, per replayed group, each completion's
 rewards and advantages before and after and the advantages that changed sign. Runs stored
 before this revision simply have no replays.
 

@@ -1,4 +1,4 @@
-"""Group-relative advantages against numbers worked by hand (grpo/advantages.py)."""
+"""Group-relative advantages against numbers worked by hand (grpo/algo/advantages.py)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""The issue-15 knobs reach the step (grpo/trainer.py, grpo/update.py): each one trains
+"""The issue-15 knobs reach the step (grpo/train/trainer.py, grpo/train/update.py): each one trains
 the tiny model for two steps with finite metrics and changes what it should."""
 
 import math

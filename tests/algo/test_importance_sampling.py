@@ -1,4 +1,4 @@
-"""vLLM's off-policy correction (grpo/importance_sampling.py) against numbers worked by hand.
+"""vLLM's off-policy correction (grpo/algo/importance_sampling.py) against numbers worked by hand.
 
 The case: N=2 sequences, T=3 tokens, trainer log-prob minus vLLM log-prob per token
   row 0: [ln 4, ln 0.5, ln 1.5], mask [1, 1, 1] -> token ratios [4, 0.5, 1.5], sequence 3

@@ -1,4 +1,4 @@
-"""The GRPO objective against numbers worked by hand (grpo/loss.py).
+"""The GRPO objective against numbers worked by hand (grpo/algo/loss.py).
 
 The shared case (N=2 sequences, T=3 tokens, epsilon=0.2):
   row 0, A=+1, ratios [1.5, 1.0, 0.9], mask [1, 1, 1]:

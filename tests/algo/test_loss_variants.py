@@ -1,4 +1,4 @@
-"""GSPO ratios, two-sided clipping, CISPO, the entropy mask and bonus (grpo/loss.py),
+"""GSPO ratios, two-sided clipping, CISPO, the entropy mask and bonus (grpo/algo/loss.py),
 against numbers worked by hand: value and gradient of each.
 
 Log-ratios are set by old_logps = 0, so logps are the log-ratios themselves.
@@ -219,7 +219,7 @@ def test_bad_variant_arguments_raise():
 
 def test_every_loss_type_is_an_objective_and_an_aggregation_the_loss_computes():
     """One LOSS_TYPES entry per loss_type; the spec accepts exactly those names, and each
-    names an objective and an aggregation grpo/loss.py has."""
+    names an objective and an aggregation grpo/algo/loss.py has."""
     assert get_args(JobSpec.model_fields["loss_type"].annotation) == tuple(LOSS_TYPES)
     for name, recipe in LOSS_TYPES.items():
         assert recipe.objective in OBJECTIVES, f"{name}: no objective {recipe.objective!r}"

@@ -1,4 +1,4 @@
-"""Reference updates (grpo/reference.py): TR-DPO's soft mix and the plain copy, by hand."""
+"""Reference updates (grpo/train/reference.py): TR-DPO's soft mix and the plain copy, by hand."""
 
 import torch
 

@@ -1,4 +1,5 @@
-"""The staleness rules of asynchronous GRPO (grpo/staleness.py) against numbers worked by hand.
+"""The staleness rules of asynchronous GRPO (grpo/rollout/staleness.py) against numbers worked by
+hand.
 
 The case: step 5 trains at version 4 (four updates before it), G = 2, max_staleness 1.
   completions' versions [4, 4 | 3, 3 | 2, 3 | 1, 1]

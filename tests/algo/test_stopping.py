@@ -1,4 +1,4 @@
-"""Stop strings (grpo/stopping.py): the decode loop's tail check stops exactly where a
+"""Stop strings (grpo/rollout/stopping.py): the decode loop's tail check stops exactly where a
 full decode of the completion would first contain a stop string."""
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ def test_after_a_step_the_server_samples_from_the_pushed_weights(trainer: Traini
 def test_async_generation_samples_ahead_on_the_server(
     trainer: TrainingLoop, server: Server, tmp_path: Path
 ) -> None:
-    """async_generation on the server (grpo/async_source.py): a producer thread samples the
+    """async_generation on the server (grpo/rollout/async_source.py): a producer thread samples the
     next step over HTTP while the trainer updates, a push after each update; no group
     trained is staler than max_staleness."""
     spec = trainer.spec.model_copy(

@@ -1,4 +1,4 @@
-"""normalize_then_sum (GDPO) against numbers worked by hand (grpo/advantages.py)."""
+"""normalize_then_sum (GDPO) against numbers worked by hand (grpo/algo/advantages.py)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Dynamic sampling (grpo/dynamic_sampling.py, DAPO): rounds until the step has signal."""
+"""Dynamic sampling (grpo/rollout/dynamic_sampling.py, DAPO): rounds until the step has signal."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
-"""Sampling and batched generation with a shared-prompt KV cache (grpo/rollout.py,
-grpo/sampling.py)."""
+"""Sampling and batched generation with a shared-prompt KV cache (grpo/rollout/rollout.py,
+grpo/rollout/sampling.py)."""
 
 import pytest
 import torch

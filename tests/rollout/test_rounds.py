@@ -1,4 +1,4 @@
-"""grpo/rounds.py: what a step's round holds depends only on (seed, step, round), and the
+"""grpo/rollout/rounds.py: what a step's round holds depends only on (seed, step, round), and the
 prompt budget is counted per step."""
 
 from __future__ import annotations

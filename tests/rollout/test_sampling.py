@@ -1,4 +1,4 @@
-"""Repetition penalty and min-p (grpo/sampling.py) by hand."""
+"""Repetition penalty and min-p (grpo/rollout/sampling.py) by hand."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""Asynchronous GRPO on the native engine (grpo/async_source.py, grpo/engines/producer.py):
+"""Asynchronous GRPO on the native engine (grpo/rollout/async_source.py, grpo/engines/producer.py):
 a producer thread samples with its own copy of the weights, at most max_staleness policy
 versions behind the trainer.
 
