@@ -3,6 +3,7 @@ and one entry here. Knows nothing of torch, HTTP or SQL."""
 
 from __future__ import annotations
 
+from grpo.doctor.asynchrony import GENERATOR_STARVED, LOGPROB_GAP, TRAINER_STARVED
 from grpo.doctor.exploration import ENTROPY_COLLAPSE
 from grpo.doctor.hacking import REWARD_HACKING
 from grpo.doctor.length import LENGTH_DRIFT, TRUNCATION
@@ -23,8 +24,11 @@ RULES: tuple[Rule, ...] = (
     REWARD_HACKING,
     GENERATION_BOUND,
     MEMORY_PRESSURE,
+    TRAINER_STARVED,
+    GENERATOR_STARVED,
+    LOGPROB_GAP,
 )
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
-RULES_VERSION = 1
+RULES_VERSION = 2
 """Raised whenever a rule or a threshold changes: a run diagnosed by an older version is
 diagnosed again from its stored steps when its findings are next read."""

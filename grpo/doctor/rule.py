@@ -31,7 +31,8 @@ class Rule:
 
     id: str
     family: str
-    """The module that holds it: signal, exploration, stability, length, reward, resources."""
+    """The module that holds it: signal, exploration, stability, length, reward, resources,
+    asynchrony."""
     title: str
     """A few words for the card's heading, e.g. `No learning signal`."""
     start: Callable[[JobSpec], Detector | None]

@@ -112,9 +112,11 @@ def test_examples_are_the_flat_the_cut_and_the_high_scoring_wrong_groups() -> No
 
 
 def troubled_rows() -> list[Row]:
-    """The demo, then KL running away, completions cut at the limit on and off (episodes
-    that resolve and open again later), a flat stretch and a falling eval."""
-    rows = then(demo_rows(), 30, kl=4.0)
+    """The demo with an async stretch (the trainer waiting on generation, the log-prob gap
+    growing), then KL running away, completions cut at the limit on and off (episodes that
+    resolve and open again later), a flat stretch and a falling eval."""
+    rows = [(s, {**m, **_async_trouble(s)} if 100 <= s < 140 else m) for s, m in demo_rows()]
+    rows = then(rows, 30, kl=4.0)
     rows = then(rows, 10, kl=0.1)
     for _ in range(5):
         rows = then(then(rows, 8, **{CUT: 0.8}), 30, **{CUT: 0.0})
@@ -124,6 +126,13 @@ def troubled_rows() -> list[Row]:
         (step, {**m, "eval/accuracy": 0.9 - step / 1000} if step % 25 == 0 else m)
         for step, m in rows
     ]
+
+
+def _async_trouble(step: int) -> dict[str, float]:
+    return {
+        "async/trainer_busy": 0.3, "async/generator_busy": 1.0, "async/queue_depth": 0.0,
+        "async/dropped_stale": 0.0, "generation/logprob_diff_mean": 0.02 if step < 120 else 0.2,
+    }  # fmt: skip
 
 
 def every_rule_spec() -> JobSpec:

@@ -18,7 +18,7 @@ from app.main import create_app
 from app.store import db, findings, runs, steps
 from app.store.lease import Lease
 from app.store.models import Diagnosis, Event, Finding, RunStatus
-from grpo.doctor import diagnose
+from grpo.doctor import RULES_VERSION, diagnose
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
 from tests.seed import seed_scalars
@@ -120,7 +120,7 @@ def test_the_worker_writes_findings_with_its_steps_and_a_resumed_run_catches_up(
     for step in range(3, 7):
         resumed.save_step(report(step, cut=0.0))
     assert api.get(f"/api/runs/{run_id}/diagnostics").json() == {
-        "step": 6, "rules_version": 1, "is_current": True, "items": []}  # fmt: skip
+        "step": 6, "rules_version": RULES_VERSION, "is_current": True, "items": []}  # fmt: skip
     assert [(e["id"], e.get("status")) for e in diagnosis_events(run_id)] == [
         ("truncation@5", "open"), ("truncation@5", "withdrawn")]  # fmt: skip
     assert api.get(f"/api/runs/{run_id}").json()["doctor"] is None
