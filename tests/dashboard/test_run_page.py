@@ -56,6 +56,32 @@ def test_curves_and_histogram_grow_live_and_survive_reload(
     assert console.unexpected() == []
 
 
+def test_curves_grow_live_below_the_reward_preflights_findings(
+    page: Any, ui_api: httpx.Client, console: Console
+) -> None:
+    """The preflight's findings list every probe with its scores, in the Doctor card above
+    the curves; the card keeps to its share of the screen, so the first row of curves stays
+    on it, where charts are drawn live (ci11: with the findings of step 5 beside them the
+    card pushed the curves below, where a chart waits to be scrolled to, and the reward
+    curve held its first point)."""
+    run = submit(ui_api, long_spec(name="browser-preflight-live", reward_preflight_records=3))
+    page.goto(f"/runs/{run['id']}")
+    # the default arithmetic reward pays an answer repeated or rambling as a reasoned one
+    for probe in ("answer_repeated", "very_long"):
+        finding = page.locator(f'#doctor [data-finding="reward_hole:total.{probe}@0"]')
+        expect(finding).to_be_attached(timeout=300_000)
+    page.wait_for_function(
+        "Number(document.getElementById('page').dataset.renderedSteps) >= 10", timeout=120_000
+    )
+
+    top = page.evaluate("document.getElementById('chart-reward').getBoundingClientRect().top")
+    assert top < page.viewport_size["height"], "the reward curve is below the first screen"
+    grown = wait_points(page, "chart-reward", "reward", 10, timeout=60)
+    assert steps_of(grown) == list(range(1, len(grown) + 1))
+    stop(ui_api, run["id"])
+    assert console.unexpected() == []
+
+
 def test_stream_resumes_without_gaps_after_a_server_restart(
     page: Any, ui_api: httpx.Client, ui_stack: Stack, console: Console
 ) -> None:
