@@ -56,7 +56,7 @@ from grpo.checkpoints.files import latest_checkpoint  # noqa: E402
 from grpo.parallel.launch import init_rank, launch_ranks, leave_group  # noqa: E402
 from grpo.report import StepReport  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
-from grpo.train.trainer import TrainingLoop  # noqa: E402
+from grpo.training.trainer import TrainingLoop  # noqa: E402
 
 STEPS = 2
 """Steps each run trains: step 2's samples depend on the weights after step 1."""

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from app.api.routes.presets import DEMO_SPEC  # noqa: E402
 from grpo.data.loading import load_examples  # noqa: E402
 from grpo.eval.greedy import greedy_accuracy  # noqa: E402
-from grpo.train.trainer import TrainingLoop  # noqa: E402
+from grpo.training.trainer import TrainingLoop  # noqa: E402
 
 
 def accuracy(trainer: TrainingLoop, n: int = 400) -> float:

@@ -17,7 +17,7 @@ import yaml
 
 from grpo.report import EvalReport
 from grpo.spec import JobSpec
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 
 ROOT = Path(__file__).resolve().parents[1]
 

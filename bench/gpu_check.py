@@ -118,7 +118,7 @@ def ours(model_dir: str, args: argparse.Namespace, use_vllm: bool = False) -> di
     from grpo.data.prompts import R1_TEMPLATE
     from grpo.spec import JobSpec
     from grpo.spec.data import DataSpec
-    from grpo.train.trainer import TrainingLoop
+    from grpo.training.trainer import TrainingLoop
 
     n = args.prompts * args.generations
     spec = JobSpec(

@@ -41,7 +41,7 @@ def status_mib(field: str) -> float:
 def child(model: str, size: int, is_batched: bool) -> dict[str, float]:
     """One step in this process; the peak RSS growth over the loaded trainer's RSS."""
     from grpo.spec import JobSpec
-    from grpo.train.trainer import TrainingLoop
+    from grpo.training.trainer import TrainingLoop
 
     spec = JobSpec(
         model=model,

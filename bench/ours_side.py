@@ -35,7 +35,7 @@ def run(conn: Connection, config: RunConfig) -> None:
     from grpo.report import StepReport
     from grpo.spec import AccuracyReward, JobSpec
     from grpo.spec.data import DataSpec
-    from grpo.train.trainer import TrainingLoop
+    from grpo.training.trainer import TrainingLoop
 
     after_imports = memory_mb()["rss"]
     data = DataSpec(prompt_template=config.prompt_template, use_chat_template=False)

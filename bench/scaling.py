@@ -54,7 +54,7 @@ import yaml  # noqa: E402
 from grpo.parallel.launch import init_rank, launch_ranks, leave_group  # noqa: E402
 from grpo.report import StepReport  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
-from grpo.train.trainer import TrainingLoop  # noqa: E402
+from grpo.training.trainer import TrainingLoop  # noqa: E402
 
 SIDES = ("single", "ranks", "alone", "beside")
 Samples = list[tuple[str, float]]

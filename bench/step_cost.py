@@ -41,7 +41,7 @@ import yaml  # noqa: E402
 from grpo.checkpoints.training_state import start_fresh  # noqa: E402
 from grpo.report.timing import REPORTED_PHASES  # noqa: E402
 from grpo.spec import JobSpec  # noqa: E402
-from grpo.train.trainer import TrainingLoop  # noqa: E402
+from grpo.training.trainer import TrainingLoop  # noqa: E402
 
 PHASES = (*REPORTED_PHASES, "other", "step")
 WARMUP = 2

@@ -34,7 +34,7 @@ if sys.argv[1] == "default":
     engine.kv_cache_bytes = lambda *args, **kwargs: None  # vLLM's own CPU sizing
 from grpo.cli.main import cache_dir
 from grpo.spec import JobSpec
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 spec = JobSpec(model="builtin:small", use_vllm=True, device="cpu", precision="bf16",
                prompts_per_step=8, num_generations=8, beta=0.0, max_prompt_length=64,
                max_completion_length=256, save_steps=0, vllm_enforce_eager=True)

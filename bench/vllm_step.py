@@ -117,7 +117,7 @@ def main() -> None:
     from grpo.engines.native import NativeEngine
     from grpo.rollout.sampling import group_seed
     from grpo.spec import JobSpec
-    from grpo.train.trainer import TrainingLoop
+    from grpo.training.trainer import TrainingLoop
 
     spec = JobSpec(
         model="builtin:small", use_vllm=True, device="cpu", precision=args.precision,

@@ -42,7 +42,7 @@ from grpo.failures import user_message
 from grpo.scrub import scrub
 from grpo.spec import JobSpec
 from grpo.spec.vllm import check_vllm_server
-from grpo.train.trainer import FitResult
+from grpo.training.trainer import FitResult
 from worker import environment
 from worker.db_outage import OutageWait
 from worker.device import device_label, fit_problem, held_devices

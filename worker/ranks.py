@@ -61,7 +61,7 @@ from grpo.parallel.launch import (
 )
 from grpo.parallel.threads import threads_for, user_threads
 from grpo.spec import JobSpec
-from grpo.train.trainer import FitResult
+from grpo.training.trainer import FitResult
 from worker import preload
 from worker.device import Devices, held_devices
 from worker.rank_entry import enter

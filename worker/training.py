@@ -19,7 +19,7 @@ from grpo.run.environment import RunEnvironment
 from grpo.run.run import Run
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
-from grpo.train.trainer import FitResult
+from grpo.training.trainer import FitResult
 from worker.store_sink import StoreSink
 
 

@@ -29,7 +29,7 @@ from grpo.parallel.sharding import (
 from grpo.report import SavedCheckpoint
 from grpo.spec import JobSpec
 from grpo.spec.resume import check_resumable, spec_json
-from grpo.train.reference import ReferencePolicy
+from grpo.training.reference import ReferencePolicy
 
 
 class TrainingParts(Protocol):

@@ -21,7 +21,7 @@ from grpo.models.precision import autocast
 from grpo.rollout.policy import PolicyView
 from grpo.rollout.rollout import Rollout, row_slices
 from grpo.rollout.stopping import StopStrings
-from grpo.train.logprobs import completion_logps
+from grpo.training.logprobs import completion_logps
 
 
 class ProducerView:

@@ -40,7 +40,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from grpo.models.lm_head import decoder_and_head
 from grpo.parallel.ranks import Ranks
 from grpo.rollout.rollout import Rollout
-from grpo.train.logprobs import completion_logps
+from grpo.training.logprobs import completion_logps
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 

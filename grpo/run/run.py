@@ -23,7 +23,7 @@ from grpo.run.sink import Sink
 from grpo.run.trackers import TrackerSink
 from grpo.spec import JobSpec
 from grpo.spec.logging import missing_trackers
-from grpo.train.trainer import FitResult, TrainingLoop
+from grpo.training.trainer import FitResult, TrainingLoop
 
 log = logging.getLogger(__name__)
 

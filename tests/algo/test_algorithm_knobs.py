@@ -10,8 +10,8 @@ import torch
 from grpo.algo.advantages import decoupled_advantages
 from grpo.spec import FormatReward, RegexReward
 from grpo.spec.logging import LoggingSpec
-from grpo.train.trainer import TrainingLoop
-from grpo.train.update import policy_update
+from grpo.training.trainer import TrainingLoop
+from grpo.training.update import policy_update
 from tests.train.test_trainer import comparable, run, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -32,10 +32,10 @@ from grpo.parallel.sharding import shard_model, shard_models
 from grpo.rollout.policy import prepare_policy, update_mode
 from grpo.rollout.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
-from grpo.train.logprobs import completion_logps
-from grpo.train.reference import ReferencePolicy
-from grpo.train.step_loss import loss_mask_of
-from grpo.train.update import policy_update
+from grpo.training.logprobs import completion_logps
+from grpo.training.reference import ReferencePolicy
+from grpo.training.step_loss import loss_mask_of
+from grpo.training.update import policy_update
 from tests.algo.test_update import ADVANTAGES, rollout_and_reference
 from tests.algo.test_update import spec as update_spec
 from tests.stack import free_port

@@ -8,8 +8,8 @@ import transformers
 from grpo.models import lm_head
 from grpo.models.lm_head import token_logps
 from grpo.rollout.rollout import Rollout, row_slices, tokenize_prompts
-from grpo.train.logprobs import completion_logps
-from grpo.train.reference import ReferencePolicy
+from grpo.training.logprobs import completion_logps
+from grpo.training.reference import ReferencePolicy
 from tests.tiny_lm import CPU, completion_logits, sample, tiny_causal_lm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -10,7 +10,7 @@ import torch
 from grpo.parallel.ranks import SINGLE
 from grpo.rollout.rollout import Rollout, concat_rollouts
 from grpo.spec import JobSpec, RegexReward
-from grpo.train.step_loss import loss_mask_of, mask_share, start_counts, step_loss_terms
+from grpo.training.step_loss import loss_mask_of, mask_share, start_counts, step_loss_terms
 
 
 def rollout() -> Rollout:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from grpo.spec import JobSpec, RegexReward
-from grpo.train.optim import build_optimizer, can_fuse
+from grpo.training.optim import build_optimizer, can_fuse
 
 
 def adamw_spec() -> JobSpec:

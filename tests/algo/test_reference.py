@@ -2,7 +2,7 @@
 
 import torch
 
-from grpo.train.reference import ReferencePolicy, mix_weights
+from grpo.training.reference import ReferencePolicy, mix_weights
 
 
 def test_mix_moves_each_float_weight_alpha_of_the_way_and_copies_integer_buffers():

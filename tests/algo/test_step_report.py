@@ -10,7 +10,7 @@ import pytest
 from grpo.report import GROUP_REWARD_STD_BIN_EDGES, GroupReport
 from grpo.report.build import build_step_report, finish_fields
 from grpo.spec import JobSpec
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 
 
 def group(index: int, rewards: list[float], *, is_kept: bool = False) -> GroupReport:

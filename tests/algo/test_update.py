@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from grpo.spec import JobSpec, RegexReward
-from grpo.train.logprobs import completion_logps
-from grpo.train.step_loss import loss_mask_of
-from grpo.train.trainer import TrainingLoop
-from grpo.train.update import policy_update
+from grpo.training.logprobs import completion_logps
+from grpo.training.step_loss import loss_mask_of
+from grpo.training.trainer import TrainingLoop
+from grpo.training.update import policy_update
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -22,8 +22,8 @@ from grpo.engines.vllm import VllmEngine, kv_cache_bytes
 from grpo.parallel.launch import is_launched
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
-from grpo.train.logprobs import completion_logps
-from grpo.train.trainer import TrainingLoop
+from grpo.training.logprobs import completion_logps
+from grpo.training.trainer import TrainingLoop
 
 TOLERANCE = 1e-4
 STOP = "e"  # frequent in builtin:small's random output: many completions end on it

@@ -14,7 +14,7 @@ import pytest
 from grpo.parallel.launch import init_rank, launch_ranks, leave_group
 from grpo.report import StepReport
 from grpo.spec import JobSpec, RegexReward
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -39,8 +39,8 @@ from grpo.rewards.trial_report import ServerPaths
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.spec.rewards import JudgeReward
-from grpo.train.logprobs import completion_logps
-from grpo.train.trainer import TrainingLoop
+from grpo.training.logprobs import completion_logps
+from grpo.training.trainer import TrainingLoop
 from tests.stack import free_port
 
 TOLERANCE = 1e-4  # tests/engines/test_vllm_engine.py's: fp32 gaps measured under 2e-6

@@ -14,7 +14,7 @@ from grpo.eval.greedy import greedy_accuracy
 from grpo.eval.heldout import is_eval_step
 from grpo.report import EvalReport, StepReport
 from grpo.spec import JobSpec
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -38,7 +38,7 @@ def _loaded_after(statement: str) -> set[str]:
 def test_api_app_imports_without_torch_or_training_code() -> None:
     loaded = _loaded_after("import app.main")
     assert "torch" not in loaded and "transformers" not in loaded
-    assert "worker.tasks" not in loaded and "grpo.train.trainer" not in loaded
+    assert "worker.tasks" not in loaded and "grpo.training.trainer" not in loaded
 
 
 def test_importing_grpo_and_its_python_api_loads_no_torch() -> None:
@@ -46,7 +46,7 @@ def test_importing_grpo_and_its_python_api_loads_no_torch() -> None:
     assert (
         "torch" not in loaded
         and "transformers" not in loaded
-        and "grpo.train.trainer" not in loaded
+        and "grpo.training.trainer" not in loaded
     )
     assert "grpo.python_api" in loaded
     assert "grpo.python_api" not in _loaded_after("import grpo")  # nothing until asked

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from grpo.report.timing import StepClock
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 from tests.train.test_trainer import tiny_spec
 
 

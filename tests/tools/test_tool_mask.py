@@ -26,7 +26,7 @@ from grpo.report.timing import StepClock
 from grpo.rollout.dynamic_sampling import Batch
 from grpo.rollout.rollout import Rollout
 from grpo.spec import JobSpec
-from grpo.train.step_loss import loss_mask_of
+from grpo.training.step_loss import loss_mask_of
 
 COMPLETION_MASK = [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
 MODEL_MASK = [[1, 1, 0, 0, 1], [1, 1, 1, 1, 1]]

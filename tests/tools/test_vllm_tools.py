@@ -32,10 +32,10 @@ from grpo.rollout.rollout import Rollout, tokenize_prompts
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.tools.calls import parse_tool_calls
-from grpo.train.logprobs import completion_logps
-from grpo.train.step_loss import loss_mask_of, start_counts
-from grpo.train.trainer import TrainingLoop
-from grpo.train.update import policy_update
+from grpo.training.logprobs import completion_logps
+from grpo.training.step_loss import loss_mask_of, start_counts
+from grpo.training.trainer import TrainingLoop
+from grpo.training.update import policy_update
 
 TOLERANCE = 1e-4
 BUDGET = 48  # model tokens per trajectory: the call is 43 BPE tokens

@@ -18,7 +18,7 @@ from grpo.data.example import Example
 from grpo.rollout.async_source import AsyncSource, split_stale
 from grpo.rollout.dynamic_sampling import Batch, Filled
 from grpo.rollout.rollout import Rollout
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 from tests.train.test_trainer import run, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

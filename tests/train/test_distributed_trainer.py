@@ -33,7 +33,7 @@ from grpo.parallel.launch import (
 )
 from grpo.report import StepReport
 from grpo.spec import JobSpec, RegexReward
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 from tests.processes import rank_processes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -20,7 +20,7 @@ import pytest
 from grpo.data.loading import load_examples
 from grpo.eval.greedy import greedy_accuracy
 from grpo.spec import AccuracyReward, JobSpec
-from grpo.train.trainer import TrainingLoop
+from grpo.training.trainer import TrainingLoop
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -15,9 +15,9 @@ from grpo.checkpoints.files import latest_checkpoint
 from grpo.failures import Diverged, OutOfMemory, RewardFunctionError
 from grpo.spec import JobSpec, RegexReward
 from grpo.spec.optimization import LoraSpec
-from grpo.train.logprobs import completion_logps
-from grpo.train.trainer import FitResult, TrainingLoop
-from grpo.train.update import groups_with_signal, policy_update
+from grpo.training.logprobs import completion_logps
+from grpo.training.trainer import FitResult, TrainingLoop
+from grpo.training.update import groups_with_signal, policy_update
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
