@@ -20,7 +20,7 @@ from torch import Tensor
 from grpo.models.lora import adapter_snapshot, is_lora, swapped_adapter
 from grpo.parallel.sharding import full_model_state, full_weights, is_sharded, load_full_model_state
 from grpo.rollout.rollout import Rollout, row_slices
-from grpo.train.logprobs import completion_logps
+from grpo.training.logprobs import completion_logps
 
 
 class ReferencePolicy:

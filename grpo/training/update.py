@@ -35,8 +35,8 @@ from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.parallel.sharding import idle_count, idle_passes
 from grpo.rollout.rollout import Rollout, group_rows, row_slices
 from grpo.spec import JobSpec
-from grpo.train.logprobs import completion_logps, completion_logps_entropy
-from grpo.train.step_loss import LossTerms, mask_share, start_counts, step_loss_terms
+from grpo.training.logprobs import completion_logps, completion_logps_entropy
+from grpo.training.step_loss import LossTerms, mask_share, start_counts, step_loss_terms
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,10 @@ from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
 from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS, check_vllm_server
 from grpo.tools.kind import ToolRunFacts
-from grpo.train.optim import build_optimizer, build_scheduler
-from grpo.train.reference import ReferencePolicy
-from grpo.train.step_loss import loss_mask_of, start_counts
-from grpo.train.update import policy_update
+from grpo.training.optim import build_optimizer, build_scheduler
+from grpo.training.reference import ReferencePolicy
+from grpo.training.step_loss import loss_mask_of, start_counts
+from grpo.training.update import policy_update
 
 Log = Callable[[str, str], None]
 
