@@ -61,14 +61,12 @@ class TaskKnobs(BaseModel):
     rewards: tuple[RewardSpec, ...] = (AccuracyReward(),)
     """Reward functions; a completion's total reward is the weighted sum of the ones that
     apply to it (a function returns null where it does not)."""
-    reward_preflight_records: SpecInt = Field(0, ge=0, le=8)
+    reward_preflight_records: SpecInt = Field(3, ge=0, le=8)
     """Records whose adversarial completions (empty, the format around a wrong answer, the
     prompt echoed, ...: docs/how-to/check-a-reward.md) the run's rewards score at its start,
     before the first step, within 30 s: each one a function pays as well as a correct
     completion, or fails on, is a run-doctor finding and a warning in the run's log.
-    0 (the default for now): none; 3 is a good choice (a judge is called about ten times a
-    record). Not run with `tools`. Off by default until the run page's live curves work
-    beside its findings (docs/how-to/check-a-reward.md)."""
+    0: none (a judge is called about ten times a record). Not run with `tools`."""
 
     max_steps: SpecInt = Field(50, ge=1, le=1_000_000)
     """Number of GRPO steps (one generation batch each)."""
