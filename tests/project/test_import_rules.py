@@ -95,6 +95,15 @@ def test_app_imports_only_torch_free_grpo_modules() -> None:
     assert not bad, f"app/ imports grpo modules outside TORCH_FREE_GRPO: {sorted(bad)}"
 
 
+def test_no_grpo_module_shadows_a_public_name() -> None:
+    """`from grpo import train` must give the function however grpo's modules were loaded: a
+    subpackage or module of that name would replace the lazy name once imported."""
+    import grpo
+
+    modules = {p.stem for p in (ROOT / "grpo").iterdir() if p.suffix == ".py" or p.is_dir()}
+    assert not set(dir(grpo)) & modules
+
+
 def test_the_torch_free_grpo_modules_import_without_torch() -> None:
     loaded = _loaded_after(f"import {', '.join(TORCH_FREE_GRPO)}")
     assert "torch" not in loaded and "transformers" not in loaded
@@ -261,7 +270,7 @@ GRPO_CORE: dict[str, tuple[str, ...]] = {
         *("spec", "data", "models", "rewards", "report", "algo", "parallel", "engines", "eval"),
     ),
     # the trainer, the update and its step-wide loss inputs, log-probs, reference, optimizer
-    "train": (
+    "training": (
         *("spec", "data", "models", "rewards", "report", "algo", "parallel", "tools"),
         *("engines", "checkpoints", "eval", "rollout"),
     ),
@@ -271,11 +280,11 @@ Rollout; the trainer drives the engine), so it stands beside the table rather th
 core package names what it may import, the table's rows and the core packages before it."""
 CORE_USERS: dict[str, tuple[str, ...]] = {
     "report": ("rollout",),  # a step's report reads its Rollout and stop strings
-    "parallel": ("rollout", "train"),  # a rank's share of a Rollout, its log-probs, a Batch
-    "engines": ("rollout", "train"),  # engines sample a Rollout for a PolicyView; log-probs
+    "parallel": ("rollout", "training"),  # a rank's share of a Rollout, its log-probs, a Batch
+    "engines": ("rollout", "training"),  # engines sample a Rollout for a PolicyView; log-probs
     "eval": ("rollout",),  # held-out sampling for a PolicyView
-    "checkpoints": ("train",),  # the reference policy's state is saved with the run's
-    "run": ("train",),  # a run drives the trainer
+    "checkpoints": ("training",),  # the reference policy's state is saved with the run's
+    "run": ("training",),  # a run drives the trainer
 }
 """Which subpackage of the table may import which core package; any other never does."""
 
@@ -376,9 +385,9 @@ def test_grpo_subpackages_import_only_what_the_table_allows() -> None:
 
 
 def test_the_rules_refuse_an_upward_import() -> None:
-    assert not _may_import("algo", "rollout") and not _may_import("rollout", "train")
-    assert not _may_import("doctor", "train") and not _may_import("spec", "top")
-    assert _may_import("train", "rollout") and _may_import("engines", "rollout")
+    assert not _may_import("algo", "rollout") and not _may_import("rollout", "training")
+    assert not _may_import("doctor", "training") and not _may_import("spec", "top")
+    assert _may_import("training", "rollout") and _may_import("engines", "rollout")
 
 
 def test_the_subpackage_table_names_only_rows_above_each_row() -> None:
