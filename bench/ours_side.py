@@ -1,4 +1,4 @@
-"""Our side of bench/vs_trl.py: grpo.train.trainer.TrainingLoop in a child process, paced by the
+"""Our side of bench/vs_trl.py: grpo.training.trainer.TrainingLoop in a child process, paced by the
 parent.
 
 A step's time is the wall clock from the parent's "go" to the step's report reaching the

@@ -3,7 +3,7 @@
 An engine turns requests (tokenized prompts, sampling knobs, one seed per prompt) into a
 Rollout; after each optimizer step it takes the policy's new weights. The trainer never
 sees which engine ran: the loss's log-probs are always the trainer's own recomputation
-(grpo/train/logprobs.py); an engine's sampling log-probs (`Rollout.sampling_logps`) only measure,
+(grpo/training/logprobs.py); an engine's sampling log-probs (`Rollout.sampling_logps`) only measure,
 and with importance-sampling correction correct, the gap between the two.
 
 Engines: `native` (grpo/engines/native.py, our decode loop), `vllm` (colocated) and

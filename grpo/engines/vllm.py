@@ -187,7 +187,7 @@ def completions_rollout(
     """Completions (their tokens, vLLM's log-prob of each, whether each ran out of tokens)
     as a Rollout, right-padded. No entropies: vLLM returns none, and a no-grad pass of the
     policy to get them cost as much as the generation itself (docs/how-to/vllm.md); the
-    update's forward pass at these same weights gives them (grpo/train/update.py)."""
+    update's forward pass at these same weights gives them (grpo/training/update.py)."""
     device = request.prompt_ids.device
     width = max(1, max(len(row) for row in tokens))
     n = len(tokens)

@@ -4,7 +4,7 @@ optimizer state.
 
 Layout: every decoder block is one FSDP unit, and the rest (embeddings, final norm, LM
 head, tied or not) is the root unit on the decoder, since the log-prob code calls the
-decoder and then the head (grpo/train/logprobs.py), never the causal LM's own forward (FSDP2
+decoder and then the head (grpo/training/logprobs.py), never the causal LM's own forward (FSDP2
 wants one root module, so the head joins the decoder's unit while fully_shard collects
 its parameters). The root keeps its weights gathered from its forward to the end of the
 backward (FSDP's default for a root), so the head runs on full weights after the decoder;

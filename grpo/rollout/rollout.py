@@ -5,7 +5,7 @@ all B x G by default) with a KV cache; each group samples from its own seeded st
 G completions of a group share their prompt, so the prompt is run once per group (B rows,
 left-padded) and its cache is repeated G times; the cache grows in place (models/kv_cache.py),
 and rows that have emitted EOS leave it once they are a quarter of it. The sampling
-distribution's entropy is recorded on the way; log-probs for the loss are logprobs.py's.
+distribution's entropy is recorded on the way; log-probs for the loss are training/logprobs.py's.
 Knows nothing of rewards or the loss.
 """
 
@@ -37,7 +37,7 @@ class Rollout:
     entropy: Tensor | None
     """(N, T) entropy of the sampling distribution, 0 on padding; None when the engine
     measured none (vLLM returns none): the update's own forward pass at the sampling
-    weights then gives it (grpo/train/update.py UpdateResult.entropy), with no extra pass."""
+    weights then gives it (grpo/training/update.py UpdateResult.entropy), with no extra pass."""
     model_mask: Tensor | None = None
     """(N, T) 1 on tokens the model sampled, 0 on tokens put in its context (tool results of
     a multi-turn trajectory): those are never trained on. None: every completion token is

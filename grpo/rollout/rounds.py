@@ -1,7 +1,7 @@
 """This rank's groups of one step, round by round: a round's prompts (round 0: the main
 stream's; dynamic sampling's extra rounds: a reserve stream's), fitted to the prompt
 budget, sampled with one seeded stream per group, decoded, scored, and their group-relative
-advantages (the formulas live in advantages.py, the draws in sampling.py). What a round
+advantages (the formulas live in algo/advantages.py, the draws in sampling.py). What a round
 holds depends only on (seed, step, round), so neither the ranks nor the batching change it.
 """
 

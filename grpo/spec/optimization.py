@@ -1,6 +1,6 @@
 """How a JobSpec's update is computed: optimizer and schedule, micro-batching, memory savers
 and LoRA. Pydantic only, imports without torch; grpo/spec/ composes these fields into
-JobSpec, grpo/train/optim.py, grpo/train/update.py and grpo/models/lora.py apply them."""
+JobSpec, grpo/training/optim.py, grpo/training/update.py and grpo/models/lora.py apply them."""
 
 from __future__ import annotations
 

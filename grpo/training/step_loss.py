@@ -50,7 +50,7 @@ def step_entropy_mask(
     entropy = rollout.entropy
     if entropy is None:
         raise ValueError(
-            "top_entropy_quantile needs the rollout's entropies (grpo/train/update.py)"
+            "top_entropy_quantile needs the rollout's entropies (grpo/training/update.py)"
         )
     pooled = None
     if ranks.is_distributed:

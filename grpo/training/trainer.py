@@ -1,7 +1,7 @@
 """The GRPO trainer: one step = rollout -> rewards -> advantages -> loss -> update -> report.
 
-Orchestration only; every formula lives in its own module (advantages.py, loss.py,
-rewards/, report/metrics.py, kl_control.py). Reports each step as a plain StepReport through a
+Orchestration only; every formula lives in its own module (algo/advantages.py, algo/loss.py,
+rewards/, report/metrics.py, algo/kl_control.py). Reports each step as a plain StepReport through a
 callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL or Celery.
 """
 

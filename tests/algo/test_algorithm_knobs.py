@@ -1,5 +1,5 @@
-"""The issue-15 knobs reach the step (grpo/train/trainer.py, grpo/train/update.py): each one trains
-the tiny model for two steps with finite metrics and changes what it should."""
+"""The issue-15 knobs reach the step (grpo/training/trainer.py, grpo/training/update.py): each
+one trains the tiny model for two steps with finite metrics and changes what it should."""
 
 import math
 from contextlib import nullcontext

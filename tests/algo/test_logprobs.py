@@ -1,5 +1,5 @@
 """Log-probs of sampled tokens: shared prompts, micro-batches of rows, and the LM head in
-chunks with no full-vocabulary tensor kept (grpo/train/logprobs.py, grpo/models/lm_head.py)."""
+chunks with no full-vocabulary tensor kept (grpo/training/logprobs.py, grpo/models/lm_head.py)."""
 
 import pytest
 import torch

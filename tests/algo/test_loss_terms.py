@@ -1,4 +1,4 @@
-"""grpo/train/step_loss.py: the whole-step numbers every micro-batch's loss divides by."""
+"""grpo/training/step_loss.py: the whole-step numbers every micro-batch's loss divides by."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The optimizer the spec builds (grpo/train/optim.py): AdamW takes torch's fused kernel where
+"""The optimizer the spec builds (grpo/training/optim.py): AdamW takes torch's fused kernel where
 every trainable parameter allows it, and that kernel's steps equal the per-tensor loop's."""
 
 import pytest

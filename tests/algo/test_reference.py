@@ -1,4 +1,4 @@
-"""Reference updates (grpo/train/reference.py): TR-DPO's soft mix and the plain copy, by hand."""
+"""Reference updates (grpo/training/reference.py): TR-DPO's soft mix and the plain copy, by hand."""
 
 import torch
 

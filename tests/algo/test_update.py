@@ -1,4 +1,4 @@
-"""The micro-batched update equals the full-batch update (grpo/train/update.py).
+"""The micro-batched update equals the full-batch update (grpo/training/update.py).
 
 One rollout of 3 prompts x G 4 = 12 completions from builtin:tiny (most cut at the length
 limit, so masking truncated completions changes the loss) is trained once with every

@@ -1,7 +1,7 @@
 """The architecture page (docs/explanation/architecture.md) names only what exists: every file
 or folder path it gives (`grpo/rollout/rounds.py`, `app/store/`), every dotted module path
 (`grpo.rollout.rounds`) down to the class, function or method it ends in
-(`grpo.train.trainer.TrainingLoop.step`), and every file it cites by name (`formulas.md`, or
+(`grpo.training.trainer.TrainingLoop.step`), and every file it cites by name (`formulas.md`, or
 a reference page the docs build writes). A module moved or renamed fails here, not silently on
 the page."""
 
@@ -102,16 +102,16 @@ def test_every_path_the_architecture_page_names_exists() -> None:
 
 def test_a_wrong_path_on_the_page_is_found() -> None:
     text = (
-        "the rounds (`grpo/rounds.py`, `grpo.rounds`), `grpo.train.trainer.TrainingLoop.nope`,"
+        "the rounds (`grpo/rounds.py`, `grpo.rounds`), `grpo.training.trainer.TrainingLoop.nope`,"
         " `worker.job.no_such_function`, see STYLE.md and [The formulas](formulas.md); right:"
-        " `grpo/rollout/rounds.py`, `grpo.train.trainer.TrainingLoop.step`, `app/store/`,"
+        " `grpo/rollout/rounds.py`, `grpo.training.trainer.TrainingLoop.step`, `app/store/`,"
         " [GRPO_PORT](../reference/settings.md#grpo_port); wrong: [x](../reference/nope.md)."
     )
     assert path_problems(text, page_dir=PAGE.parent) == [
         "../reference/nope.md: not in the repository",
         "STYLE.md: not in the repository",
         "grpo.rounds: grpo defines no rounds",
-        "grpo.train.trainer.TrainingLoop.nope: grpo.train.trainer defines no nope",
+        "grpo.training.trainer.TrainingLoop.nope: grpo.training.trainer defines no nope",
         "grpo/rounds.py: no such file or folder",
         "worker.job.no_such_function: worker.job defines no no_such_function",
     ]

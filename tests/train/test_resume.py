@@ -1,7 +1,7 @@
-"""Exact resume (grpo/train/trainer.py, grpo/checkpoints/files.py): run 4 steps straight, or run 2,
-checkpoint, build a new TrainingLoop and resume; steps 3 and 4 must match. The spec exercises
-every piece of saved state: AdamW moments, a warmup + linear schedule, adaptive beta and a
-reference synced at step 2; dynamic sampling's extra rounds must resume the same too."""
+"""Exact resume (grpo/training/trainer.py, grpo/checkpoints/files.py): run 4 steps straight, or
+run 2, checkpoint, build a new TrainingLoop and resume; steps 3 and 4 must match. The spec
+exercises every piece of saved state: AdamW moments, a warmup + linear schedule, adaptive beta
+and a reference synced at step 2; dynamic sampling's extra rounds must resume the same too."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The trainer end to end on the built-in tiny model (grpo/train/trainer.py): the smoke test,
+"""The trainer end to end on the built-in tiny model (grpo/training/trainer.py): the smoke test,
 determinism, the step report, the knobs that change the step, and clear errors."""
 
 import json
