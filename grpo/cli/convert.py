@@ -27,6 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "processes / num_generations",
     )
     parser.add_argument(
+        "--async",
+        dest="is_async",
+        action="store_const",
+        const=True,
+        default=None,
+        help="read the config as TRL's AsyncGRPOConfig (async_generation: true on a vLLM "
+        "server), also when it sets none of that class's own fields (max_staleness, "
+        "weight_sync_steps, max_inflight_tasks, ...), which otherwise tell it",
+    )
+    parser.add_argument(
         "-o", "--output", type=Path, default=None, help="default: stdout (with --submit: none)"
     )
     parser.add_argument(
@@ -53,7 +63,7 @@ def run_convert(args: argparse.Namespace) -> int:
     config = load_yaml(args.config.read_text(encoding="utf-8"), source=str(args.config)) or {}
     if not isinstance(config, dict):
         raise ValueError(f"{args.config}: expected a mapping of GRPOConfig fields")
-    conversion = convert(config, processes=args.processes)
+    conversion = convert(config, processes=args.processes, is_async=args.is_async)
     local_dataset(config, conversion)
     text = spec_yaml(conversion)
     if args.output is not None:

@@ -20,6 +20,8 @@ import yaml
 from pydantic import ValidationError
 
 from grpo.spec import JobSpec
+from grpo.spec.hints import worded_errors
+from grpo.spec.trl_async import is_async_recipe, map_async
 
 SAME_NAME = (
     "num_generations num_iterations beta epsilon epsilon_high delta loss_type "
@@ -69,6 +71,9 @@ WHY_NOT: dict[str, str] = {
     "ddp_find_unused_parameters": "ranks are launched by the service",
     "bf16": "precision is `precision` (auto, fp32, bf16)",
     "fp16": "fp16 training is not offered; precision auto uses bf16 where the hardware has it",
+    "chat_template_kwargs": "the model's chat template is applied with its defaults",
+    "router_aux_loss_coef": "a mixture-of-experts load-balancing loss is not offered",
+    "model_init_kwargs": "the model is loaded from `model` and `precision` alone",
 }
 """Why a GRPOConfig field has no JobSpec equivalent (others: "no equivalent in JobSpec")."""
 TRACKERS = ("tensorboard", "mlflow", "wandb")
@@ -114,21 +119,29 @@ def prompts_per_step(
     return completions // num_generations
 
 
-def convert(config: dict[str, Any], *, processes: int = 1, name: str = "") -> Conversion:
+def convert(
+    config: dict[str, Any], *, processes: int = 1, name: str = "", is_async: bool | None = None
+) -> Conversion:
     """The JobSpec of a GRPOConfig (plus script arguments) run on `processes` devices;
-    ValueError, saying what is wrong, for a config whose values have the wrong types."""
+    ValueError, saying what is wrong, for a config whose values have the wrong types.
+    `is_async`: the config is TRL's AsyncGRPOConfig (grpo/spec/trl_async.py); None: when it
+    sets one of that class's own fields."""
+    if is_async is None:
+        is_async = is_async_recipe(config)
     try:
-        return _convert(config, processes=processes, name=name)
+        return _convert(config, processes=processes, name=name, is_async=is_async)
     except (TypeError, ArithmeticError, AttributeError) as exc:
         raise ValueError(f"a value of the config has the wrong type: {exc}") from exc
 
 
-def _convert(config: dict[str, Any], *, processes: int, name: str) -> Conversion:
+def _convert(config: dict[str, Any], *, processes: int, name: str, is_async: bool) -> Conversion:
     out = Conversion()
     rest = {str(key): value for key, value in config.items()}
     processes = int(rest.pop("num_processes", processes))
     out.spec["name"] = _name(rest, name)
     _same_names(rest, out)
+    if is_async:
+        map_async(rest, out.spec, out.unmapped)
     _batch(rest, out, processes)
     _precision(rest, out)
     _schedule(rest, out)
@@ -269,16 +282,21 @@ def _drop_refused(out: Conversion) -> None:
             out.spec = JobSpec.model_validate(out.spec).model_dump(mode="json", exclude_unset=True)
             return
         except ValidationError as exc:
-            error = exc.errors()[0]
-            top = str(error["loc"][0]) if error["loc"] else ""
+            # a rule across fields names its field first (max_staleness: must be ...)
+            error = worded_errors(exc.errors()[:1], JobSpec)[0]
+            top = error["loc"].split(".")[0]
             if top not in out.spec or top in ("name", "rewards"):
-                raise ValueError(f"the converted spec is refused: {error['msg']}") from exc
-            out.unmapped[top] = f"{out.spec.pop(top)!r} refused: {error['msg']}"
+                where = "" if error["loc"] == "(body)" else f"{error['loc']}: "
+                raise ValueError(
+                    f"the converted spec is refused: {where}{error['message']}"
+                ) from exc
+            out.unmapped[top] = f"{out.spec.pop(top)!r} refused: {error['message']}"
 
 
 def spec_yaml(conversion: Conversion) -> str:
     """The spec as YAML, after a comment block naming every unmapped field and why."""
-    lines = ["# JobSpec converted from a TRL GRPOConfig by `grpo convert`."]
+    config = "AsyncGRPOConfig" if conversion.spec.get("async_generation") else "GRPOConfig"
+    lines = [f"# JobSpec converted from a TRL {config} by `grpo convert`."]
     if conversion.unmapped:
         lines.append("# Not mapped:")
         lines += [f"#   {key}: {why}" for key, why in sorted(conversion.unmapped.items())]

@@ -146,3 +146,64 @@ def test_the_spec_is_the_validated_specs_json_whatever_the_yaml_held() -> None:
     assert out.spec == {"name": "2020-01-01", "beta": 0.0, "seed": 7, "prompts_per_step": 1,
                         "micro_batch_size": 8}  # fmt: skip
     assert out.unmapped == {"1": "no equivalent in JobSpec"}
+
+
+def test_a_server_mode_recipe_keeps_trls_server_fields_and_its_base_url_wins() -> None:
+    out = convert(yaml.safe_load((RECIPES / "vllm_server_grpo.yaml").read_text()))
+    spec = JobSpec.model_validate(out.spec)
+    assert (spec.use_vllm, spec.vllm_mode, spec.vllm_server_timeout) == (True, "server", 300.0)
+    assert spec.vllm_server_url == "http://10.0.0.5:8000"  # over host and port, as in TRL
+    assert (spec.vllm_server_host, spec.vllm_server_port) == ("10.0.0.9", 8011)
+    assert not spec.async_generation  # a GRPOConfig: generation and training take turns
+    assert set(out.unmapped) == {"output_dir", "vllm_group_port"}
+
+
+def test_an_async_grpo_config_recipe_becomes_async_generation_on_its_vllm_server() -> None:
+    out = convert(yaml.safe_load((RECIPES / "async_grpo_gsm8k.yaml").read_text()))
+    spec = JobSpec.model_validate(out.spec)
+    assert (spec.async_generation, spec.max_staleness, spec.weight_sync_steps) == (True, 2, 2)
+    assert (spec.use_vllm, spec.vllm_mode) == (True, "server")
+    assert spec.vllm_server_url == "http://127.0.0.1:8001" and spec.vllm_server_timeout == 600
+    assert (spec.prompts_per_step, spec.micro_batch_size) == (4, 16)  # 16 · 2 / 8
+    assert (spec.epsilon_high, spec.precision, spec.data.subset) == (0.28, "bf16", "main")
+    # max_inflight_tasks -1 (TRL's automatic value) is what our producer does: not listed
+    assert set(out.unmapped) == {
+        "request_timeout", "queue_maxsize", "heartbeat_stale_after_s", "token_budget",
+        "chat_template_kwargs", "output_dir", "save_strategy", "logging_steps",
+        "log_completions", "report_to",
+    }  # fmt: skip
+    assert "max_staleness + 1" in out.unmapped["queue_maxsize"]
+    assert "vllm_server_timeout" in out.unmapped["request_timeout"]
+
+
+def test_an_async_recipe_without_a_field_of_its_own_is_told_by_the_caller(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = {"model_name_or_path": "Qwen/Qwen3-0.6B", "max_steps": 200, "learning_rate": 1e-5}
+    assert "async_generation" not in convert(recipe).spec  # a GRPOConfig, for all it says
+    spec = JobSpec.model_validate(convert(recipe, is_async=True).spec)
+    assert spec.async_generation and (spec.max_staleness, spec.weight_sync_steps) == (4, 1)
+    assert spec.vllm_server_url == "http://localhost:8000"  # AsyncGRPOConfig's default
+    path = tmp_path / "async.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    assert main(["convert", str(path), "--async"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("# JobSpec converted from a TRL AsyncGRPOConfig")
+    assert "async_generation: true" in text
+
+
+def test_async_fields_we_do_not_offer_are_listed_with_the_reason() -> None:
+    out = convert({
+        "max_staleness": 0, "weight_sync_steps": 3, "max_inflight_tasks": 64,
+        "delta_sync_enabled": True, "delta_sync_repo_id": "me/run", "vllm_mode": "colocate",
+        "max_tool_calling_iterations": 4,
+    })  # fmt: skip
+    spec = JobSpec.model_validate(out.spec)
+    assert spec.async_generation and spec.vllm_mode == "server"
+    # 0 is under weight_sync_steps - 1 = 2: listed with the spec's reason, our default kept
+    assert out.unmapped["max_staleness"].startswith("0 refused: must be at least")
+    assert (spec.max_staleness, spec.weight_sync_steps) == (4, 3)
+    assert "at most max_staleness ahead" in out.unmapped["max_inflight_tasks"]
+    assert "pushed whole" in out.unmapped["delta_sync_enabled"]
+    assert "vLLM server only" in out.unmapped["vllm_mode"]
+    assert "refuses tools" in out.unmapped["max_tool_calling_iterations"]

@@ -1,5 +1,6 @@
 """POST /api/specs/convert in the test process (TestClient over the real app and store):
-three GRPOConfig YAMLs written like public recipes become specs that POST /api/runs takes."""
+three GRPOConfig YAMLs written like public recipes, and an AsyncGRPOConfig one (on a vLLM
+server at 127.0.0.1, a host allowed by default), become specs that POST /api/runs takes."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def api(store: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
-@pytest.mark.parametrize("recipe", ["open_r1_math", "trl_docs_dapo", "lora_gsm8k"])
+@pytest.mark.parametrize(
+    "recipe", ["open_r1_math", "trl_docs_dapo", "lora_gsm8k", "async_grpo_gsm8k"]
+)
 def test_a_converted_recipe_passes_submit(api: TestClient, recipe: str) -> None:
     config = (RECIPES / f"{recipe}.yaml").read_text()
     converted = api.post("/api/specs/convert", json={"config": config})
