@@ -4,6 +4,7 @@ log-prob gap series, worked by hand, and silent on a healthy async run's recorde
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,10 @@ ASYNC_DEMO = ROOT / "tests" / "data" / "doctor_async_demo.json"
 grpo.train on 2 shared CPU cores: the trainer busy 1.0, the producer 0.6-0.8 over any 10
 steady steps, the gap 0.09-0.15 nats per token over any 10 steps."""
 
+SLOW_TRAINER = ROOT / "tests" / "data" / "doctor_async_slow_trainer.json"
+"""40 steps of the same with num_iterations 4: the trainer busy 1.0, the producer 0.1-0.9 a
+step (about a third over 10 steps), 3 batches queued ahead, every group 4 versions stale."""
+
 ASYNC = {"async_generation": True, "max_staleness": 4, "max_steps": 60}
 
 
@@ -33,8 +38,8 @@ def async_spec(**changes: object):
     return demo_spec(**{**ASYNC, **changes})
 
 
-def async_demo_rows() -> list[Row]:
-    stored = json.loads(ASYNC_DEMO.read_text())
+def async_demo_rows(path: Path = ASYNC_DEMO) -> list[Row]:
+    stored = json.loads(path.read_text())
     columns: dict[str, list[float]] = stored["metrics"]
     count = len(next(iter(columns.values())))
     return [(1 + i, {k: v[i] for k, v in columns.items()}) for i in range(count)]
@@ -55,6 +60,16 @@ ASYNC_RULES = [TRAINER_STARVED, GENERATOR_STARVED, LOGPROB_GAP]
 @pytest.mark.parametrize("rule", ASYNC_RULES, ids=lambda r: r.id)
 def test_each_asynchrony_rule_is_silent_on_a_healthy_async_run(rule: Rule) -> None:
     assert first_verdict(rule, async_spec(), async_demo_rows()) is None
+
+
+def test_a_recorded_run_whose_trainer_is_slower_finds_the_producer_waiting() -> None:
+    spec, rows = async_spec(num_iterations=4, max_steps=40), async_demo_rows(SLOW_TRAINER)
+    step, verdict = first_verdict(GENERATOR_STARVED, spec, rows)
+    assert step == 11 and verdict.severity == Severity.INFO  # the first full window, 2-11
+    assert verdict.facts["async/queue_depth"] == 3.0
+    assert fields(verdict) == {"max_staleness": 1, "num_iterations": 2}
+    assert first_verdict(TRAINER_STARVED, spec, rows) is None
+    assert first_verdict(LOGPROB_GAP, spec, rows) is None
 
 
 def test_a_trainer_waiting_on_generation_is_info_at_half_and_a_warning_under_a_fifth() -> None:
