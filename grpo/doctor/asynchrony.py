@@ -38,6 +38,12 @@ CPU cores, tests/data/doctor_async_demo.json) reads 1.0 (trainer) and 0.60-0.78
 STARVED_WARNING = 0.2
 """Busy at most a fifth of the time: the overlap gains at most 1.2x, little for training on
 stale groups."""
+PACE_SHARE = 0.9
+"""A trainer busy this share of the time or more sets the pace: a producer waiting at the
+bound then gains nothing from a larger max_staleness, and a smaller one (down to
+weight_sync_steps, where it still samples the next sync's steps during the update) trains
+fresher groups at the same speed. Under it the trainer waits too (with max_staleness 0 the
+two sides take turns): the bound holds both back, and a larger one buys overlap."""
 GAP_FLOOR = 0.05
 """Mean log-prob gap (nats per token) under which no growth counts: a token's importance
 ratio within exp(+-0.05), a quarter of PPO's epsilon 0.2. vLLM in bf16 against our bf16
@@ -167,9 +173,9 @@ class GeneratorStarved:
     def _idle_suggestions(self) -> tuple[Suggestion, ...]:
         spec, changes = self.spec, []
         sync = spec.weight_sync_steps
-        if spec.max_staleness == 0:
-            why = "sample the next step while the trainer updates (one step off-policy)"
-            changes.append(Suggestion("max_staleness", 1, why))
+        if self.trainer.mean < PACE_SHARE:  # both sides wait: the bound holds them back
+            why = "sample further ahead, so that neither side waits for the other"
+            changes.append(Suggestion("max_staleness", spec.max_staleness + 1, why))
         elif spec.max_staleness > sync:
             why = "the trainer sets the pace: one sync ahead keeps it fed, with fresher groups"
             changes.append(Suggestion("max_staleness", sync, why))

@@ -109,11 +109,19 @@ def test_a_producer_waiting_at_the_bound_is_told_a_smaller_max_staleness_costs_n
 
 
 def test_a_producer_idle_under_max_staleness_zero_is_told_to_sample_one_step_ahead() -> None:
-    rows = steady(11, **busy(1.0, 0.15))
+    # taking turns, the two busy shares add up to 1: generation 0.15 of each step
+    rows = steady(11, **busy(0.85, 0.15))
     _, verdict = first_verdict(GENERATOR_STARVED, async_spec(max_staleness=0), rows)
     assert verdict.severity == Severity.WARNING  # 0.15 <= 0.2
     assert "take turns" in verdict.message
     assert fields(verdict) == {"max_staleness": 1}
+
+
+def test_both_sides_waiting_at_the_bound_are_told_a_larger_max_staleness() -> None:
+    rows = steady(11, **busy(0.6, 0.45, depth=0.0))  # the trainer under 0.9 waits too
+    _, verdict = first_verdict(GENERATOR_STARVED, async_spec(max_staleness=1), rows)
+    assert verdict.severity == Severity.INFO
+    assert fields(verdict) == {"max_staleness": 2}
 
 
 def test_the_producer_idling_at_the_end_of_the_run_is_not_starved() -> None:
