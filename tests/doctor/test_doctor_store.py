@@ -21,6 +21,7 @@ from app.store.models import Diagnosis, Event, Finding, RunStatus
 from grpo.doctor import RULES_VERSION, diagnose
 from grpo.report import CompletionReport, GroupReport, StepReport
 from grpo.spec import JobSpec
+from tests.doctor.test_async_findings import SLOW_TRAINER, async_demo_rows
 from tests.seed import seed_scalars
 from tests.store_fixture import _clear_caches, store
 from worker.diagnosis import RunDoctor
@@ -200,3 +201,24 @@ def test_the_stored_doctor_outlives_the_api_and_a_rewritten_step_starts_it_over(
     while not api.get(f"/api/runs/{run_id}/diagnostics").json()["is_current"]:
         pass
     assert findings_of(run_id) == findings_of(reference)
+
+
+def test_an_async_runs_steps_written_by_the_worker_serve_its_asynchrony_finding(
+    api: TestClient,
+) -> None:
+    """The recorded async run whose trainer is the slower side (tests/data), written step by
+    step as the worker writes it: generator_starved is stored, served and marked."""
+    knobs = {"async_generation": True, "max_staleness": 4, "num_iterations": 4, "max_steps": 40}
+    response = api.post("/api/runs", json={**SPEC, **knobs})
+    assert response.status_code == 201, response.text
+    run_id, spec = str(response.json()["id"]), JobSpec.model_validate({**SPEC, **knobs})
+    held = Lease.of(db.call(runs.claim_run, run_id, worker="w", device="cpu"))
+    doctor = RunDoctor(spec, RunWrites(held))
+    for step, metrics in async_demo_rows(SLOW_TRAINER):
+        doctor.save_step(StepReport(step=step, total_steps=40, scalars=metrics, groups=[]))
+    items = api.get(f"/api/runs/{run_id}/diagnostics").json()["items"]
+    assert [(f["id"], f["severity"]) for f in items] == [("generator_starved@11", "info")]
+    assert items[0]["evidence"]["metric"] == "async/generator_busy"
+    assert {s["field"]: s["value"] for s in items[0]["suggestions"]} == {
+        "max_staleness": 1, "num_iterations": 2}  # fmt: skip
+    assert [e["id"] for e in diagnosis_events(run_id)][0] == "generator_starved@11"
