@@ -1,14 +1,14 @@
 """Asynchrony rules: which side of an asynchronous run waits on the other, and whether the
 sampler's log-probs drift away from the trainer's.
 
-An async run (async_generation; grpo/async_source.py, docs/how-to/async.md) reports per
+An async run (async_generation; grpo/rollout/async_source.py, docs/how-to/async.md) reports per
 step `async/trainer_busy`, the share of the wall time since the previous step the trainer
 did not spend waiting for the producer's batch; `async/generator_busy`, the share the
 producer spent sampling and scoring; `async/queue_depth`, the batches still queued once the
 trainer took its own; `async/staleness_mean`; and `async/dropped_stale`, the groups left out
 for being staler than max_staleness. Every run whose sampler is not the trainer itself (an
 async producer, a vLLM engine) reports `generation/logprob_diff_mean`, the mean |trainer -
-sampler| log-prob per loss token (grpo/update.py).
+sampler| log-prob per loss token (grpo/training/update.py).
 
 With generation costing g seconds a step and training t, a perfect overlap takes max(g, t)
 a step: the faster side waits for the slower, trainer_busy is t / max(g, t) and
