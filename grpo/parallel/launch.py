@@ -13,6 +13,7 @@ Across nodes the same launcher takes a shared rendezvous endpoint and the node c
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+from torch.distributed.tensor.debug import _clear_sharding_prop_cache
 
 from grpo.cause import Cause
 from grpo.failures import user_message
@@ -252,6 +254,16 @@ def worded_rank(device: str) -> Iterator[Ranks]:
 
 
 def leave_group() -> None:
-    """Destroy the process group, if this process joined one."""
+    """Destroy the process group, if this process joined one, and let go of what still
+    holds it, so that its threads end here and not in the interpreter's shutdown.
+
+    destroy_process_group only drops torch's own references: FSDP's device mesh holds the
+    group too, through the sharded weights (freed with the model, whose FSDP state is a
+    reference cycle: gc) and through DTensor's sharding-propagation caches (cleared here).
+    A group still held is destroyed while Python clears its modules at exit, its gloo
+    threads running until then; a rank could die there of SIGABRT, "terminate called
+    without an active exception" (pytorch issue 65231), after a run that succeeded."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+        _clear_sharding_prop_cache()  # type: ignore[no-untyped-call]
+        gc.collect()

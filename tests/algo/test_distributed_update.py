@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from grpo.parallel.launch import leave_group
 from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.parallel.sharding import shard_model, shard_models
 from grpo.rollout.policy import prepare_policy, update_mode
@@ -138,7 +139,7 @@ def _rank_main(rank: int, port: int, data_path: str, out_dir: str) -> None:
         }
         torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     finally:
-        dist.destroy_process_group()
+        leave_group()
 
 
 @pytest.fixture(scope="module")
@@ -179,24 +180,49 @@ def test_groups_are_dealt_in_contiguous_slices_in_rank_order():
     assert list(SINGLE.groups(5)) == [0, 1, 2, 3, 4]
 
 
+GROUP_THREADS = ("gloo", "tcpstore")
+"""Parts of the names of the threads a gloo group runs: its workers, its transport loop
+and (rank 0) the store's server."""
+
+
+def group_threads() -> list[str]:
+    """The names of this process's threads that belong to a process group (Linux)."""
+    names = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            names.append((task / "comm").read_text().strip())
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+    return sorted(n for n in names if any(part in n for part in GROUP_THREADS))
+
+
 def _reference_rank(rank: int, port: int, data_path: str, out_dir: str) -> None:
     """A sharded reference on 2 ranks, rank 1 without groups (dynamic sampling can leave a
-    rank none): both must take part in gathering its weights."""
+    rank none): both must take part in gathering its weights. The rank then leaves the
+    group as a run's rank does, and the group's threads must have ended there, not run on
+    into the interpreter's shutdown (see leave_group)."""
     torch.set_num_threads(1)
     address = f"tcp://127.0.0.1:{port}"
     timeout = timedelta(seconds=60)  # the old code hung here: fail instead
     dist.init_process_group("gloo", init_method=address, rank=rank, world_size=2, timeout=timeout)
     try:
-        data = torch.load(data_path, weights_only=False)
-        model = copy.deepcopy(data["model"])
-        reference = ReferencePolicy(model)
-        shard_models(model, reference.frozen)
-        rollout: Rollout = data["rollout"]
-        mine = rollout if rank == 0 else rollout.select_groups(torch.zeros(0, dtype=torch.long))
-        logps = reference.logps(model, mine, temperature=1.5, micro_batch_size=None)
-        torch.save(logps, Path(out_dir) / f"ref{rank}.pt")
+        logps = _reference_logps(rank, torch.load(data_path, weights_only=False))
+        threads = {"in group": group_threads()}
     finally:
-        dist.destroy_process_group()
+        leave_group()
+    threads["left"] = group_threads()
+    torch.save({"logps": logps, "threads": threads}, Path(out_dir) / f"ref{rank}.pt")
+
+
+def _reference_logps(rank: int, data: dict[str, Any]) -> torch.Tensor:
+    """The sharded reference's log-probs of this rank's rows (rank 1: none); the sharded
+    models end with the call."""
+    model = copy.deepcopy(data["model"])
+    reference = ReferencePolicy(model)
+    shard_models(model, reference.frozen)
+    rollout: Rollout = data["rollout"]
+    mine = rollout if rank == 0 else rollout.select_groups(torch.zeros(0, dtype=torch.long))
+    return reference.logps(model, mine, temperature=1.5, micro_batch_size=None)
 
 
 def test_a_rank_without_groups_still_gathers_the_sharded_reference(data, tmp_path):
@@ -205,5 +231,9 @@ def test_a_rank_without_groups_still_gathers_the_sharded_reference(data, tmp_pat
     mp.spawn(_reference_rank, args=args, nprocs=2)
     with torch.no_grad():
         expected = completion_logps(data["model"], data["rollout"], temperature=1.5)
-    torch.testing.assert_close(torch.load(tmp_path / "ref0.pt"), expected, atol=1e-6, rtol=0)
-    assert torch.load(tmp_path / "ref1.pt").shape == (0, expected.shape[1])
+    results = [torch.load(tmp_path / f"ref{r}.pt") for r in range(2)]
+    torch.testing.assert_close(results[0]["logps"], expected, atol=1e-6, rtol=0)
+    assert results[1]["logps"].shape == (0, expected.shape[1])
+    for rank, result in enumerate(results):
+        assert result["threads"]["in group"], rank  # else the names no longer match
+        assert result["threads"]["left"] == [], rank
