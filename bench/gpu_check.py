@@ -18,7 +18,11 @@ generation batch. Each side runs in its own process so its peak CUDA memory
 
 With vLLM installed a third side, `ours-vllm`, trains the same spec generating on the
 colocated vLLM engine (use_vllm, vllm_gpu_memory_utilization 0.3, sleep mode on CUDA):
-`--sides ours ours-vllm` for just those two.
+`--sides ours ours-vllm` for just those two. Two more generate on a vLLM server that the
+script starts on the same device (`grpo vllm-serve` on the model's directory, 0.3 of the
+GPU; bench/async_runs.py's Server): `ours-server` (vllm_mode server, synchronous) and
+`ours-async` (async_generation, max_staleness 1: generation beside the update, issue 41);
+`--sides ours-vllm ours-server ours-async` compares the three engines. Not run on a GPU yet.
 
 Prints, per side, the median seconds per step, completion tokens per second of the whole
 step and (ours) of each phase, and the peak memory; the last line reads
@@ -111,10 +115,26 @@ def reset_peak(device: str) -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
-def ours(model_dir: str, args: argparse.Namespace, use_vllm: bool = False) -> dict[str, Any]:
-    """Our trainer for args.steps steps: seconds and phase seconds per step, tokens, peak.
-    use_vllm: generation on the colocated vLLM engine, 0.3 of the GPU, sleeping during the
-    update on CUDA (vllm_enable_sleep_mode)."""
+SERVER_SIDES = {"ours-server": False, "ours-async": True}
+"""Sides that generate on the vLLM server main starts, and whether asynchronously."""
+
+
+def engine_knobs(side: str, args: argparse.Namespace) -> dict[str, Any]:
+    """ours-vllm: the colocated engine, 0.3 of the GPU, sleeping during the update on CUDA
+    (vllm_enable_sleep_mode); the server sides: args.server_url; ours: our decode loop."""
+    if side == "ours-vllm":
+        cuda = args.device.startswith("cuda")
+        return {"use_vllm": True, "vllm_enable_sleep_mode": cuda}
+    if side in SERVER_SIDES:
+        knobs = {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": args.server_url}
+        is_async = SERVER_SIDES[side]
+        return knobs | ({"async_generation": True, "max_staleness": 1} if is_async else {})
+    return {}
+
+
+def ours(model_dir: str, args: argparse.Namespace, side: str = "ours") -> dict[str, Any]:
+    """Our trainer for args.steps steps: seconds and phase seconds per step, tokens, peak;
+    generating as `side` says (engine_knobs)."""
     from grpo.data.prompts import R1_TEMPLATE
     from grpo.spec import JobSpec
     from grpo.spec.data import DataSpec
@@ -135,18 +155,22 @@ def ours(model_dir: str, args: argparse.Namespace, use_vllm: bool = False) -> di
         beta=0.04,
         learning_rate=1e-6,
         save_steps=0,
-        use_vllm=use_vllm,
         vllm_gpu_memory_utilization=0.3,
-        vllm_enable_sleep_mode=use_vllm and args.device.startswith("cuda"),
+        **engine_knobs(side, args),
     )
     steps: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="gpu-check-ours-") as workdir:
         trainer = TrainingLoop(spec, workdir=Path(workdir), cache_dir=Path(workdir))
         reset_peak(args.device)
-        for step in range(1, args.steps + 1):
-            report = trainer.step(step)
-            tokens = report.scalars["completions/mean_length"] * n
-            steps.append({"tokens": tokens, **report.scalars})
+        trainer.source.start(0, trainer.model)  # an async side's producer starts here
+        try:
+            for step in range(1, args.steps + 1):
+                report = trainer.step(step)
+                tokens = report.scalars["completions/mean_length"] * n
+                steps.append({"tokens": tokens, **report.scalars})
+        finally:
+            trainer.source.close()
+            trainer.engine.close()
         peak = peak_memory_gib(args.device)
     return {"steps": steps, "peak_gib": peak}
 
@@ -241,7 +265,7 @@ def side_main(name: str, model_dir: str, args: argparse.Namespace, out: Any) -> 
     if name == "trl":
         out.put((name, trl(model_dir, args)))
     else:
-        out.put((name, ours(model_dir, args, use_vllm=name == "ours-vllm")))
+        out.put((name, ours(model_dir, args, side=name)))
 
 
 def run_side(name: str, model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -292,7 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch", type=int, default=16, help="completions a pass (16)")
     parser.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     parser.add_argument(
-        "--sides", nargs="+", choices=["ours", "ours-vllm", "trl"], default=default_sides()
+        "--sides",
+        nargs="+",
+        choices=["ours", "ours-vllm", *SERVER_SIDES, "trl"],
+        default=default_sides(),
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads on CPU")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a side may take")
@@ -319,12 +346,31 @@ def main() -> int:
             f"{args.completion_tokens} tokens, micro-batch {args.micro_batch}",
             flush=True,
         )
-        for side in args.sides:
-            result = run_side(side, model_dir, args)
-            lines.append(summary({"trl": "TRL"}.get(side, side), result, args.warmup))
-            print(lines[-1], flush=True)
+        server = start_server(model_dir, args) if set(args.sides) & set(SERVER_SIDES) else None
+        args.server_url = server.url if server else None
+        try:
+            for side in args.sides:
+                result = run_side(side, model_dir, args)
+                lines.append(summary({"trl": "TRL"}.get(side, side), result, args.warmup))
+                print(lines[-1], flush=True)
+        finally:
+            if server:
+                server.stop()
     print("gpu_check: " + "; ".join(lines))
     return 0
+
+
+def start_server(model_dir: str, args: argparse.Namespace) -> Any:
+    """`grpo vllm-serve` on the model, on the device the sides train on (bench/async_runs.py)."""
+    from async_runs import Server
+
+    dtype = {"bf16": "bfloat16", "fp32": "float32"}[args.precision]
+    size = {"max_model_len": 512 + args.completion_tokens}
+    size["max_num_seqs"] = args.prompts * args.generations
+    if args.device.startswith("cuda"):  # CUDA graphs on, as the colocated engine's
+        memory = "--gpu-memory-utilization 0.3"
+        return Server(model_dir, cpus=None, dtype=dtype, options=(), serve_args=memory, **size)
+    return Server(model_dir, cpus=None, dtype=dtype, **size)
 
 
 if __name__ == "__main__":
