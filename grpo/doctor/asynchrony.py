@@ -68,33 +68,50 @@ def starved_severity(busy: float) -> Severity:
     return Severity.WARNING if busy <= STARVED_WARNING else Severity.INFO
 
 
+class BusyShares:
+    """Both sides' busy shares and the queue depth over the window, from the steady steps
+    only: what the two starvation rules read (part of a doctor's saved state)."""
+
+    def __init__(self) -> None:
+        self.trainer = Window(ASYNC_WINDOW)
+        self.generator = Window(ASYNC_WINDOW)
+        self.depth = Window(ASYNC_WINDOW)
+
+    def push(self, step: int, metrics: Metrics, spec: JobSpec) -> bool:
+        """Take this step's shares; True once the window is full (False before, and on a
+        step that reports none or is not steady)."""
+        trainer, generator = metrics.get("async/trainer_busy"), metrics.get("async/generator_busy")
+        if trainer is None or generator is None or not is_steady(step, spec):
+            return False
+        self.trainer.push(trainer)
+        self.generator.push(generator)
+        self.depth.push(metrics.get("async/queue_depth", 0.0))
+        return self.trainer.is_full
+
+
 class TrainerStarved:
     """The trainer waits on an empty queue most of each step: generation sets the pace."""
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.trainer = Window(ASYNC_WINDOW)
-        self.generator = Window(ASYNC_WINDOW)
+        self.shares = BusyShares()
 
     def observe(self, step: int, metrics: Metrics) -> Verdict | None:
-        trainer, generator = metrics.get("async/trainer_busy"), metrics.get("async/generator_busy")
-        if trainer is None or generator is None or not is_steady(step, self.spec):
+        if not self.shares.push(step, metrics, self.spec):
             return None
-        self.trainer.push(trainer)
-        self.generator.push(generator)
-        busy = self.trainer.mean
-        if not self.trainer.is_full or busy > STARVED_SHARE:
+        busy, generator = self.shares.trainer.mean, self.shares.generator.mean
+        if busy > STARVED_SHARE:
             return None
         return Verdict(
             severity=starved_severity(busy),
             message=(
                 f"The trainer waited for the producer's batches {percent(1 - busy)} of the "
                 f"time over the last {ASYNC_WINDOW} steps (the producer was busy "
-                f"{percent(self.generator.mean)}): generation sets the pace, and the overlap "
+                f"{percent(generator)}): generation sets the pace, and the overlap "
                 f"gains at most {1 + busy:.2f}x over taking turns."
             ),
             metric="async/trainer_busy",
-            facts={"async/trainer_busy": busy, "async/generator_busy": self.generator.mean},
+            facts={"async/trainer_busy": busy, "async/generator_busy": generator},
             suggestions=self._suggestions(),
         )
 
@@ -120,35 +137,22 @@ class GeneratorStarved:
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.generator = Window(ASYNC_WINDOW)
-        self.trainer = Window(ASYNC_WINDOW)
-        self.depth = Window(ASYNC_WINDOW)
+        self.shares = BusyShares()
         self.dropped = Window(ASYNC_WINDOW)
 
     def observe(self, step: int, metrics: Metrics) -> Verdict | None:
         dropped = metrics.get("async/dropped_stale")
         if dropped is not None:
             self.dropped.push(dropped)
-        busy = self._push_busy(step, metrics)
+        is_full = self.shares.push(step, metrics, self.spec)
         if dropped is not None and dropped > 0:
             return self._dropped(step)
-        if busy is None or busy > STARVED_SHARE:
+        if not is_full or self.shares.generator.mean > STARVED_SHARE:
             return None
-        return self._idle(busy)
-
-    def _push_busy(self, step: int, metrics: Metrics) -> float | None:
-        """The producer's busy share over the window once it is full; None before, and on
-        a step that is not steady."""
-        generator, trainer = metrics.get("async/generator_busy"), metrics.get("async/trainer_busy")
-        if generator is None or trainer is None or not is_steady(step, self.spec):
-            return None
-        self.generator.push(generator)
-        self.trainer.push(trainer)
-        self.depth.push(metrics.get("async/queue_depth", 0.0))
-        return self.generator.mean if self.generator.is_full else None
+        return self._idle(self.shares.generator.mean)
 
     def _idle(self, busy: float) -> Verdict:
-        spec = self.spec
+        spec, trainer, depth = self.spec, self.shares.trainer.mean, self.shares.depth.mean
         ahead = (
             "with max_staleness 0 it may not sample ahead at all, so the two sides take turns"
             if spec.max_staleness == 0
@@ -158,14 +162,14 @@ class GeneratorStarved:
             severity=starved_severity(busy),
             message=(
                 f"The producer sampled only {percent(busy)} of the time over the last "
-                f"{ASYNC_WINDOW} steps (the trainer was busy {percent(self.trainer.mean)}, "
-                f"{self.depth.mean:.1f} batches queued ahead): {ahead}."
+                f"{ASYNC_WINDOW} steps (the trainer was busy {percent(trainer)}, "
+                f"{depth:.1f} batches queued ahead): {ahead}."
             ),
             metric="async/generator_busy",
             facts={
                 "async/generator_busy": busy,
-                "async/trainer_busy": self.trainer.mean,
-                "async/queue_depth": self.depth.mean,
+                "async/trainer_busy": trainer,
+                "async/queue_depth": depth,
             },
             suggestions=self._idle_suggestions(),
         )
@@ -173,7 +177,7 @@ class GeneratorStarved:
     def _idle_suggestions(self) -> tuple[Suggestion, ...]:
         spec, changes = self.spec, []
         sync = spec.weight_sync_steps
-        if self.trainer.mean < PACE_SHARE:  # both sides wait: the bound holds them back
+        if self.shares.trainer.mean < PACE_SHARE:  # both sides wait: the bound holds them back
             why = "sample further ahead, so that neither side waits for the other"
             changes.append(Suggestion("max_staleness", spec.max_staleness + 1, why))
         elif spec.max_staleness > sync:
@@ -186,7 +190,7 @@ class GeneratorStarved:
 
     def _dropped(self, step: int) -> Verdict:
         spec = self.spec
-        count = self.dropped.mean * len(self.dropped.values)
+        count = self.dropped.total
         more = spec.max_staleness + spec.weight_sync_steps
         return Verdict(
             severity=Severity.WARNING,

@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from grpo.doctor.asynchrony import BusyShares
 from grpo.doctor.doctor import EVIDENCE_STEPS, Doctor, Episode
 from grpo.doctor.finding import ExampleQuery, Severity, Suggestion, Verdict
 from grpo.doctor.registry import RULES_BY_ID, RULES_VERSION
@@ -28,7 +29,10 @@ from grpo.spec import JobSpec
 
 CLASSES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (Window, Trend, Baseline, Streak, Verdict, Suggestion, ExampleQuery, Episode)
+    for cls in (
+        *(Window, Trend, Baseline, Streak, BusyShares),
+        *(Verdict, Suggestion, ExampleQuery, Episode),
+    )
 }
 """What a detector or an episode may hold besides numbers, strings and containers."""
 ENUMS: dict[str, type[Enum]] = {"Severity": Severity}
