@@ -22,6 +22,7 @@ AUTO_INFLIGHT = -1
 how far our producer samples ahead."""
 TRL_SERVER_URL = "http://localhost:8000"
 """AsyncGRPOConfig's default vllm_server_base_url (GRPOConfig's is None: host and port)."""
+WHOLE_PUSHES = "weights are pushed whole; delta-compressed sync is not offered"
 WHY_NOT: dict[str, str] = {
     "max_inflight_tasks": (
         "the producer samples whole steps, at most max_staleness ahead (TRL's automatic "
@@ -42,16 +43,15 @@ WHY_NOT: dict[str, str] = {
         "refuses tools)"
     ),
     "max_tool_calling_iterations": "async_generation refuses tools (sampled in turn only)",
-    "delta_sync_enabled": "weights are pushed whole; delta-compressed sync is not offered",
-    "delta_sync_repo_id": "weights are pushed whole; delta-compressed sync is not offered",
-    "delta_sync_anchor_interval": "weights are pushed whole; delta-compressed sync is not offered",
-    "delta_sync_encoding": "weights are pushed whole; delta-compressed sync is not offered",
+    "delta_sync_enabled": WHOLE_PUSHES,
+    "delta_sync_repo_id": WHOLE_PUSHES,
+    "delta_sync_anchor_interval": WHOLE_PUSHES,
+    "delta_sync_encoding": WHOLE_PUSHES,
 }
 """Why an AsyncGRPOConfig field of its own has no JobSpec equivalent."""
-ONLY_ASYNC = (*SAME_NAME, "max_inflight_tasks", "queue_maxsize", "request_timeout",
-              "heartbeat_stale_after_s", "token_budget", "fork_threshold_tokens",
-              "delta_sync_enabled", "delta_sync_repo_id", "delta_sync_anchor_interval",
-              "delta_sync_encoding")  # fmt: skip
+SHARED_WITH_GRPO = ("max_tool_calling_iterations",)
+"""Fields of WHY_NOT that GRPOConfig has too: they do not make a recipe an AsyncGRPOConfig."""
+ONLY_ASYNC = (*SAME_NAME, *(key for key in WHY_NOT if key not in SHARED_WITH_GRPO))
 """Fields AsyncGRPOConfig has and GRPOConfig does not (in TRL's versions that had them): a
 recipe that sets one is an AsyncGRPOConfig."""
 
