@@ -159,7 +159,7 @@ def _on_shutdown(**_: object) -> None:
 @worker_shutting_down.connect
 def _on_shutting_down(**_: object) -> None:
     """Celery's shutdown began (it runs this in its signal handler, on the main thread)."""
-    if stopping.is_set() or _signalled:
+    if _signalled:  # set before stopping is, and only here
         return
     _signalled.append(True)  # no lock: a signal may land here and run this again, nested
     for sig in (signal.SIGINT, signal.SIGTERM):  # no escalation to Celery's cold shutdown
