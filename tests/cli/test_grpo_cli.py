@@ -154,11 +154,11 @@ def test_train_in_micro_batches_of_5_gives_the_weights_of_one_pass(
 ):
     """4 prompts x G 8 = 32 completions, 5 per pass (7 passes, groups split), one step.
 
-    The gradients agree to fp32 noise (tests/algo/test_update.py), but Adam's first step moves every
-    weight by about lr = 1e-3 whatever its gradient's size, so a weight whose gradient is
-    itself noise (summed terms cancelling) may land up to 2 lr away. Measured: 0.1-0.4% of
-    each matrix beyond lr / 10; dividing each pass by its own normalizer instead puts 10-40%
-    there.
+    The gradients agree to fp32 noise (tests/training/test_update.py), but Adam's first step
+    moves every weight by about lr = 1e-3 whatever its gradient's size, so a weight whose
+    gradient is itself noise (summed terms cancelling) may land up to 2 lr away. Measured:
+    0.1-0.4% of each matrix beyond lr / 10; dividing each pass by its own normalizer instead
+    puts 10-40% there.
     """
     weights = []
     for extra in ("", "micro_batch_size: 5\n"):
