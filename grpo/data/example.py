@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from grpo.spec.records import Prompt
+from grpo.data.records import Prompt
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from typing import Any
 from grpo.data.arith_task import arith_examples
 from grpo.data.code_task import code_examples
 from grpo.data.example import Example
+from grpo.data.parquet import is_parquet, parquet_records
+from grpo.data.records import RecordError, parse_record
 from grpo.data.tools_task import tools_examples
 from grpo.spec.data import DataSpec
-from grpo.spec.parquet import is_parquet, parquet_records
-from grpo.spec.records import RecordError, parse_record
 from grpo.spec.sources import LocalRoots, parse_data_source, resolve_local, uploaded_dataset_path
 
 

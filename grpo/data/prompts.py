@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from grpo.data.example import Example
+from grpo.data.records import SYSTEM_PROMPT_CLASH, ChatMessage, has_system_turn
 from grpo.spec.data import DataSpec
-from grpo.spec.records import SYSTEM_PROMPT_CLASH, ChatMessage, has_system_turn
 
 R1_TEMPLATE = (
     "A conversation between User and Assistant. The user asks a question, and the "

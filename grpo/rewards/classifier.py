@@ -15,9 +15,9 @@ from typing import Any
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from grpo.data.records import Prompt
 from grpo.models.loading import resolve_model_path
 from grpo.rewards.batch import RewardBatch
-from grpo.spec.records import Prompt
 from grpo.spec.rewards import ModelReward
 from grpo.spec.sources import LocalRoots
 

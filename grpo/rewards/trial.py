@@ -19,13 +19,13 @@ from pathlib import Path
 from types import FrameType
 
 from grpo.data.example import Example
+from grpo.data.records import Prompt
 from grpo.failures import RewardFunctionError
 from grpo.rewards.batch import RewardBatch, TrainerState
 from grpo.rewards.failure_kinds import ScoreTimeout, failure_kind
 from grpo.rewards.scoring import Rewarder
 from grpo.rewards.trial_report import Failure, SampleResult, ServerPaths
 from grpo.scrub import scrub
-from grpo.spec.records import Prompt
 from grpo.spec.rewards import MultiReward, RewardSpec
 from grpo.spec.sources import LocalRoots
 

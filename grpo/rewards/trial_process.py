@@ -17,11 +17,11 @@ import sys
 from typing import TextIO
 
 from grpo.data.example import Example
+from grpo.data.records import parse_record
 from grpo.rewards.preflight import findings, probe_records
 from grpo.rewards.trial import Sample, Trial, estimated_tokens
 from grpo.rewards.trial_report import ProbeResult, ScoringJob
 from grpo.spec import JobSpec
-from grpo.spec.records import parse_record
 
 
 def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> None:

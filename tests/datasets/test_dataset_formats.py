@@ -13,10 +13,10 @@ import pytest
 
 from grpo.data.example import Example
 from grpo.data.loading import load_examples
+from grpo.data.parquet import BATCH_ROWS, parquet_records
 from grpo.data.prompts import check_prompts_render, prompt_messages
+from grpo.data.record_files import system_prompt_clash
 from grpo.spec.data import DataSpec
-from grpo.spec.parquet import BATCH_ROWS, parquet_records
-from grpo.spec.record_files import system_prompt_clash
 from tests.hub_cache import save_hub_dataset
 
 STANDARD = [{"prompt": f"{i}+1=", "solution": str(i + 1), "level": i % 3} for i in range(5)]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from grpo.spec.records import Record, RecordError, parse_record, parse_record_line
+from grpo.data.records import Record, RecordError, parse_record, parse_record_line
 
 SYSTEM_USER = [
     {"role": "system", "content": "Answer with a number."},

@@ -58,13 +58,13 @@ TORCH_FREE_GRPO = (
     "grpo.spec.logging",  # the trackers a spec may name
     "grpo.spec.sources",  # what `model` and `data.source` point at
     "grpo.spec.hub",  # whether a hub model id can be loaded, checked at submit
-    "grpo.spec.records",  # a JSONL record, checked at upload
-    "grpo.spec.parquet",  # a parquet dataset read a batch at a time, checked at upload
-    "grpo.spec.parquet_shape",  # a parquet file's shape and rows' decoded sizes, at upload
-    "grpo.spec.dataset_limits",  # how big and deep an uploaded dataset may be
+    "grpo.data.records",  # a JSONL record, checked at upload
+    "grpo.data.parquet",  # a parquet dataset read a batch at a time, checked at upload
+    "grpo.data.parquet_shape",  # a parquet file's shape and rows' decoded sizes, at upload
+    "grpo.data.dataset_limits",  # how big and deep an uploaded dataset may be
     "grpo.spec.trl_config",  # a TRL GRPOConfig as a JobSpec (POST /api/specs/convert)
     "grpo.spec.yaml_input",  # the one rule for YAML a user hands us (no aliases, bounded)
-    "grpo.spec.record_files",  # a dataset file's records one at a time, scanned at submit
+    "grpo.data.record_files",  # a dataset file's records one at a time, scanned at submit
     "grpo.spec.hints",  # the words of a spec's errors: did you mean, TRL's names, bounds
     "grpo.cli.commands",  # every command's one-line summary, for both parsers
     "grpo.spec.demo",  # what the demo promises, quoted by its preset
@@ -294,7 +294,7 @@ LAZY_IMPORTS_OF_OUR_CODE = {
     "worker/lifecycle.py": "the device label needs torch; the worker's other paths do not",
     "grpo/rewards/model.py": "the API checks model entries; only the worker loads the classifier",
     "grpo/python_api.py": "`from grpo import train` loads torch only when training starts",
-    "grpo/spec/parquet.py": "pyarrow and numpy load when a parquet file is first read",
+    "grpo/data/parquet.py": "pyarrow and numpy load when a parquet file is first read",
 }
 """Where an import of our own code inside a function is allowed, and why: keeping a heavy
 dependency out of a path that does not need it. Anywhere else, a shared type goes into a

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from grpo.data.example import Example
+from grpo.data.records import RecordError, parse_record
 from grpo.rewards.batch import RewardBatch
 from grpo.rewards.registry import REWARD_KINDS, answer_refusals, check_answers_present
 from grpo.spec import JobSpec
-from grpo.spec.records import RecordError, parse_record
 
 NO_ANSWER = {"source": "data.jsonl", "answer_field": None}
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from app.api.errors import ApiError
-from grpo.spec.dataset_limits import DatasetLimitError, DatasetLimits, json_nesting
-from grpo.spec.records import RecordError, parse_record
+from grpo.data.dataset_limits import DatasetLimitError, DatasetLimits, json_nesting
+from grpo.data.records import RecordError, parse_record
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.api.checks.jsonl import JsonlSummary, bad_dataset, past_limit, texts_of
-from grpo.spec.dataset_limits import DatasetLimitError, DatasetLimits
-from grpo.spec.parquet import parquet_records
-from grpo.spec.records import RecordError, parse_record
+from grpo.data.dataset_limits import DatasetLimitError, DatasetLimits
+from grpo.data.parquet import parquet_records
+from grpo.data.records import RecordError, parse_record
 
 
 def check_parquet_file(

@@ -12,9 +12,9 @@ from app.api.checks.refusal import Problem, problem, refuse
 from app.settings import Settings
 from app.store import datasets
 from app.store.db import Session
+from grpo.data.record_files import system_prompt_clash
 from grpo.spec import JobSpec
 from grpo.spec.hub import hub_model_problem
-from grpo.spec.record_files import system_prompt_clash
 from grpo.spec.sources import (
     LocalRoots,
     parse_data_source,

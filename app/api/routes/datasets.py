@@ -22,8 +22,8 @@ from app.api.schemas import DatasetList, DatasetOut
 from app.settings import Settings
 from app.store import datasets
 from app.store.models import Dataset
-from grpo.spec.dataset_limits import DatasetLimits
-from grpo.spec.parquet import is_parquet
+from grpo.data.dataset_limits import DatasetLimits
+from grpo.data.parquet import is_parquet
 
 router = APIRouter(prefix="/api/datasets", tags=["datasets"])
 FieldName = Annotated[str, Query(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]

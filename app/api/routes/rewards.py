@@ -20,6 +20,7 @@ from app.api.deps import SessionDep, SettingsDep, WriteAccess
 from app.api.errors import ApiError
 from app.api.responses import WRITES, errors
 from app.api.reward_trials import MEMORY_MB, Scored, run_scoring, server_paths
+from grpo.data.records import RecordError, parse_record
 from grpo.rewards.registry import kind_of
 from grpo.rewards.trial_report import (
     MAX_COMPLETION_CHARS,
@@ -33,7 +34,6 @@ from grpo.rewards.trial_report import (
     SampleResult,
     ScoringJob,
 )
-from grpo.spec.records import RecordError, parse_record
 
 router = APIRouter(prefix="/api/rewards", tags=["rewards"], responses=errors(*WRITES, 429))
 

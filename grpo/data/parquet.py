@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from grpo.spec.dataset_limits import DatasetLimitError, DatasetLimits
+from grpo.data.dataset_limits import DatasetLimitError, DatasetLimits
 
 PARQUET_MAGIC = b"PAR1"
 """The four bytes a parquet file starts (and ends) with."""
@@ -46,7 +46,7 @@ def parquet_records(path: Path, limits: DatasetLimits | None = None) -> Iterator
     try:
         import pyarrow as pa
 
-        from grpo.spec import parquet_shape as shape
+        from grpo.data import parquet_shape as shape
     except ImportError as exc:  # a dependency of the project; absent only in odd installs
         raise ValueError("parquet datasets need the `pyarrow` package") from exc
     if limits is not None:
@@ -79,7 +79,7 @@ def _dictionaries_needed(path: Path, limits: DatasetLimits | None, metadata: Any
     with dictionaries, shows them), else none (faster, and pyarrow's pool stays smaller)."""
     import pyarrow as pa
 
-    from grpo.spec import parquet_shape as shape
+    from grpo.data import parquet_shape as shape
 
     text = shape.dictionary_columns(metadata)
     if not text:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grpo.spec.dataset_limits import DatasetLimitError, DatasetLimits
+from grpo.data.dataset_limits import DatasetLimitError, DatasetLimits
 
 VALUE_BYTES = 8
 """Bytes a value counts besides its own text (as a JSON line would spend on punctuation):

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from grpo.spec.parquet import is_parquet, parquet_records
-from grpo.spec.records import SYSTEM_PROMPT_CLASH
+from grpo.data.parquet import is_parquet, parquet_records
+from grpo.data.records import SYSTEM_PROMPT_CLASH
 
 
 def file_records(path: Path) -> Iterator[tuple[str, Any]]:
