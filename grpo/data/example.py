@@ -19,7 +19,7 @@ class Example:
 
     id: str
     prompt: Prompt
-    """Text, or chat messages rendered with the model's chat template (grpo/spec/records.py)."""
+    """Text, or chat messages rendered with the model's chat template (grpo/data/records.py)."""
     answer: str
     data: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False, compare=False)
     """Every other field of the record, handed to reward functions (tests, metadata)."""

@@ -1,12 +1,12 @@
 """Reading a parquet dataset record by record, a batch of rows at a time, never whole.
 
 pyarrow decodes one record batch (`BATCH_ROWS` rows) at a time from a buffered stream of
-the file (`buffer_size`), its text columns kept as dictionaries (grpo/spec/parquet_shape.py):
+the file (`buffer_size`), its text columns kept as dictionaries (grpo/data/parquet_shape.py):
 a value stored once for many rows stays one value in arrow. Each batch's rows are sized
 (`row_sizes`) before any is expanded, then turned into Python a slice of at most
 `SLICE_BYTES` at a time, so memory follows the slice, not the file, whatever its row groups
 and encodings. Each row comes out as the dict a JSONL line would decode to (lists and
-structs as Python lists and dicts), for grpo/spec/records.py. Given limits (an upload),
+structs as Python lists and dicts), for grpo/data/records.py. Given limits (an upload),
 the footer's length and then its metadata are checked before anything is decoded, and
 every row and the running total as they are decoded. Imports neither torch nor pydantic:
 the API checks uploads with it. Knows nothing of HTTP.

@@ -5,7 +5,7 @@ parsed), then from the parsed footer the number of rows and leaf columns, how de
 column's type nests, and each column chunk's decompressed size (its pages' uncompressed
 size, or its values times their width when they are of fixed width). None of these bounds
 a dictionary-encoded column: its one stored value may stand for every row. So the reader
-(grpo/spec/parquet.py) keeps text columns as dictionaries while a batch is in arrow, and
+(grpo/data/parquet.py) keeps text columns as dictionaries while a batch is in arrow, and
 `row_sizes` counts what each row would decode to, before a single Python string is made.
 Imports neither torch nor pydantic; knows nothing of HTTP.
 """

@@ -1,4 +1,4 @@
-"""grpo/spec/records.py: what a dataset record is, the same at upload and at load."""
+"""grpo/data/records.py: what a dataset record is, the same at upload and at load."""
 
 from __future__ import annotations
 

@@ -236,7 +236,8 @@ def test_only_the_request_dependency_the_worker_and_the_cli_open_sessions() -> N
 
 
 GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
-    "spec": (),  # JobSpec and its sections, sources, records: pydantic only
+    "spec": (),  # JobSpec and its sections, sources: pydantic only
+    # a dataset's records and their torch-free readers (JSONL, parquet), loading, tasks
     "data": ("spec",),
     "models": ("spec", "data"),
     "rewards": ("spec", "data", "models"),

@@ -3,7 +3,7 @@
 Lines end at `\\n` only: U+2028, U+0085 and other Unicode line breaks are valid inside JSON
 strings. A line is read no further than GRPO_MAX_DATASET_RECORD_BYTES; its fields, and the
 fields of all records together, number at most GRPO_MAX_DATASET_COLUMNS, and nest at most
-GRPO_MAX_DATASET_NESTING deep (grpo/spec/dataset_limits.py). Every refusal names the line.
+GRPO_MAX_DATASET_NESTING deep (grpo/data/dataset_limits.py). Every refusal names the line.
 Knows nothing of HTTP beyond the error it raises.
 """
 
@@ -42,7 +42,7 @@ def past_limit(exc: DatasetLimitError) -> ApiError:
 def check_jsonl_file(
     path: Path, *, prompt_field: str, answer_field: str | None, limits: DatasetLimits
 ) -> JsonlSummary:
-    """Every non-blank line a record as the trainer reads it (grpo/spec/records.py), of text the
+    """Every non-blank line a record as the trainer reads it (grpo/data/records.py), of text the
     store and the tokenizer can take (no NUL, no lone surrogate), within `limits`; the fields
     records have."""
     fields = {prompt_field} | ({answer_field} if answer_field else set())

@@ -1,8 +1,8 @@
-"""Checking an uploaded parquet dataset a record batch at a time (grpo/spec/parquet.py),
+"""Checking an uploaded parquet dataset a record batch at a time (grpo/data/parquet.py),
 never holding it whole: its footer's length, then its rows, columns, nesting and column
 chunks' decompressed sizes from the footer, all before anything is decoded; then every row
-a record as the trainer reads it (grpo/spec/records.py), each row's and all rows' decoded
-size counted before the row is expanded (grpo/spec/parquet_shape.py). Every refusal names
+a record as the trainer reads it (grpo/data/records.py), each row's and all rows' decoded
+size counted before the row is expanded (grpo/data/parquet_shape.py). Every refusal names
 the row (1-based) or the column; strings may not hold NUL, which the store cannot keep.
 Knows nothing of HTTP beyond the error it raises.
 """

@@ -101,7 +101,7 @@ def answer_problems(body: RewardTestIn) -> list[Problem]:
 
 
 def sample_problems(body: RewardTestIn) -> list[Problem]:
-    """Each sample as a worker reads a record (grpo/spec/records.py), with its completion."""
+    """Each sample as a worker reads a record (grpo/data/records.py), with its completion."""
     found = []
     for i, sample in enumerate(body.samples):
         completion = sample.get("completion")
