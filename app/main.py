@@ -15,7 +15,7 @@ from app.api.responses import EVERY_ROUTE, errors
 from app.api.routes import (
     checkpoints,
     datasets,
-    diagnostics,
+    doctor,
     evals,
     exports,
     health,
@@ -67,7 +67,7 @@ def create_app() -> FastAPI:
         checkpoints,
         evals,
         run_summary,
-        diagnostics,
+        doctor,
         specs,
         rescores,
         rewards,

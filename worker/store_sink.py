@@ -15,7 +15,7 @@ from grpo.report.trackers import Outcome
 from grpo.rewards.trial_report import PreflightReport
 from grpo.run.sink import Sink
 from grpo.spec import JobSpec
-from worker.diagnosis import RunDoctor
+from worker.run_doctor import RunDoctor
 from worker.run_writes import GaveUp, RunWrites
 
 

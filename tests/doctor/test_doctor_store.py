@@ -24,7 +24,7 @@ from grpo.spec import JobSpec
 from tests.doctor.test_async_findings import SLOW_TRAINER, async_demo_rows
 from tests.seed import seed_scalars
 from tests.store_fixture import _clear_caches, store
-from worker.diagnosis import RunDoctor
+from worker.run_doctor import RunDoctor
 from worker.run_writes import RunWrites
 
 __all__ = ["store"]

@@ -137,7 +137,7 @@ MAY_OPEN_SESSIONS = (
     "app/store/db.py",
     "worker/",
     # a long run's diagnosis goes on after the answer, a session per stretch, as a worker's
-    "app/api/routes/diagnostics.py",
+    "app/api/routes/doctor.py",
 )
 
 
