@@ -3,7 +3,7 @@ rewards (as its Rewarder prepared them) score adversarial completions of its fir
 `reward_preflight_records` records (grpo/rewards/preflight.py, the probes of
 `POST /api/rewards/preflight`). Each probe a function pays as well as a correct completion,
 or fails on, is a warning line in the run's log, and the report goes to the run's sinks (the
-worker stores its findings as the run doctor's: worker/diagnosis.py).
+worker stores its findings as the run doctor's: worker/run_doctor.py).
 
 Not for a run with tools: its rewards read trajectories (tool calls and results), which
 the probes' plain completions are not. It never fails the run and delays it little: each
