@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from grpo.algo.advantages import step_advantages
+from grpo.algo.advantages import AdvantageKnobs, ScoredRewards, step_advantages
 from grpo.data.example import Example
 from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_nonempty
@@ -95,13 +95,7 @@ def replay_step(
     rewards = torch.tensor(total_rewards(scored.scores, rewarder.weights))
     rewards = rewards.view(len(groups), -1)  # (B, G)
     advantages = step_advantages(
-        rewards,
-        scored.scores,
-        rewarder.weights,
-        scale=spec.scale_rewards,
-        aggregation=spec.multi_objective_aggregation,
-        eps=spec.advantage_eps,
-        clip=spec.advantage_clip,
+        ScoredRewards(rewards, scored.scores, rewarder.weights), AdvantageKnobs.of(spec)
     )
     g = batch.num_generations
     return [

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from grpo.algo.advantages import step_advantages
+from grpo.algo.advantages import AdvantageKnobs, ScoredRewards, step_advantages
 from grpo.data.example import Example
 from grpo.data.loading import PromptSampler
 from grpo.data.prompt_fit import FittedPrompt, fit_prompt
@@ -194,15 +194,6 @@ class Rounds:
 
     def compute_advantages(self, rewards: torch.Tensor, scores: Scores) -> torch.Tensor:
         """(B, G) advantages of the rewards (B, G): a batch-wide std is over every rank's."""
-        spec = self.policy.spec
+        scored = ScoredRewards(rewards, scores, self.policy.rewarder.weights)
         batch_std = self.ranks.population_std if self.ranks.is_distributed else None
-        return step_advantages(
-            rewards,
-            scores,
-            self.policy.rewarder.weights,
-            scale=spec.scale_rewards,
-            aggregation=spec.multi_objective_aggregation,
-            eps=spec.advantage_eps,
-            clip=spec.advantage_clip,
-            batch_std=batch_std,
-        )
+        return step_advantages(scored, AdvantageKnobs.of(self.policy.spec), batch_std)
