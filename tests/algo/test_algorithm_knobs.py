@@ -12,7 +12,7 @@ from grpo.spec import FormatReward, RegexReward
 from grpo.spec.logging import LoggingSpec
 from grpo.training.trainer import TrainingLoop
 from grpo.training.update import policy_update
-from tests.train.test_trainer import comparable, run, tiny_spec
+from tests.training.test_trainer import comparable, run, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -6,7 +6,7 @@ import torch
 from grpo.data.example import Example
 from grpo.rollout.dynamic_sampling import Batch, fill_with_signal
 from grpo.rollout.rollout import Rollout, concat_rollouts
-from tests.train.test_trainer import run, tiny_spec
+from tests.training.test_trainer import run, tiny_spec
 
 PAD = 0
 

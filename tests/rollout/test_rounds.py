@@ -7,7 +7,7 @@ import torch
 
 from grpo.report.timing import StepClock
 from grpo.training.trainer import TrainingLoop
-from tests.train.test_trainer import tiny_spec
+from tests.training.test_trainer import tiny_spec
 
 
 def tiny_trainer(tmp_path, cache_dir, **overrides) -> TrainingLoop:

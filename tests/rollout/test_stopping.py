@@ -83,7 +83,7 @@ def test_generation_ends_at_the_first_stop_string_and_keeps_it(model, tokenizer)
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_a_run_reports_stop_as_the_finish_reason_with_the_string(tmp_path, grpo_cache_dir):
-    from tests.train.test_trainer import run, tiny_spec
+    from tests.training.test_trainer import run, tiny_spec
 
     stops = list("aeiou0123456")  # a random model's text meets one within a few characters
     spec = tiny_spec(stop=stops, logging={"max_groups_per_step": 2}, max_steps=1)

@@ -19,7 +19,7 @@ from grpo.rollout.async_source import AsyncSource, split_stale
 from grpo.rollout.dynamic_sampling import Batch, Filled
 from grpo.rollout.rollout import Rollout
 from grpo.training.trainer import TrainingLoop
-from tests.train.test_trainer import run, tiny_spec
+from tests.training.test_trainer import run, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

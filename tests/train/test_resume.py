@@ -9,7 +9,7 @@ from grpo.checkpoints.files import KEEP_CHECKPOINTS, latest_checkpoint
 from grpo.spec import RegexReward
 from grpo.spec.optimization import LoraSpec
 from grpo.training.trainer import FitResult, TrainingLoop
-from tests.train.test_trainer import comparable, tiny_spec
+from tests.training.test_trainer import comparable, tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
