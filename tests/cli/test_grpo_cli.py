@@ -86,7 +86,7 @@ def test_eval_reports_greedy_accuracy_of_a_checkpoint(tmp_path, grpo_cache_dir, 
 
 def test_train_reports_a_failing_job_in_one_line_and_exits_1(tmp_path, grpo_cache_dir, capsys):
     spec = tmp_path / "spec.yaml"
-    # lr 1 without clipping over 4 passes diverges at step 1 (as in tests/train/test_trainer.py)
+    # lr 1 without clipping over 4 passes diverges at step 1 (as in tests/training/test_trainer.py)
     spec.write_text(
         "model: builtin:tiny\nprompts_per_step: 2\nnum_generations: 4\nmax_completion_length: 6\n"
         "rewards: [{name: regex, pattern: '\\d'}]\n"
