@@ -28,6 +28,7 @@ import torch
 
 from grpo.engines.engine import Engine, GenerationRequest
 from grpo.rollout.rollout import Rollout
+from grpo.rollout.sampling import stream_seed
 from grpo.tools.calls import parse_tool_calls
 from grpo.tools.kind import ToolRunFacts
 from grpo.tools.render import template_problem, tool_turn_text
@@ -38,7 +39,7 @@ from grpo.tools.trajectory import Trajectory, Turn
 def trajectory_seed(group_seed: int, index: int, turn: int) -> int:
     """The sampling stream of completion `index` of a group at `turn`: distinct per
     (group seed, index, turn), stable across batchings, ranks and machines."""
-    return ((group_seed * 1_000_039 + index) * 1_000_081 + turn) % (2**63 - 1)
+    return stream_seed(group_seed, index, turn, scale=1_000_039, stride=1_000_081)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from grpo.engines.engine import GenerationRequest
 from grpo.engines.weights import policy_weights, save_engine_copy
 from grpo.rollout.policy import PolicyView
 from grpo.rollout.rollout import Rollout
+from grpo.rollout.sampling import stream_seed
 from grpo.spec.generation import Sampling
 
 
@@ -38,7 +39,7 @@ def completion_seed(group_seed: int, index: int) -> int:
     """Seed of completion `index` of the group seeded `group_seed`: one request per
     completion, so vLLM's draws depend on this seed alone (a request with n > 1 would
     draw in an order that depends on the batch)."""
-    return (group_seed * 1_000_003 + index * 7_919 + 1) % (2**31 - 1)
+    return stream_seed(group_seed, 1, index * 7_919, modulus=2**31 - 1)  # vLLM: < 2**31
 
 
 class VllmEngine:

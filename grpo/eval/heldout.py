@@ -26,12 +26,10 @@ from grpo.rewards.batch import RewardBatch, Scores, TrainerState
 from grpo.rewards.rules import total_rewards
 from grpo.rollout.policy import PolicyView
 from grpo.rollout.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
+from grpo.rollout.sampling import eval_seed
 from grpo.spec import JobSpec
 from grpo.spec.generation import GREEDY, Sampling
 from grpo.spec.sources import LocalRoots
-
-EVAL_ROUND = 1_000
-"""Sampling-stream round of eval samples: never one a training step samples from."""
 
 
 def is_eval_step(spec: JobSpec, step: int) -> bool:
@@ -137,7 +135,7 @@ def _sample(
     )  # fmt: skip
     # temperature 0 is greedy; otherwise eval's temperature with the run's top_k only
     sampling = GREEDY if ev.temperature == 0 else Sampling(ev.temperature, top_k=spec.top_k)
-    seeds = [spec.seed * 1_000_003 + EVAL_ROUND * 7919 + first + i for i in range(len(batch))]
+    seeds = [eval_seed(spec.seed, first + i) for i in range(len(batch))]
     # through the run's engine (native: our decode loop under autocast; vllm: the engine)
     rollout = policy.eval_engine.generate(
         GenerationRequest(

@@ -122,9 +122,38 @@ def _nucleus(scores: Tensor, top_p: float) -> Tensor:
     return scores.masked_fill(dropped, float("-inf"))
 
 
+SEED_MODULUS = 2**63 - 1
+"""What every stream seed is reduced modulo (a torch.Generator takes < 2**64)."""
+EVAL_ROUND = 1_000
+"""Held-out evaluation's stream offset (EVAL_ROUND * 7_919, without the groups' stride):
+its streams are a family apart from the training rounds'."""
+
+
+def stream_seed(
+    base: int,
+    offset: int,
+    position: int,
+    *,
+    scale: int = 1_000_003,
+    stride: int = 1,
+    modulus: int = SEED_MODULUS,
+) -> int:
+    """((base * scale + offset) * stride + position) % modulus: the one formula every
+    sampling stream's seed is made by, from the run's seed (a group's stream) or from a
+    group's seed (a completion's or a trajectory's stream). Each stream's own constants
+    (its keyword arguments, in the named functions below and in grpo/engines/) keep the
+    seeds every earlier run drew, so what a seed samples never changed."""
+    return ((base * scale + offset) * stride + position) % modulus
+
+
 def group_seed(seed: int, step: int, position: int, round_index: int = 0) -> int:
     """Seed of the sampling stream of the group at `position` (0-based) of `step`'s
     dynamic-sampling round `round_index`: distinct per (seed, step, round, position), stable
     across runs, batchings and machines."""
-    step_seed = seed * 1_000_003 + step + round_index * 1_000_000_007
-    return (step_seed * 1_000_033 + position) % (2**63 - 1)
+    return stream_seed(seed, step + round_index * 1_000_000_007, position, stride=1_000_033)
+
+
+def eval_seed(seed: int, position: int) -> int:
+    """Seed of held-out example `position`'s sampling stream (the same at every eval step,
+    so evals differ by the policy alone): seed * 1_000_003 + EVAL_ROUND * 7_919 + position."""
+    return stream_seed(seed, EVAL_ROUND * 7_919, position)
