@@ -255,9 +255,9 @@ class LogprobGap:
 
     def _suggestions(self) -> tuple[Suggestion, ...]:
         spec, changes = self.spec, []
-        if not spec.vllm_importance_sampling_correction:
+        if not spec.importance_correction.enabled:
             why = "weigh each token by the trainer's over the sampler's probability"
-            changes.append(Suggestion("vllm_importance_sampling_correction", True, why))
+            changes.append(Suggestion("importance_correction.enabled", True, why))
         lowest = max(spec.weight_sync_steps - 1, 1)
         if spec.async_generation and spec.max_staleness > lowest:
             why = "fewer versions between the sampler's weights and the trainer's"

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 from grpo.spec.algorithm import AlgorithmKnobs
 from grpo.spec.asynchrony import AsyncKnobs, async_refusal
 from grpo.spec.config import SpecInt
+from grpo.spec.correction import CorrectionKnobs
 from grpo.spec.data import DataSpec
 from grpo.spec.endpoints import endpoint_host, is_allowed_host
 from grpo.spec.eval import EvalSpec
@@ -66,11 +67,12 @@ __all__ = [
 
 
 # pydantic orders fields base by base from the right (the reverse of Python's MRO): task,
-# algorithm, generation, optimization, vllm, tools, async, then this class's own; the
-# validators below read fields of earlier bases in `info.data`.
+# algorithm, generation, optimization, vllm, importance correction, tools, async, then this
+# class's own; the validators below read fields of earlier bases in `info.data`.
 class JobSpec(
     AsyncKnobs,
     ToolKnobs,
+    CorrectionKnobs,
     VllmKnobs,
     OptimizationKnobs,
     GenerationKnobs,

@@ -20,6 +20,7 @@ import yaml
 from pydantic import ValidationError
 
 from grpo.spec import JobSpec
+from grpo.spec.correction import TRL_NAMES as CORRECTION_NAMES
 from grpo.spec.hints import worded_errors
 from grpo.spec.trl_async import is_async_recipe, map_async
 
@@ -31,11 +32,12 @@ SAME_NAME = (
     "adam_epsilon max_grad_norm optim gradient_checkpointing seed save_steps max_steps "
     "sync_ref_model ref_model_sync_steps ref_model_mixup_alpha multi_objective_aggregation "
     "use_vllm vllm_mode vllm_gpu_memory_utilization vllm_enable_sleep_mode "
-    "vllm_max_model_length vllm_importance_sampling_correction vllm_importance_sampling_mode "
-    "vllm_importance_sampling_clip_max vllm_importance_sampling_clip_min "
-    "vllm_server_base_url vllm_server_host vllm_server_port vllm_server_timeout"
+    "vllm_max_model_length vllm_server_base_url vllm_server_host vllm_server_port "
+    "vllm_server_timeout"
 ).split()
-"""GRPOConfig fields whose JobSpec field has the same name and meaning."""
+"""GRPOConfig fields whose JobSpec field has the same name and meaning. TRL's
+vllm_importance_sampling_* knobs become the importance_correction section
+(grpo/spec/correction.py's TRL_NAMES)."""
 BUILTIN_REWARDS = {"accuracy": "accuracy", "accuracy_reward": "accuracy", "format": "format"}
 """Reward names of public recipes that a built-in rule computes; others become `python`
 entries naming an installed function of the same name."""
@@ -165,6 +167,10 @@ def _same_names(rest: dict[str, Any], out: Conversion) -> None:
     for key in SAME_NAME:
         if key in rest and rest[key] is not None:
             out.spec[key] = rest.pop(key)
+    correction = {ours: rest.pop(key) for key, ours in CORRECTION_NAMES.items()
+                  if key in rest and rest[key] is not None}  # fmt: skip
+    if correction:
+        out.spec["importance_correction"] = correction
     if out.spec.get("max_steps", 1) <= 0:  # TRL's -1: run num_train_epochs instead
         out.unmapped["max_steps"] = "TRL's -1 (epochs) has no equivalent: set max_steps"
         del out.spec["max_steps"]

@@ -1,8 +1,8 @@
-"""Generation on vLLM: the engine knobs and the importance-sampling correction of the gap
-between vLLM's sampling log-probs and the trainer's (TRL GRPOConfig's names), and which
-hosts a server-mode run may reach. Pydantic only, imports without torch and never imports
-vllm; grpo/spec/ composes these fields into JobSpec, grpo/engines/vllm.py and
-grpo/algo/importance_sampling.py apply them.
+"""Generation on vLLM: the engine knobs (TRL GRPOConfig's names), and which hosts a
+server-mode run may reach. Pydantic only, imports without torch and never imports vllm;
+grpo/spec/ composes these fields into JobSpec, grpo/engines/ applies them. The correction
+of the gap between an engine's sampling log-probs and the trainer's is a section of its
+own that names no engine (grpo/spec/correction.py).
 
 A server-mode run sends its vLLM server requests and its weights (/collective_rpc), so the
 server's host is the operator's to allow, as an `http` reward's is: one rule
@@ -14,35 +14,20 @@ connects (a spec stored before the setting changed).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from grpo.spec.config import SECTION_CONFIG, OptionalSpecInt, SpecInt
 from grpo.spec.endpoints import endpoint_host, endpoint_url_problem, is_allowed_host
 
-ImportanceSamplingMode = Literal[
-    "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
-]
 DEFAULT_VLLM_SERVER_HOSTS = ("127.0.0.1", "::1", "localhost", "0.0.0.0")
 """GRPO_VLLM_SERVER_HOSTS unset: this machine only. 0.0.0.0 is TRL's and our default
 vllm_server_host; connecting to it reaches this machine's loopback (Linux routes it there)."""
 
 
-@dataclass(frozen=True)
-class ImportanceCorrection:
-    """Truncated importance sampling of the sampler/trainer gap, whatever sampled: a vLLM
-    engine, or an asynchronous run's producer on older weights (grpo/algo/importance_sampling.py).
-    TRL names its knobs vllm_importance_sampling_*; the loss reads this instead."""
-
-    mode: ImportanceSamplingMode
-    clip_min: float | None
-    clip_max: float | None
-
-
 class VllmKnobs(BaseModel):
-    """use_vllm and its engine settings; the off-policy correction of its log-prob gap."""
+    """use_vllm and its engine settings."""
 
     model_config = SECTION_CONFIG
     use_vllm: bool = False
@@ -84,34 +69,6 @@ class VllmKnobs(BaseModel):
     vllm_enforce_eager: bool = False
     """Run vLLM's model eagerly, without CUDA graphs or compilation (faster start, slower
     decode). No TRL name."""
-    vllm_importance_sampling_correction: bool = True
-    """Correct the gap between the sampler's log-probs and the trainer's recomputed ones
-    (vLLM: the same weights, different kernels; async_generation: weights up to
-    max_staleness versions older) by weighting each token's policy loss with a bounded
-    importance ratio pi_trainer / pi_sampler: truncated importance sampling (Yao et
-    al. 2025, "Your efficient RL framework secretly brings you off-policy RL training",
-    fengyao.notion.site/off-policy-rl). TRL's name and default."""
-    vllm_importance_sampling_mode: ImportanceSamplingMode = "sequence_mask"
-    """How the ratio is formed and bounded: per token, or one ratio per sequence (exp of
-    the summed token log-ratio); `truncate` clips it to [clip_min, clip_max], `mask` sets it
-    to 0 outside (the token, or the whole sequence, leaves the policy loss). TRL's default
-    sequence_mask."""
-    vllm_importance_sampling_clip_max: float | None = Field(3.0, gt=0, le=1e6)
-    """C_max: the upper bound of the ratio (truncate clips to it, mask drops above it);
-    None: no upper bound. TRL's default 3."""
-    vllm_importance_sampling_clip_min: float | None = Field(None, ge=0, le=1e6)
-    """C_min: the lower bound (truncate clips to it, mask drops below it); None: none."""
-
-    @property
-    def importance_correction(self) -> ImportanceCorrection | None:
-        """The correction the loss applies to a rollout with sampler log-probs; None: off."""
-        if not self.vllm_importance_sampling_correction:
-            return None
-        return ImportanceCorrection(
-            self.vllm_importance_sampling_mode,
-            self.vllm_importance_sampling_clip_min,
-            self.vllm_importance_sampling_clip_max,
-        )
 
     @property
     def vllm_server_url(self) -> str:
@@ -127,14 +84,6 @@ class VllmKnobs(BaseModel):
     def _is_http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000)")
-        return value
-
-    @field_validator("vllm_importance_sampling_clip_min")
-    @classmethod
-    def _bounds_ordered(cls, value: float | None, info: ValidationInfo) -> float | None:
-        upper = info.data.get("vllm_importance_sampling_clip_max")
-        if value is not None and upper is not None and value >= upper:
-            raise ValueError(f"must be below vllm_importance_sampling_clip_max ({upper})")
         return value
 
 

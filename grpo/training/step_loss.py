@@ -162,7 +162,7 @@ class LossTerms:
         spec's importance_correction), and the share of their loss tokens whose weight its
         bound truncated or masked."""
         correction = self.spec.importance_correction
-        if self.sampling_logps is None or correction is None:
+        if self.sampling_logps is None or not correction.enabled:
             return None, {}
         sampled, mask = self.sampling_logps[rows], self.loss_mask[rows]
         weights = importance_weights(

@@ -182,4 +182,4 @@ def test_a_large_log_prob_gap_is_critical_whatever_its_trend() -> None:
     assert fields(verdict) == {}
     off = demo_spec(use_vllm=True, vllm_importance_sampling_correction=False)
     _, verdict = first_verdict(LOGPROB_GAP, off, steady(10, **gap(0.6)))
-    assert fields(verdict) == {"vllm_importance_sampling_correction": True}
+    assert fields(verdict) == {"importance_correction.enabled": True}

@@ -80,8 +80,8 @@ def test_vllm_knobs_and_server_mode_keep_their_names() -> None:
     })  # fmt: skip
     spec = JobSpec.model_validate(out.spec)
     assert spec.use_vllm and spec.vllm_gpu_memory_utilization == 0.5
-    assert spec.vllm_importance_sampling_mode == "token_truncate"
-    assert spec.vllm_importance_sampling_clip_max == 2.0
+    assert spec.importance_correction.mode == "token_truncate"
+    assert spec.importance_correction.clip_max == 2.0
     assert spec.vllm_mode == "server" and spec.vllm_server_url == "http://10.0.0.2:8001"
     assert spec.vllm_server_timeout == 60
     assert set(out.unmapped) == {"vllm_group_port"}  # no NCCL group: a file in /dev/shm

@@ -155,7 +155,7 @@ function klPanel() {
 }
 
 /** use_vllm runs: how far the engine's sampling log-probs are from the trainer's, and how
- * many loss tokens vllm_importance_sampling_* truncated or masked. */
+ * many loss tokens importance_correction truncated or masked. */
 function logprobGapPanel() {
   return {
     lines: [
