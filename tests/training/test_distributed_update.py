@@ -37,9 +37,9 @@ from grpo.training.logprobs import completion_logps
 from grpo.training.reference import ReferencePolicy
 from grpo.training.step_loss import loss_mask_of
 from grpo.training.update import policy_update
+from tests.stack import free_port
 from tests.training.test_update import ADVANTAGES, rollout_and_reference
 from tests.training.test_update import spec as update_spec
-from tests.stack import free_port
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
