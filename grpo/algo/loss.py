@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import Tensor
 
 from grpo.report.metrics import masked_mean
 from grpo.spec.algorithm import LOSS_TYPES, LossRecipe
+
+if TYPE_CHECKING:
+    from grpo.spec import JobSpec
 
 ImportanceLevel = Literal["token", "sequence"]
 
@@ -31,65 +34,104 @@ def k3_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:
     return torch.exp(delta) - delta - 1
 
 
+@dataclass(frozen=True)
+class LossKnobs:
+    """The spec's loss knobs, whole (AlgorithmKnobs' names, TRL's), and this step's beta
+    (the adaptive controller moves it, grpo/algo/kl_control.py)."""
+
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    beta: float = 0.04
+    loss_type: str = "grpo"
+    max_completion_length: int | None = None
+    importance_sampling_level: ImportanceLevel | str = "token"
+    delta: float | None = None
+    entropy_coef: float = 0.0
+
+    @classmethod
+    def of(cls, spec: JobSpec, *, beta: float) -> LossKnobs:
+        return cls(
+            epsilon=spec.epsilon,
+            epsilon_high=spec.epsilon_high,
+            beta=beta,
+            loss_type=spec.loss_type,
+            max_completion_length=spec.max_completion_length,
+            importance_sampling_level=spec.importance_sampling_level,
+            delta=spec.delta,
+            entropy_coef=spec.entropy_coef,
+        )
+
+
+@dataclass(frozen=True)
+class LossExtras:
+    """What a loss may be given beyond its rows' log-probs, all optional.
+
+    entropy_mask (bool) keeps tokens in the policy term only (top_entropy_quantile); the KL
+    term stays on every token, as in TRL. entropies: the policy's, for the entropy bonus.
+    When the rows are one micro-batch of a step, `normalizer` is the whole step's
+    `loss_normalizer` and `entropy_tokens` the step's count of tokens in the entropy bonus:
+    each piece's loss is then its partial sum over the step's denominators, so the pieces'
+    losses (and gradients) add up to the whole step's. None: the rows are the whole step.
+    is_weights ((n, T) or (n, 1), constants): the off-policy correction
+    (grpo/algo/importance_sampling.py), multiplying the policy term before the KL is added,
+    as TRL.
+    """
+
+    entropy_mask: Tensor | None = None
+    entropies: Tensor | None = None
+    normalizer: float | None = None
+    entropy_tokens: float | None = None
+    is_weights: Tensor | None = None
+
+
+DEFAULT_KNOBS = LossKnobs()
+NO_EXTRAS = LossExtras()
+
+
 def grpo_loss(
     logps: Tensor,
     old_logps: Tensor,
     ref_logps: Tensor | None,
     advantages: Tensor,
     mask: Tensor,
-    *,
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    beta: float = 0.04,
-    loss_type: str = "grpo",
-    max_completion_length: int | None = None,
-    importance_sampling_level: ImportanceLevel | str = "token",
-    delta: float | None = None,
-    entropy_mask: Tensor | None = None,
-    entropies: Tensor | None = None,
-    entropy_coef: float = 0.0,
-    normalizer: float | None = None,
-    entropy_tokens: float | None = None,
-    is_weights: Tensor | None = None,
+    knobs: LossKnobs = DEFAULT_KNOBS,
+    extras: LossExtras = NO_EXTRAS,
 ) -> tuple[Tensor, dict[str, float]]:
     """Scalar loss and token-mean metrics (kl, clip_ratio/low|high|region).
 
-    logps, old_logps, ref_logps, mask, entropy_mask, entropies: (n, T); advantages: (n,).
-    entropy_mask (bool) keeps tokens in the policy term only (top_entropy_quantile); the KL
-    term stays on every token, as in TRL. Gradients flow to logps and entropies only.
-    When the n rows are one micro-batch of a step, `normalizer` is the whole step's
-    `loss_normalizer` and `entropy_tokens` the step's count of tokens in the entropy bonus:
-    each piece's loss is then its partial sum over the step's denominators, so the pieces'
-    losses (and gradients) add up to the whole step's. None: the rows are the whole step.
-    is_weights ((n, T) or (n, 1), constants): the engine's off-policy correction
-    (grpo/algo/importance_sampling.py), multiplying the policy term before the KL is added, as TRL.
+    logps, old_logps, ref_logps, mask, extras' entropy_mask and entropies: (n, T);
+    advantages: (n,). Gradients flow to logps and entropies only.
     """
-    eps_high = epsilon if epsilon_high is None else epsilon_high
+    eps_high = knobs.epsilon if knobs.epsilon_high is None else knobs.epsilon_high
+    beta, loss_type = knobs.beta, knobs.loss_type
+    entropy_mask, entropies = extras.entropy_mask, extras.entropies
     if beta != 0 and ref_logps is None:
         raise ValueError("ref_logps is required when beta != 0")
     mask = mask.to(logps.dtype)
     adv = advantages.detach().to(logps.dtype).unsqueeze(1)  # (N, 1)
     objective = OBJECTIVES[recipe_of(loss_type).objective]
-    ratio = importance_ratio(logps, old_logps, mask, level=importance_sampling_level)
-    clip = Clip(low=epsilon, high=eps_high, delta=delta)
+    ratio = importance_ratio(logps, old_logps, mask, level=knobs.importance_sampling_level)
+    clip = Clip(low=knobs.epsilon, high=eps_high, delta=knobs.delta)
     per_token = objective.per_token(ratio, adv, logps, clip)  # (N, T)
     if entropy_mask is not None:
         per_token = per_token * entropy_mask.to(per_token.dtype)
-    if is_weights is not None:
-        per_token = per_token * is_weights.detach().to(per_token.dtype)
+    if extras.is_weights is not None:
+        per_token = per_token * extras.is_weights.detach().to(per_token.dtype)
     kl = k3_kl(logps, ref_logps.detach()) if ref_logps is not None and beta != 0 else None
     if kl is not None:
         per_token = per_token + beta * kl
+    normalizer = extras.normalizer
     if normalizer is None:
         normalizer = loss_normalizer(
-            mask, loss_type=loss_type, max_completion_length=max_completion_length
+            mask, loss_type=loss_type, max_completion_length=knobs.max_completion_length
         )
     loss = aggregate(per_token, mask, loss_type=loss_type, normalizer=normalizer)
-    if entropy_coef != 0:
+    if knobs.entropy_coef != 0:
         if entropies is None:
             raise ValueError("entropies are required when entropy_coef != 0")
         kept = mask if entropy_mask is None else mask * entropy_mask.to(mask.dtype)
-        loss = loss - entropy_coef * entropy_bonus(entropies, kept, entropy_tokens)
+        bonus = entropy_bonus(entropies, kept, extras.entropy_tokens)
+        loss = loss - knobs.entropy_coef * bonus
     ratio = ratio.detach()
     metrics = _metrics(ratio, adv, mask, kl, clip)
     return loss, {**metrics, **objective.metrics(ratio, adv, mask, clip)}

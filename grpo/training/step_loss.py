@@ -17,7 +17,13 @@ import torch
 from torch import Tensor
 
 from grpo.algo.importance_sampling import corrected_share, importance_weights
-from grpo.algo.loss import grpo_loss, high_entropy_mask, normalizer_from_counts
+from grpo.algo.loss import (
+    LossExtras,
+    LossKnobs,
+    grpo_loss,
+    high_entropy_mask,
+    normalizer_from_counts,
+)
 from grpo.parallel.ranks import SINGLE, Ranks
 from grpo.report.metrics import masked_mean
 from grpo.rollout.rollout import Rollout, group_rows
@@ -139,19 +145,14 @@ class LossTerms:
             None if self.ref_logps is None else self.ref_logps[rows],
             self.advantages[rows],
             self.loss_mask[rows],
-            epsilon=spec.epsilon,
-            epsilon_high=spec.epsilon_high,
-            beta=self.beta,
-            loss_type=spec.loss_type,
-            max_completion_length=spec.max_completion_length,
-            importance_sampling_level=spec.importance_sampling_level,
-            delta=spec.delta,
-            entropy_mask=None if self.entropy_mask is None else self.entropy_mask[rows],
-            entropies=entropies,
-            entropy_coef=spec.entropy_coef,
-            normalizer=self.normalizer,
-            entropy_tokens=self.entropy_tokens,
-            is_weights=weights,
+            LossKnobs.of(spec, beta=self.beta),
+            LossExtras(
+                entropy_mask=None if self.entropy_mask is None else self.entropy_mask[rows],
+                entropies=entropies,
+                normalizer=self.normalizer,
+                entropy_tokens=self.entropy_tokens,
+                is_weights=weights,
+            ),
         )
         return loss, {**metrics, **corrected}
 

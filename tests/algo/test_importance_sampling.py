@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from grpo.algo.importance_sampling import corrected_share, importance_weights, logprob_gap
-from grpo.algo.loss import grpo_loss
+from grpo.algo.loss import LossExtras, LossKnobs, grpo_loss
 
 DIFFS = [[math.log(4), math.log(0.5), math.log(1.5)], [math.log(0.1), math.log(2), math.log(9)]]
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
@@ -87,8 +87,8 @@ def test_weights_multiply_the_policy_term_before_the_kl() -> None:
     weights = torch.tensor(EXPECTED["token_mask"])
     ref = logps_.detach() + torch.tensor([[math.log(2), 0.0, 0.0], [0.0, 0.0, 0.0]])
     loss, _ = grpo_loss(
-        logps_, logps_.detach(), ref, advantages, MASK, beta=0.1, loss_type="dapo",
-        is_weights=weights,
+        logps_, logps_.detach(), ref, advantages, MASK, LossKnobs(beta=0.1, loss_type="dapo"),
+        LossExtras(is_weights=weights),
     )  # fmt: skip
     policy = -(0.0 + 0.5 + 1.5) * 1.0 + 2.0 * (0.0 + 2.0)  # -2 + 4 = 2
     kl = 0.1 * (2 - math.log(2) - 1)

@@ -18,7 +18,7 @@ import math
 import pytest
 import torch
 
-from grpo.algo.loss import aggregate, grpo_loss, k3_kl, loss_normalizer
+from grpo.algo.loss import LossExtras, LossKnobs, aggregate, grpo_loss, k3_kl, loss_normalizer
 
 RATIOS = [[1.5, 1.0, 0.9], [0.5, 1.1, 1.0]]
 MASK = [[1, 1, 1], [1, 1, 0]]
@@ -45,14 +45,19 @@ def case(dtype=torch.float32):
 def test_each_loss_type_matches_hand_computation(loss_type, max_len, expected):
     logps, old, adv, mask = case()
     loss, _ = grpo_loss(
-        logps, old, None, adv, mask, beta=0.0, loss_type=loss_type, max_completion_length=max_len
+        logps,
+        old,
+        None,
+        adv,
+        mask,
+        LossKnobs(beta=0.0, loss_type=loss_type, max_completion_length=max_len),
     )
     assert loss.item() == pytest.approx(expected, abs=1e-6)
 
 
 def test_clip_ratio_metrics_count_active_clips_over_unmasked_tokens():
     logps, old, adv, mask = case()
-    _, metrics = grpo_loss(logps, old, None, adv, mask, beta=0.0)
+    _, metrics = grpo_loss(logps, old, None, adv, mask, LossKnobs(beta=0.0))
     assert metrics["clip_ratio/low"] == pytest.approx(0.2)
     assert metrics["clip_ratio/high"] == pytest.approx(0.2)
     assert metrics["clip_ratio/region"] == pytest.approx(0.4)
@@ -62,7 +67,7 @@ def test_clip_ratio_metrics_count_active_clips_over_unmasked_tokens():
 def test_epsilon_high_widens_only_the_upper_clip():
     logps, old, adv, mask = case()  # ratio 1.5 with eps_high 0.6 is no longer clipped: -1.5
     loss, metrics = grpo_loss(
-        logps, old, None, adv, mask, beta=0.0, epsilon_high=0.6, loss_type="bnpo"
+        logps, old, None, adv, mask, LossKnobs(beta=0.0, epsilon_high=0.6, loss_type="bnpo")
     )
     assert loss.item() == pytest.approx((-3.4 + 3.8) / 5, abs=1e-6)
     assert metrics["clip_ratio/high"] == 0.0
@@ -74,7 +79,7 @@ def test_k3_kl_adds_beta_times_kl_and_reports_token_mean():
     delta = torch.zeros(2, 3)
     delta[0, 1] = math.log(2.0)
     ref = logps.detach() + delta
-    loss, metrics = grpo_loss(logps, old, ref, adv, mask, beta=0.1)
+    loss, metrics = grpo_loss(logps, old, ref, adv, mask, LossKnobs(beta=0.1))
     k3 = 2 - math.log(2) - 1
     assert loss.item() == pytest.approx((-3.1 / 3 + 3.8 / 2) / 2 + 0.1 * k3 / 3 / 2, abs=1e-6)
     assert metrics["kl"] == pytest.approx(k3 / 5, abs=1e-6)
@@ -91,7 +96,7 @@ def test_k3_is_zero_at_equality_and_positive_elsewhere():
 
 def test_float64_inputs_give_float64_loss_with_the_same_value():
     logps, old, adv, mask = case(torch.float64)
-    loss, _ = grpo_loss(logps, old, None, adv, mask, beta=0.0)
+    loss, _ = grpo_loss(logps, old, None, adv, mask, LossKnobs(beta=0.0))
     assert loss.dtype == torch.float64
     assert loss.item() == pytest.approx((-3.1 / 3 + 3.8 / 2) / 2, abs=1e-12)
 
@@ -109,20 +114,20 @@ def test_gradients_flow_to_logps_only():
 
 def test_masked_tokens_change_neither_loss_nor_gradient():
     logps, old, adv, mask = case()
-    loss, _ = grpo_loss(logps, old, None, adv, mask, beta=0.0)
+    loss, _ = grpo_loss(logps, old, None, adv, mask, LossKnobs(beta=0.0))
     loss.backward()
     assert logps.grad[1, 2] == 0.0
     other = logps.detach().clone()
     other[1, 2] = -50.0
     other.requires_grad_(True)
-    loss2, _ = grpo_loss(other, old, None, adv, mask, beta=0.0)
+    loss2, _ = grpo_loss(other, old, None, adv, mask, LossKnobs(beta=0.0))
     assert loss2.item() == loss.item()
 
 
 def test_fully_masked_sequence_contributes_zero_not_nan():
     logps, old, adv, _ = case()
     mask = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
-    loss, _ = grpo_loss(logps, old, None, adv, mask, beta=0.0)
+    loss, _ = grpo_loss(logps, old, None, adv, mask, LossKnobs(beta=0.0))
     assert loss.item() == pytest.approx(-3.1 / 3 / 2, abs=1e-6)
 
 
@@ -138,7 +143,9 @@ def test_gradient_step_moves_sampled_token_logprob_with_the_advantage_sign(advan
 
     before = sampled_logps().detach()
     logps = sampled_logps()
-    loss, _ = grpo_loss(logps, logps.detach(), None, torch.full((2,), advantage), mask, beta=0.0)
+    loss, _ = grpo_loss(
+        logps, logps.detach(), None, torch.full((2,), advantage), mask, LossKnobs(beta=0.0)
+    )
     loss.backward()
     with torch.no_grad():
         logits -= 0.1 * logits.grad
@@ -148,7 +155,7 @@ def test_gradient_step_moves_sampled_token_logprob_with_the_advantage_sign(advan
 
 def test_ratio_one_gradient_equals_policy_gradient():
     logps, _, adv, mask = case()  # mu = 1: old = logps.detach(), so d loss / d logp = -A / |o|
-    loss, _ = grpo_loss(logps, logps.detach(), None, adv, mask, beta=0.0)
+    loss, _ = grpo_loss(logps, logps.detach(), None, adv, mask, LossKnobs(beta=0.0))
     loss.backward()
     expected = torch.tensor([[-1 / 3] * 3, [2 / 2, 2 / 2, 0.0]]) / 2
     torch.testing.assert_close(logps.grad, expected)
@@ -157,7 +164,7 @@ def test_ratio_one_gradient_equals_policy_gradient():
 def test_bad_arguments_raise():
     logps, old, adv, mask = case()
     with pytest.raises(ValueError, match="ref_logps"):
-        grpo_loss(logps, old, None, adv, mask, beta=0.04)
+        grpo_loss(logps, old, None, adv, mask, LossKnobs(beta=0.04))
     with pytest.raises(ValueError, match="loss_type"):
         aggregate(logps, mask, loss_type="sum", normalizer=1.0)
     with pytest.raises(ValueError, match="loss_type"):
@@ -177,14 +184,22 @@ def test_rows_scored_apart_with_the_whole_normalizer_add_up_to_the_whole(loss_ty
     logps, old, adv, mask = case()
     ref = logps.detach() - 0.3
     knobs = dict(beta=0.1, loss_type=loss_type, max_completion_length=10)
-    whole, _ = grpo_loss(logps, old, ref, adv, mask, **knobs)
+    whole, _ = grpo_loss(logps, old, ref, adv, mask, LossKnobs(**knobs))
     whole.backward()
     expected = logps.grad.clone()
     logps.grad = None
     norm = loss_normalizer(mask, loss_type=loss_type, max_completion_length=10)
     rows = [slice(0, 1), slice(1, 2)]
     pieces = [
-        grpo_loss(logps[r], old[r], ref[r], adv[r], mask[r], normalizer=norm, **knobs)[0]
+        grpo_loss(
+            logps[r],
+            old[r],
+            ref[r],
+            adv[r],
+            mask[r],
+            LossKnobs(**knobs),
+            LossExtras(normalizer=norm),
+        )[0]
         for r in rows
     ]
     sum(pieces).backward()

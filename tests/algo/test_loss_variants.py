@@ -13,6 +13,8 @@ import torch
 from grpo.algo.loss import (
     AGGREGATIONS,
     OBJECTIVES,
+    LossExtras,
+    LossKnobs,
     entropy_bonus,
     grpo_loss,
     high_entropy_mask,
@@ -52,8 +54,7 @@ def test_gspo_loss_and_gradient_by_hand_with_a_masked_token():
         None,
         adv,
         mask,
-        beta=0.0,
-        importance_sampling_level="sequence",
+        LossKnobs(beta=0.0, importance_sampling_level="sequence"),
     )
     s0, s1 = math.exp(0.05), math.exp(0.5)
     assert loss.item() == pytest.approx((-s0 + s1) / 2, abs=1e-12)
@@ -74,8 +75,7 @@ def test_sequence_ratio_clips_the_whole_sequence():
         None,
         torch.tensor([1.0], dtype=torch.float64),
         mask,
-        beta=0.0,
-        importance_sampling_level="sequence",
+        LossKnobs(beta=0.0, importance_sampling_level="sequence"),
     )
     assert loss.item() == pytest.approx(-1.2)
     loss.backward()
@@ -97,7 +97,12 @@ def test_delta_caps_the_ratio_for_negative_advantages_only(delta):
     adv = torch.tensor([-1.0, 1.0], dtype=torch.float64)
     mask = torch.ones(2, 3, dtype=torch.float64)
     loss, metrics = grpo_loss(
-        logps, torch.zeros_like(logps), None, adv, mask, beta=0.0, loss_type="dapo", delta=delta
+        logps,
+        torch.zeros_like(logps),
+        None,
+        adv,
+        mask,
+        LossKnobs(beta=0.0, loss_type="dapo", delta=delta),
     )
     first = math.e if delta is None else 2.0
     assert loss.item() == pytest.approx((first + 1.491825 + 0.8 - 1.2 - 1.2 - 0.5) / 6, abs=1e-6)
@@ -122,9 +127,7 @@ def test_cispo_weights_every_token_by_the_capped_detached_ratio():
         None,
         torch.tensor([1.0], dtype=torch.float64),
         mask,
-        beta=0.0,
-        loss_type="cispo",
-        epsilon_high=2.0,
+        LossKnobs(beta=0.0, loss_type="cispo", epsilon_high=2.0),
     )
     w1 = math.exp(-0.1)
     assert loss.item() == pytest.approx((2.0 + 2 * w1) / 2, abs=1e-12)
@@ -167,9 +170,8 @@ def test_entropy_mask_removes_policy_terms_but_keeps_the_kl_everywhere():
         ref,
         torch.tensor([1.0, 1.0], dtype=torch.float64),
         mask,
-        beta=0.1,
-        loss_type="dapo",
-        entropy_mask=kept,
+        LossKnobs(beta=0.1, loss_type="dapo"),
+        LossExtras(entropy_mask=kept),
     )
     k3 = 2 - math.log(2) - 1
     assert loss.item() == pytest.approx((-2 + 5 * 0.1 * k3) / 5, abs=1e-12)
@@ -189,8 +191,12 @@ def test_entropy_bonus_subtracts_coef_times_the_mean_entropy_of_kept_tokens():
     entropies = leaf(ENTROPIES)
     kept = high_entropy_mask(entropies.detach(), mask, quantile=0.4)
     args = (logps, torch.zeros_like(logps), None, torch.zeros(2, dtype=torch.float64), mask)
-    base, _ = grpo_loss(*args, beta=0.0, entropy_mask=kept)
-    loss, _ = grpo_loss(*args, beta=0.0, entropy_mask=kept, entropies=entropies, entropy_coef=0.5)
+    base, _ = grpo_loss(*args, LossKnobs(beta=0.0), LossExtras(entropy_mask=kept))
+    loss, _ = grpo_loss(
+        *args,
+        LossKnobs(beta=0.0, entropy_coef=0.5),
+        LossExtras(entropy_mask=kept, entropies=entropies),
+    )
     assert (loss - base).item() == pytest.approx(-0.4, abs=1e-12)
     loss.backward()
     torch.testing.assert_close(
@@ -212,9 +218,9 @@ def test_bad_variant_arguments_raise():
     logps = torch.zeros(1, 2)
     args = (logps, logps, None, torch.ones(1), torch.ones(1, 2))
     with pytest.raises(ValueError, match="importance_sampling_level"):
-        grpo_loss(*args, beta=0.0, importance_sampling_level="group")
+        grpo_loss(*args, LossKnobs(beta=0.0, importance_sampling_level="group"))
     with pytest.raises(ValueError, match="entropies"):
-        grpo_loss(*args, beta=0.0, entropy_coef=0.1)
+        grpo_loss(*args, LossKnobs(beta=0.0, entropy_coef=0.1))
 
 
 def test_every_loss_type_is_an_objective_and_an_aggregation_the_loss_computes():

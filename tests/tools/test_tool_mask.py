@@ -19,7 +19,7 @@ import math
 import pytest
 import torch
 
-from grpo.algo.loss import grpo_loss
+from grpo.algo.loss import LossKnobs, grpo_loss
 from grpo.data.example import Example
 from grpo.parallel.rank_parts import rank_part
 from grpo.report.timing import StepClock
@@ -54,7 +54,7 @@ def test_tool_tokens_are_out_of_the_loss_and_the_kl_by_hand():
     ref = old.clone()
     ref[0, 1] += math.log(2)
     ref[0, 2] += math.log(4)
-    loss, metrics = grpo_loss(logps, old, ref, torch.tensor([1.0, -1.0]), mask, beta=0.1)
+    loss, metrics = grpo_loss(logps, old, ref, torch.tensor([1.0, -1.0]), mask, LossKnobs(beta=0.1))
     assert float(loss.detach()) == pytest.approx(0.1 * 0.306853 / 6, abs=1e-6)
     assert metrics["kl"] == pytest.approx(0.306853 / 6, abs=1e-6)
     loss.backward()
