@@ -1,5 +1,6 @@
 """Held-out evaluation during training: the spec's eval examples sampled by the policy on
-the run's device, batched like training, scored by eval.rewards (default: the run's).
+the run's device, batched like training and through training's path from prompts to
+scored groups (grpo/rollout/scored_groups.py), scored by eval.rewards (default: the run's).
 
 `eval/accuracy` is the share of samples that pass (grpo/report/outcome.py's rule: the accuracy-like
 reward gives full marks, or the total reaches logging.pass_threshold); `eval/pass@k` (k =
@@ -11,6 +12,7 @@ mean over the samples it applies to; `eval/reward` the mean total. Knows nothing
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -18,15 +20,14 @@ import torch
 from grpo.data.example import Example
 from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_examples
-from grpo.data.prompt_fit import fit_prompt
-from grpo.engines.engine import GenerationRequest
 from grpo.report import EvalReport
 from grpo.report.outcome import completion_passes, pass_label
-from grpo.rewards.batch import RewardBatch, Scores, TrainerState
+from grpo.report.timing import StepClock
+from grpo.rewards.batch import Scores, TrainerState
 from grpo.rewards.rules import total_rewards
 from grpo.rollout.policy import PolicyView
-from grpo.rollout.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
 from grpo.rollout.sampling import eval_seed
+from grpo.rollout.scored_groups import GroupPass, sample_groups
 from grpo.spec import JobSpec
 from grpo.spec.generation import GREEDY, Sampling
 from grpo.spec.sources import LocalRoots
@@ -78,30 +79,17 @@ def evaluate(policy: PolicyView, step: int, examples: Sequence[Example]) -> Eval
     per_batch = max(
         1, (spec.generation_batch_size or len(examples) * ev.num_samples) // ev.num_samples
     )
+    how = eval_pass(policy, step)
     texts: list[str] = []
     prompts: list[str] = []
     scores: Scores = {}
     for start in range(0, len(examples), per_batch):
         batch = list(examples[start : start + per_batch])
-        batch_prompts, rollout = _sample(policy, step, batch, first=start)
-        batch_texts = decode_completions(policy.tokenizer, rollout)
-        scored = policy.eval_rewarder.score(
-            RewardBatch(
-                policy.run_id,
-                step,
-                batch,
-                batch_prompts,
-                batch_texts,
-                rollout.lengths.tolist(),
-                completion_token_ids(rollout),
-                TrainerState(global_step=step, max_steps=spec.max_steps, epoch=0.0),
-                spec.eval_data.answer_field,
-            )  # fmt: skip
-        )
-        for label, values in scored.scores.items():
+        groups = sample_groups(policy, batch, how, step=step, first=start, clock=StepClock())
+        for label, values in groups.outcome.scores.items():
             scores.setdefault(label, []).extend(values)
-        prompts += batch_prompts
-        texts += batch_texts
+        prompts += groups.prompts
+        texts += groups.texts
         done = start + len(batch)
         if done < len(examples):  # the last batch's line says what the eval found
             policy.log("info", f"eval at step {step}: {done}/{len(examples)} examples")
@@ -118,32 +106,23 @@ def headline(scalars: dict[str, float]) -> str:
     return ", ".join(f"{k.removeprefix('eval/')} {scalars[k]:.3f}" for k in keys if k in scalars)
 
 
-def _sample(
-    policy: PolicyView, step: int, batch: list[Example], *, first: int
-) -> tuple[list[str], Rollout]:
+def eval_pass(policy: PolicyView, step: int) -> GroupPass:
+    """How held-out evaluation samples and scores (grpo/rollout/scored_groups.py, training's
+    path): the run's single-turn engine, eval.rewards, eval's temperature (0: greedy;
+    otherwise with the run's top_k only), num_samples per example, each example's stream
+    seeded by its position in the eval split alone (the same at every eval step)."""
     spec, ev = policy.spec, policy.spec.eval
     assert ev is not None
-    add_special = not policy.uses_chat_template
-    prompts = [
-        fit_prompt(e, spec.data, policy.tokenizer, max_length=spec.max_prompt_length,
-                   add_special_tokens=add_special).text
-        for e in batch
-    ]  # fmt: skip
-    ids, mask = tokenize_prompts(
-        policy.tokenizer, prompts, max_length=spec.max_prompt_length,
-        add_special_tokens=add_special, device=policy.device,
-    )  # fmt: skip
-    # temperature 0 is greedy; otherwise eval's temperature with the run's top_k only
     sampling = GREEDY if ev.temperature == 0 else Sampling(ev.temperature, top_k=spec.top_k)
-    seeds = [eval_seed(spec.seed, first + i) for i in range(len(batch))]
-    # through the run's engine (native: our decode loop under autocast; vllm: the engine)
-    rollout = policy.eval_engine.generate(
-        GenerationRequest(
-            ids, mask, num_generations=ev.num_samples,
-            max_new_tokens=spec.max_completion_length, sampling=sampling, seeds=seeds,
-        )
-    )  # fmt: skip
-    return prompts, rollout
+    return GroupPass(
+        engine=policy.eval_engine,
+        rewarder=policy.eval_rewarder,
+        sampling=sampling,
+        num_generations=ev.num_samples,
+        seed_of=partial(eval_seed, spec.seed),
+        trainer_state=TrainerState(global_step=step, max_steps=spec.max_steps, epoch=0.0),
+        answer_field=spec.eval_data.answer_field,
+    )
 
 
 def _report(

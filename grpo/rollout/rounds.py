@@ -1,29 +1,26 @@
 """This rank's groups of one step, round by round: a round's prompts (round 0: the main
 stream's; dynamic sampling's extra rounds: a reserve stream's), fitted to the prompt
-budget, sampled with one seeded stream per group, decoded, scored, and their group-relative
-advantages (the formulas live in algo/advantages.py, the draws in sampling.py). What a round
-holds depends only on (seed, step, round), so neither the ranks nor the batching change it.
+budget, sampled with one seeded stream per group, decoded and scored (the path held-out
+evaluation shares: scored_groups.py), and their advantages (the estimators live in
+algo/advantages.py, the draws in sampling.py). What a round holds depends only on (seed,
+step, round), so neither the ranks nor the batching change it.
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any
+from functools import partial
 
 import torch
 
 from grpo.algo.advantages import AdvantageKnobs, ScoredRewards, step_advantages
 from grpo.data.example import Example
 from grpo.data.loading import PromptSampler
-from grpo.data.prompt_fit import FittedPrompt, fit_prompt
-from grpo.engines.engine import GenerationRequest
-from grpo.engines.tool_loop import ToolLoop
 from grpo.failures import RewardFunctionError
 from grpo.parallel.ranks import Ranks
 from grpo.report.timing import StepClock
-from grpo.rewards.batch import RewardBatch, Scores, TrainerState
-from grpo.rewards.rules import total_rewards
-from grpo.rewards.scoring import RewardOutcome, notes_summary
+from grpo.rewards.batch import Scores, TrainerState
+from grpo.rewards.scoring import notes_summary
 from grpo.rollout.dynamic_sampling import (
     Batch,
     Filled,
@@ -32,8 +29,9 @@ from grpo.rollout.dynamic_sampling import (
     rank_share,
 )
 from grpo.rollout.policy import PolicyView
-from grpo.rollout.rollout import Rollout, completion_token_ids, decode_completions, tokenize_prompts
+from grpo.rollout.rollout import Rollout
 from grpo.rollout.sampling import group_seed
+from grpo.rollout.scored_groups import GroupPass, group_request, sample_groups
 
 
 class Rounds:
@@ -72,36 +70,35 @@ class Rounds:
 
     def sample_round(self, step: int, round_index: int, clock: StepClock) -> Batch:
         """Prompts of `step` (round 0) or of a reserve stream (extra rounds), generated and
-        scored; a round's prompts and samples depend only on (seed, step, round)."""
+        scored (grpo/rollout/scored_groups.py); a round's prompts and samples depend only on
+        (seed, step, round)."""
         examples = self.sampler_for(round_index).batch(step)
         mine = self.ranks.groups(len(examples))  # all of them on one process
         examples = examples[mine.start : mine.stop]
-        fitted = [self.fit_prompt(example) for example in examples]
-        prompts = [f.text for f in fitted]
-        self.truncated_prompts += sum(f.is_truncated for f in fitted)
+        how = self.round_pass(step, round_index)
         with clock.phase("dynamic_sampling") if round_index else nullcontext():
-            with clock.phase("generate"):
-                records = [{"prompt": e.prompt, "answer": e.answer, **e.data} for e in examples]
-                rollout = self.generate(
-                    prompts, step, round_index, first=mine.start, records=records
+            try:
+                groups = sample_groups(
+                    self.policy, examples, how, step=step, first=mine.start, clock=clock
                 )
-            if isinstance(self.policy.engine, ToolLoop):  # time/tools: the calls' wall time
-                clock.seconds["tools"] = (
-                    clock.seconds.get("tools", 0.0) + self.policy.engine.take_tool_seconds()
-                )
-            with clock.phase("reward"):
-                texts = decode_completions(self.policy.tokenizer, rollout)
-                scored = self.score(step, examples, prompts, texts, rollout)
-                scores = scored.scores
-                rewards = torch.tensor(total_rewards(scores, self.policy.rewarder.weights))
-                rewards = rewards.view(len(examples), -1)  # (B, G)
+            except RewardFunctionError as exc:
+                g = how.num_generations
+                prompt_id = None if exc.index is None else examples[exc.index // g].id
+                placed = exc.located(step=step, prompt_id=prompt_id)
+                if placed is exc:
+                    raise  # `raise exc from exc` would lose what the reward function raised
+                raise placed from exc
+        scored = groups.outcome
+        if scored.notes:
+            self.policy.log("warning", notes_summary(scored.notes, groups.batch))
+        self.truncated_prompts += sum(f.is_truncated for f in groups.fitted)
         for label, seconds in scored.seconds.items():  # time/reward/<label>, all rounds
             clock.seconds[f"reward/{label}"] = clock.seconds.get(f"reward/{label}", 0.0) + seconds
-        advantages = self.compute_advantages(rewards, scores)
+        advantages = self.compute_advantages(groups.rewards, scored.scores)
         self.logged_metrics.update(scored.metrics)
         return Batch(
-            examples, prompts, rollout, texts, scores, rewards, advantages, scored.notes,
-            scored.extras,
+            examples, groups.prompts, groups.rollout, groups.texts, scored.scores, groups.rewards,
+            advantages, scored.notes, scored.extras,
         )  # fmt: skip
 
     def sampler_for(self, round_index: int) -> PromptSampler:
@@ -114,62 +111,16 @@ class Rounds:
             )
         return self.samplers[round_index]
 
-    def fit_prompt(self, example: Example) -> FittedPrompt:
-        return fit_prompt(
-            example,
-            self.policy.spec.data,
-            self.policy.tokenizer,
-            max_length=self.policy.spec.max_prompt_length,
-            add_special_tokens=not self.policy.uses_chat_template,
-            tools=self.policy.tool_schemas,
-        )
-
-    def generate(
-        self,
-        prompts: list[str],
-        step: int,
-        round_index: int = 0,
-        first: int = 0,
-        records: list[dict[str, Any]] | None = None,
-    ) -> Rollout:
-        """G completions of each prompt; `first`: the position in the step of the first;
-        `records`: the prompts' records, for a tool environment's reset."""
+    def round_pass(self, step: int, round_index: int) -> GroupPass:
+        """How round `round_index` of `step` samples and scores: the run's engine, rewards
+        and sampling knobs, a stream per group seeded by (seed, step, round, position)."""
         policy, spec = self.policy, self.policy.spec
-        ids, mask = tokenize_prompts(
-            policy.tokenizer,
-            prompts,
-            max_length=spec.max_prompt_length,
-            add_special_tokens=not policy.uses_chat_template,
-            device=policy.device,
-        )
-        # a stream per group seeded by (seed, step, dynamic-sampling round, group position):
-        # resuming at step k samples what the uninterrupted run sampled, whatever consumed
-        # the global RNG before, and neither generation_batch_size nor the ranks change a
-        # sample
-        seeds = [group_seed(spec.seed, step, first + i, round_index) for i in range(len(prompts))]
-        request = GenerationRequest(
-            ids, mask, spec.num_generations, spec.max_completion_length, spec.sampling, seeds,
-            records,
-        )  # fmt: skip
-        return policy.engine.generate(request)
-
-    def score(
-        self,
-        step: int,
-        examples: list[Example],
-        prompts: list[str],
-        texts: list[str],
-        rollout: Rollout,
-    ) -> RewardOutcome:
-        spec = self.policy.spec
-        batch = RewardBatch(
-            run_id=self.policy.run_id,
-            step=step,
-            examples=examples,
-            prompts=prompts,
-            completions=texts,
-            num_tokens=rollout.model_token_mask.sum(dim=1).tolist(),  # tool tokens left out
-            completion_ids=completion_token_ids(rollout),
+        return GroupPass(
+            engine=policy.engine,
+            rewarder=policy.rewarder,
+            sampling=spec.sampling,
+            num_generations=spec.num_generations,
+            seed_of=partial(_round_seed, spec.seed, step, round_index),
             trainer_state=TrainerState.at_step(
                 step,
                 max_steps=spec.max_steps,
@@ -177,23 +128,21 @@ class Rounds:
                 num_examples=len(self.examples),
             ),
             answer_field=spec.data.answer_field,
-            trajectories=rollout.trajectories,
+            tools=policy.tool_schemas,
         )
-        try:
-            scored = self.policy.rewarder.score(batch)
-        except RewardFunctionError as exc:
-            g = self.policy.spec.num_generations
-            prompt_id = None if exc.index is None else examples[exc.index // g].id
-            placed = exc.located(step=step, prompt_id=prompt_id)
-            if placed is exc:
-                raise  # `raise exc from exc` would lose what the reward function raised
-            raise placed from exc
-        if scored.notes:
-            self.policy.log("warning", notes_summary(scored.notes, batch))
-        return scored
+
+    def generate(self, prompts: list[str], step: int, round_index: int = 0) -> Rollout:
+        """G completions of each prompt (rendered text), seeded as round `round_index` of
+        `step` seeds them from the step's first group."""
+        request = group_request(self.policy, prompts, self.round_pass(step, round_index))
+        return self.policy.engine.generate(request)
 
     def compute_advantages(self, rewards: torch.Tensor, scores: Scores) -> torch.Tensor:
         """(B, G) advantages of the rewards (B, G): a batch-wide std is over every rank's."""
         scored = ScoredRewards(rewards, scores, self.policy.rewarder.weights)
         batch_std = self.ranks.population_std if self.ranks.is_distributed else None
         return step_advantages(scored, AdvantageKnobs.of(self.policy.spec), batch_std)
+
+
+def _round_seed(seed: int, step: int, round_index: int, position: int) -> int:
+    return group_seed(seed, step, position, round_index)
