@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         migrate()
         return 0
     if args.command == "plugins":
-        return plugins(args, settings.plugin_dir_list)
+        return plugins(args, settings)
     from app.cli_client import run_client_command
     from grpo.client import GrpoClient
 

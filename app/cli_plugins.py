@@ -11,6 +11,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from app.settings import Settings
 from grpo.spec.plugins import defined_functions, folders_text, import_file, scan
 from grpo.spec.rewards import ENTRY_POINT_GROUP
 from grpo.spec.tools import TOOL_GROUP
@@ -44,9 +45,40 @@ def entry_point_names() -> dict[str, str]:
     return {ep.name: group for group in GROUPS for ep in entry_points(group=group)}
 
 
-def add(file: Path, folders: list[Path]) -> int:
+def folder_origin(settings: Settings) -> str:
+    """Which setting chose the plugin folders: this command writes where the service reads
+    only when it runs with the service's GRPO_DATA_DIR (or GRPO_PLUGIN_DIRS)."""
+    if settings.plugin_dirs is not None:
+        return "GRPO_PLUGIN_DIRS"
+    if "data_dir" in settings.model_fields_set:
+        return f"GRPO_DATA_DIR/plugins, GRPO_DATA_DIR={settings.data_dir}"
+    return (
+        "./data/plugins of this directory: GRPO_DATA_DIR and GRPO_PLUGIN_DIRS are unset, "
+        "as for a `make up` or `grpo up` started here"
+    )
+
+
+def unused_folder_warning(settings: Settings) -> str | None:
+    """A warning when the folder is in a data directory that holds no service's data (it is
+    missing, or holds nothing but plugins): `grpo plugins add` run from another directory
+    than `make up`, or without the GRPO_DATA_DIR the service was started with, writes where
+    no service reads. Asked before the file is copied."""
+    if settings.plugin_dirs is not None:
+        return None
+    data_dir = settings.data_dir.resolve()
+    if data_dir.is_dir() and any(child.name != "plugins" for child in data_dir.iterdir()):
+        return None
+    return (
+        f"warning: {data_dir} holds no service's data (no database, runs or datasets): a "
+        "service started elsewhere, or with another GRPO_DATA_DIR or GRPO_PLUGIN_DIRS, reads "
+        "another plugin folder; run `grpo plugins add` where `make up` ran, or with the "
+        "GRPO_DATA_DIR or GRPO_PLUGIN_DIRS the service was started with"
+    )
+
+
+def add(file: Path, folders: list[Path], settings: Settings | None = None) -> int:
     """Refuse a file that does not import, defines no function, or would make a name mean
-    two things; else copy it into the first folder."""
+    two things; else copy it into the first folder, saying which setting chose it."""
     if not folders:
         print("error: GRPO_PLUGIN_DIRS names no folder to copy the file into", file=sys.stderr)
         return 1
@@ -82,11 +114,16 @@ def add(file: Path, folders: list[Path]) -> int:
         print(f"error: {file}: not callable once imported: {', '.join(not_callable)}")
         return 1
     replaced = target.exists()
+    warning = None if settings is None else unused_folder_warning(settings)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(file, target)
     print(f"{'replaced' if replaced else 'added'} {target}: {', '.join(names)}")
+    if settings is not None:
+        print(f"the plugin folder: {folder_origin(settings)}")
     print(f"name them in a spec as   rewards: [{{name: python, function: {names[0]}}}]")
     print(PICKED_UP)
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
 
 
@@ -104,12 +141,16 @@ def _clashes(names: list[str], target: Path, folders: list[Path]) -> list[str]:
     return clashes
 
 
-def list_plugins(folders: list[Path]) -> int:
+def list_plugins(folders: list[Path], settings: Settings | None = None) -> int:
     """Each function name and its file; names defined twice and files that do not parse
     are listed as problems (exit 1)."""
     found = scan(folders)
     installed = entry_point_names()
-    print(f"plugin folders: {folders_text(folders)}")
+    origin = "" if settings is None else f" ({folder_origin(settings)})"
+    print(f"plugin folders: {folders_text(folders)}{origin}")
+    warning = None if settings is None else unused_folder_warning(settings)
+    if warning:
+        print(warning, file=sys.stderr)
     problems = 0
     for name, files in sorted(found.functions.items()):
         print(f"{name}  {files[0]}")
@@ -127,7 +168,8 @@ def list_plugins(folders: list[Path]) -> int:
     return 1 if problems else 0
 
 
-def plugins(args: argparse.Namespace, folders: list[Path]) -> int:
+def plugins(args: argparse.Namespace, settings: Settings) -> int:
+    folders = settings.plugin_dir_list
     if args.action == "add":
-        return add(args.file, folders)
-    return list_plugins(folders)
+        return add(args.file, folders, settings)
+    return list_plugins(folders, settings)
