@@ -103,7 +103,7 @@ def measure(
             trainer = TrainingLoop(
                 spec_for(data, count, steps), workdir=Path(tmp) / str(count), cache_dir=cache
             )
-            start_fresh(trainer)
+            start_fresh(trainer.checkpoints)
             trainers[count] = trainer
         seen: dict[int, list[dict[str, float]]] = {count: [] for count in counts}
         for step in range(1, steps + 1):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from grpo.engines.registry import worker_refusal
 from grpo.parallel.threads import ThreadChoice, available_cpus
 from grpo.spec import JobSpec
 
@@ -153,11 +154,8 @@ def fit_problem(spec: JobSpec, held: Devices, engines: Sequence[str] = ("native"
     when it can."""
     import torch
 
-    if spec.use_vllm and "vllm" not in engines:
-        return (
-            f"use_vllm is set but vLLM is not installed on this worker (its engines: "
-            f"{', '.join(engines)}), so the run waits for a worker listing vllm in GET /api/workers"
-        )
+    if (refused := worker_refusal(spec, engines)) is not None:  # the spec's engine kind
+        return refused
     ranks = spec.resources.num_processes
     if ranks > held.count:
         return (

@@ -37,11 +37,11 @@ from app.store.db import Session
 from app.store.lease import Lease, LeaseLost
 from app.store.models import Run, RunStatus
 from grpo.cause import Cause, cause_of
-from grpo.engines.choice import available_engines
+from grpo.engines.kind import EngineServerFacts
+from grpo.engines.registry import available_engines, check_engine
 from grpo.failures import user_message
 from grpo.scrub import scrub
 from grpo.spec import JobSpec
-from grpo.spec.vllm import check_vllm_server
 from grpo.training.trainer import FitResult
 from worker import environment
 from worker.db_outage import OutageWait
@@ -87,7 +87,8 @@ def run_job(run_id: str) -> None:
     try:
         spec = JobSpec.model_validate(run.spec)
         # a spec stored before GRPO_VLLM_SERVER_HOSTS changed: refused before any rank starts
-        check_vllm_server(spec, get_settings().vllm_server_host_list)
+        hosts = tuple(get_settings().vllm_server_host_list)
+        check_engine(spec, EngineServerFacts(vllm_server_hosts=hosts))
         _train_on_ranks(held, spec, queue=run.queue)  # in fresh processes, even for one rank
     except LeaseLost as exc:
         log.warning("run %s: lost it, stopped without writing more: %s", run_id, exc)

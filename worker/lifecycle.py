@@ -35,7 +35,7 @@ from app.settings import get_settings
 from app.store import db, lease, runs, workers
 from app.store.lease import Lease, LeaseLost
 from app.store.outage import is_unreachable
-from grpo.engines.choice import available_engines
+from grpo.engines.registry import available_engines
 from worker import environment, preload
 from worker.db_outage import note_answered, note_unreachable, take_outage
 from worker.device import free_memory_mb, held_devices, held_threads

@@ -7,7 +7,8 @@ sees which engine ran: the loss's log-probs are always the trainer's own recompu
 and with importance-sampling correction correct, the gap between the two.
 
 Engines: `native` (grpo/engines/native.py, our decode loop), `vllm` (colocated) and
-`vllm-server` (grpo/engines/vllm_server.py, a vLLM server in another process). A
+`vllm-server` (grpo/engines/vllm_server.py, a vLLM server in another process), kinds of
+grpo/engines/registry.py, each built from a frozen EngineContext (grpo/engines/context.py). A
 multi-turn tool loop wraps an engine and calls it once per turn with per-trajectory seeds.
 """
 

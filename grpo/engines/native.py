@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo.engines.context import EngineContext
 from grpo.engines.engine import GenerationRequest
 from grpo.models.precision import autocast
 from grpo.parallel.sharding import full_weights
-from grpo.rollout.policy import PolicyView
 from grpo.rollout.rollout import Rollout, generate
 
 
@@ -17,7 +17,7 @@ class NativeEngine:
 
     name = "native"
 
-    def __init__(self, policy: PolicyView) -> None:
+    def __init__(self, policy: EngineContext) -> None:
         self.policy = policy
 
     def generate(self, request: GenerationRequest) -> Rollout:

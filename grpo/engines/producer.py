@@ -9,12 +9,12 @@ Knows nothing of queues or staleness.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import torch
 
+from grpo.engines.context import EngineContext
 from grpo.engines.engine import Engine, GenerationRequest
 from grpo.engines.native import NativeEngine
 from grpo.models.precision import autocast
@@ -24,25 +24,20 @@ from grpo.rollout.stopping import StopStrings
 from grpo.training.logprobs import completion_logps
 
 
-class ProducerView:
-    """A PolicyView whose model, tokenizer (its own copy) and engine are the producer's;
-    `engine` None: set it once built (an engine may need the view)."""
-
-    def __init__(self, policy: PolicyView, *, model: Any, engine: Engine | None = None) -> None:
-        self.spec, self.run_id, self.model = policy.spec, policy.run_id, model
-        self.tokenizer = copy.deepcopy(policy.tokenizer)
-        self.device, self.dtype = policy.device, policy.dtype
-        self.rewarder, self.eval_rewarder = policy.rewarder, policy.eval_rewarder
-        self.eos_token_ids, self.uses_chat_template = (
-            policy.eos_token_ids,
-            policy.uses_chat_template,
-        )
-        stops = policy.spec.stop
-        self.stop_strings = StopStrings(self.tokenizer, stops) if stops else None
-        self.log: Callable[[str, str], None] = policy.log
-        self.engine: Engine = policy.engine if engine is None else engine
-        self.eval_engine: Engine = self.engine
-        self.tool_schemas = policy.tool_schemas
+def producer_view(policy: PolicyView, *, model: Any, engine: Engine | None = None) -> PolicyView:
+    """The policy's view with the producer's model, its own copy of the tokenizer (and the
+    stop strings read with it) and its engine (None: the policy's)."""
+    tokenizer = copy.deepcopy(policy.tokenizer)
+    stops = policy.spec.stop
+    engine = policy.engine if engine is None else engine
+    return replace(
+        policy,
+        model=model,
+        tokenizer=tokenizer,
+        stop_strings=StopStrings(tokenizer, stops) if stops else None,
+        engine=engine,
+        eval_engine=engine,
+    )
 
 
 class OwnWeights:
@@ -54,15 +49,19 @@ class OwnWeights:
         model = copy.deepcopy(policy.model)
         model.eval()
         model.requires_grad_(False)
-        self.view = ProducerView(policy, model=model)
-        self.view.engine = self.view.eval_engine = self
-        self.native = NativeEngine(self.view)
+        self.view = producer_view(policy, model=model, engine=self)
+        view = self.view
+        self.context = EngineContext(
+            view.spec, model, view.tokenizer, view.device, view.dtype, view.eos_token_ids,
+            view.stop_strings, view.log,
+        )  # fmt: skip
+        self.native = NativeEngine(self.context)
 
     def generate(self, request: GenerationRequest) -> Rollout:
         """The native engine's rollout, with the copy's log-probs of the sampled tokens
         (`sampling_logps`, as the trainer computes its own: at the sampling temperature)."""
         rollout = self.native.generate(request)
-        spec, view = self.view.spec, self.view
+        spec, view = self.context.spec, self.context
         pieces = row_slices(rollout.completion_ids.shape[0], spec.micro_batch_size)
         with torch.no_grad(), autocast(view.device, view.dtype):
             logps = torch.cat(
@@ -76,7 +75,7 @@ class OwnWeights:
     @torch.no_grad()
     def load_weights(self, model: Any) -> None:
         """Copy the policy's weights into the producer's (LoRA adapters included)."""
-        self.view.model.load_state_dict(model.state_dict())
+        self.context.model.load_state_dict(model.state_dict())
 
     def close(self) -> None:
         """Nothing to release (the copy goes with the run)."""

@@ -27,9 +27,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo.engines.context import EngineContext
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.weights import policy_weights, save_engine_copy
-from grpo.rollout.policy import PolicyView
 from grpo.rollout.rollout import Rollout
 from grpo.rollout.sampling import stream_seed
 from grpo.spec.generation import Sampling
@@ -47,7 +47,7 @@ class VllmEngine:
 
     name = "vllm"
 
-    def __init__(self, policy: PolicyView, workdir: Path) -> None:
+    def __init__(self, policy: EngineContext, workdir: Path) -> None:
         from vllm import LLM  # the optional dependency, imported by this engine alone
 
         self.policy, spec = policy, policy.spec
@@ -226,7 +226,7 @@ def kv_cache_bytes(config: Any, sequences: int, length: int, dtype: torch.dtype)
     return int(blocks * KV_BLOCK_TOKENS * per_token)
 
 
-def _check_cpu_head_size(policy: PolicyView) -> None:
+def _check_cpu_head_size(policy: EngineContext) -> None:
     """vLLM's CPU attention has kernels for some head sizes only; another fails at the
     first generation deep inside vLLM, so it is refused here with the way out."""
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend

@@ -12,8 +12,8 @@ themselves (`return_token_ids`). After each update the weights are pushed
 one. A server that stops answering fails the call within vllm_server_timeout, naming its
 URL: a lost connection at once, a server that no longer answers its health check once it
 has been silent that long. Its host is one the operator allows (GRPO_VLLM_SERVER_HOSTS):
-the trainer checks that before it starts the engine (grpo/spec/vllm.py's
-`check_vllm_server`). HTTP only (httpx); never imports vllm.
+the trainer checks that before it starts the engine (the `vllm-server` kind's check,
+grpo/engines/registry.py). HTTP only (httpx); never imports vllm.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Any
 
 import httpx
 
+from grpo.engines.context import EngineContext
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.vllm import completion_seed, completions_rollout, prompt_rows, sampling_knobs
 from grpo.engines.vllm_push import push_directory, push_file
 from grpo.engines.weights import policy_weights
 from grpo.failures import StepFailure
-from grpo.rollout.policy import PolicyView
 from grpo.rollout.rollout import Rollout
 
 HEALTH_EVERY_S = 2.0
@@ -48,7 +48,7 @@ class VllmServerEngine:
 
     name = "vllm-server"
 
-    def __init__(self, policy: PolicyView) -> None:
+    def __init__(self, policy: EngineContext) -> None:
         self.policy, spec = policy, policy.spec
         self.url, self.timeout_s = spec.vllm_server_url, spec.vllm_server_timeout
         self.http = httpx.Client(base_url=self.url, timeout=httpx.Timeout(None, connect=10.0))

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import torch
 
-from grpo.engines.choice import engine_name
 from grpo.engines.engine import Engine
+from grpo.engines.registry import kind_of
 from grpo.eval.heldout import is_eval_step
 from grpo.report.timing import StepClock
 from grpo.rollout.dynamic_sampling import Batch, Filled
@@ -85,7 +85,7 @@ class SyncSource:
 
     def __init__(self, rounds: Rounds, engine: Engine, spec: JobSpec) -> None:
         self.rounds, self.engine, self.spec = rounds, engine, spec
-        self.is_own_weights = engine_name(spec) == "native"
+        self.is_own_weights = kind_of(spec).own_weights
         self.version = 0
         """The version of the engine's weights (its last sync)."""
 

@@ -2,19 +2,23 @@
 
 Dropout off (GRPO's ratio and KL compare log-probs of the same weights; dropout noise
 would make them disagree), LoRA adapters when asked, gradient checkpointing when asked,
-and the token ids that end a completion; and PolicyView, what sampling a step's rounds and
-the held-out evaluation need of the trainer (the policy, its tokenizer and device, the run's
-rewards and generation settings). Knows nothing of the GRPO math.
+and the token ids that end a completion; and the frozen contexts the parts that sample are
+given instead of the trainer: PolicyView, what a step's rounds and the held-out evaluation
+need (the policy, its tokenizer and device, the run's rewards, engines and generation
+settings), and engine_context, an engine's (grpo/engines/context.py). Knows nothing of the
+GRPO math.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from grpo.engines.context import EngineContext
 from grpo.engines.engine import Engine
 from grpo.models.lora import apply_lora
 from grpo.rewards.scoring import Rewarder
@@ -85,8 +89,12 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
     return sum(p.numel() for p in model.parameters() if p.requires_grad), total
 
 
-class PolicyView(Protocol):
-    """The trainer's attributes that grpo/rollout/rounds.py and grpo/eval/heldout.py read."""
+@dataclass(frozen=True)
+class PolicyView:
+    """What sampling a step's rounds (grpo/rollout/rounds.py) and the held-out evaluation
+    (grpo/eval/heldout.py) are given: the policy, its tokenizer and device, the run's
+    rewards, its engines and generation settings. Built once every part exists (never the
+    trainer itself); frozen, so no part changes what another samples with."""
 
     spec: JobSpec
     run_id: str
@@ -106,3 +114,14 @@ class PolicyView(Protocol):
     """The single-turn engine held-out evaluation samples with (the run's, without tools)."""
     tool_schemas: list[dict[str, Any]] | None
     """The spec's tools as the chat template shows them to the model; None without tools."""
+
+
+def engine_context(
+    spec: JobSpec, model: Any, tokenizer: Any, device: torch.device, dtype: torch.dtype | None,
+    log: Callable[[str, str], None],
+) -> EngineContext:  # fmt: skip
+    """What an engine sampling `model` is given: its end tokens and stop strings derived
+    from the tokenizer, the model and the spec."""
+    stops = StopStrings(tokenizer, spec.stop) if spec.stop else None
+    ends = eos_token_ids(tokenizer, model)
+    return EngineContext(spec, model, tokenizer, device, dtype, ends, stops, log)

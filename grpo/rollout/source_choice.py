@@ -7,8 +7,8 @@ refuses the other combinations at submit (grpo/spec/asynchrony.py)."""
 from __future__ import annotations
 
 from grpo.data.example import Example
-from grpo.engines.choice import engine_name
-from grpo.engines.producer import OwnWeights, ProducerView
+from grpo.engines.producer import OwnWeights, producer_view
+from grpo.engines.registry import kind_of
 from grpo.parallel.ranks import Ranks
 from grpo.rollout.async_source import AsyncSource
 from grpo.rollout.group_source import GroupSource, SyncSource
@@ -23,8 +23,8 @@ def build_source(
     spec = policy.spec
     if not spec.async_generation:
         return SyncSource(rounds, policy.engine, spec)
-    if engine_name(spec) == "native":
+    if kind_of(spec).own_weights:
         own = OwnWeights(policy)
         return AsyncSource(Rounds(own.view, examples, ranks), own, spec)
-    view = ProducerView(policy, model=policy.model, engine=policy.engine)
+    view = producer_view(policy, model=policy.model)
     return AsyncSource(Rounds(view, examples, ranks), policy.engine, spec)

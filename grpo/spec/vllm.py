@@ -7,8 +7,9 @@ own that names no engine (grpo/spec/correction.py).
 A server-mode run sends its vLLM server requests and its weights (/collective_rpc), so the
 server's host is the operator's to allow, as an `http` reward's is: one rule
 (`vllm_server_refusal`, GRPO_VLLM_SERVER_HOSTS matched as GRPO_REWARD_HOSTS by
-grpo/spec/endpoints.py) that the API applies at submit and the trainer again before it
-connects (a spec stored before the setting changed).
+grpo/spec/endpoints.py), the `vllm-server` engine kind's check (grpo/engines/registry.py),
+which the API applies at submit and the worker and trainer again before they connect (a
+spec stored before the setting changed).
 """
 
 from __future__ import annotations
@@ -104,9 +105,3 @@ def vllm_server_refusal(spec: VllmKnobs, allowed: Sequence[str]) -> tuple[str, s
             "name are set by GRPO_VLLM_SERVER_HOSTS (host or host:port, comma-separated)"
         )
     return None
-
-
-def check_vllm_server(spec: VllmKnobs, allowed: Sequence[str]) -> None:
-    """ValueError `<field>: <why>` for `vllm_server_refusal`'s refusal, before connecting."""
-    if (refused := vllm_server_refusal(spec, allowed)) is not None:
-        raise ValueError(f"{refused[0]}: {refused[1]}")

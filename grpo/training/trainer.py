@@ -17,13 +17,20 @@ import torch
 
 from grpo.algo.kl_control import adapt_beta
 from grpo.algo.loss import k3_kl
-from grpo.checkpoints.training_state import resume_training, save_training, start_fresh
+from grpo.checkpoints.training_state import (
+    CheckpointContext,
+    resume_training,
+    save_training,
+    start_fresh,
+)
 from grpo.data.example import Example
 from grpo.data.holdout import holdout_split
 from grpo.data.loading import load_nonempty
 from grpo.data.prompts import check_prompts_render, has_chat_template
-from grpo.engines.choice import build_engine
+from grpo.engines.context import EngineContext
 from grpo.engines.engine import Engine
+from grpo.engines.kind import EngineServerFacts
+from grpo.engines.registry import build_engine, check_engine
 from grpo.engines.tool_loop import build_tool_loop
 from grpo.eval.heldout import evaluate, holdout_fraction, is_eval_step, load_eval_examples
 from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
@@ -43,14 +50,20 @@ from grpo.rewards.scoring import Rewarder
 from grpo.rewards.trl_call import RewardFunction
 from grpo.rollout.dynamic_sampling import Batch
 from grpo.rollout.group_source import GroupSource
-from grpo.rollout.policy import count_parameters, eos_token_ids, prepare_policy, update_mode
+from grpo.rollout.policy import (
+    PolicyView,
+    count_parameters,
+    eos_token_ids,
+    prepare_policy,
+    update_mode,
+)
 from grpo.rollout.rollout import Rollout
 from grpo.rollout.rounds import Rounds
 from grpo.rollout.source_choice import build_source
 from grpo.rollout.stopping import StopStrings
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
-from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS, check_vllm_server
+from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS
 from grpo.tools.kind import ToolRunFacts
 from grpo.training.optim import build_optimizer, build_scheduler
 from grpo.training.reference import ReferencePolicy
@@ -97,7 +110,8 @@ class TrainingLoop:
         reward hosts); `plugin_dirs`: folders whose files' functions `python` rewards and
         tools may name (GRPO_PLUGIN_DIRS, grpo/spec/plugins.py); `vllm_server_hosts`: where
         a server-mode run's vLLM server may be (GRPO_VLLM_SERVER_HOSTS; default loopback)."""
-        check_vllm_server(spec, vllm_server_hosts)  # before anything loads or connects
+        # before anything loads or connects
+        check_engine(spec, EngineServerFacts(vllm_server_hosts=tuple(vllm_server_hosts)))
         self.ranks = current_ranks()
         if self.ranks.world_size != spec.resources.num_processes:
             raise ValueError(
@@ -149,16 +163,25 @@ class TrainingLoop:
         self.stop_strings = StopStrings(self.tokenizer, spec.stop) if spec.stop else None
         self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
         check_prompts_render(self.examples, spec.data, self.tokenizer)
-        self.engine: Engine = build_engine(self, self.workdir)
-        self.eval_engine: Engine = self.engine  # held-out evaluation stays single-turn
+        context = EngineContext(
+            spec, self.model, self.tokenizer, self.device, self.dtype, self.eos_token_ids,
+            self.stop_strings, self.log,
+        )  # fmt: skip
+        self.eval_engine: Engine = build_engine(context, self.workdir)  # stays single-turn
+        self.engine: Engine = self.eval_engine
         self.tool_schemas: list[dict[str, Any]] | None = None
         if spec.tools:
             hosts = reward_hosts if tool_hosts is None else tool_hosts
             facts = ToolRunFacts(run_id, tuple(hosts), tuple(token_envs), tuple(plugin_dirs))
             loop = build_tool_loop(self.engine, spec, self.tokenizer, self.eos_token_ids, facts)
             self.engine, self.tool_schemas = loop, loop.toolbox.schemas
-        self.rounds = Rounds(self, self.examples, self.ranks)
-        self.source: GroupSource = build_source(self, self.rounds, self.examples, self.ranks)
+        self.view = self._policy_view()
+        self.checkpoints = CheckpointContext(
+            spec, self.workdir, self.model, self.tokenizer, self.device, self.optimizer,
+            self.scheduler, self.reference, self.ranks, self.log,
+        )  # fmt: skip
+        self.rounds = Rounds(self.view, self.examples, self.ranks)
+        self.source: GroupSource = build_source(self.view, self.rounds, self.examples, self.ranks)
         for note in spec.notes:
             self.log("warning", note)
         trainable, total = count_parameters(self.model)
@@ -168,6 +191,18 @@ class TrainingLoop:
             f"{trainable / 1e6:.1f} M trainable) on {self.device}, "
             f"{'bf16' if self.dtype == torch.bfloat16 else 'fp32'} compute",
         )
+
+    def _policy_view(self) -> PolicyView:
+        """What the rounds, the source and held-out evaluation are given: every part they
+        sample and score with, once all of them exist."""
+        return PolicyView(
+            spec=self.spec, run_id=self.run_id, model=self.model, tokenizer=self.tokenizer,
+            device=self.device, dtype=self.dtype, rewarder=self.rewarder,
+            eval_rewarder=self.eval_rewarder, eos_token_ids=self.eos_token_ids,
+            stop_strings=self.stop_strings, uses_chat_template=self.uses_chat_template,
+            log=self.log, engine=self.engine, eval_engine=self.eval_engine,
+            tool_schemas=self.tool_schemas,
+        )  # fmt: skip
 
     def fit(
         self,
@@ -201,7 +236,10 @@ class TrainingLoop:
         on_checkpoint: Callable[[SavedCheckpoint], object],
         on_eval: Callable[[EvalReport], object],
     ) -> FitResult:
-        step = resume_training(self) if resume else start_fresh(self)
+        resumed = resume_training(self.checkpoints) if resume else start_fresh(self.checkpoints)
+        step = resumed.step
+        if resumed.beta is not None:
+            self.beta = resumed.beta
         self.source.start(step, self.model)  # resumed: the sampler takes the checkpoint's
         saved = step
         # held-out evaluation: rank 0 alone (it runs no collective; only rank 0 reports)
@@ -213,9 +251,9 @@ class TrainingLoop:
             if report is not None:  # rank 0 (only it reports)
                 on_step(self._with_eval(report, step, on_eval))
             if self.spec.save_steps and step % self.spec.save_steps == 0:
-                saved = save_training(self, step, fence, on_checkpoint)
+                saved = save_training(self.checkpoints, step, self.beta, fence, on_checkpoint)
         if step > saved and (self.spec.save_final or step < self.spec.max_steps):
-            save_training(self, step, fence, on_checkpoint)
+            save_training(self.checkpoints, step, self.beta, fence, on_checkpoint)
         return FitResult(last_step=step, is_stopped=step < self.spec.max_steps)
 
     def _with_eval(
@@ -378,4 +416,4 @@ class TrainingLoop:
                 self.spec, self.examples, datasets_dir=self.datasets_dir,
                 roots=self.data_roots, log=self.log,
             )  # fmt: skip
-        return evaluate(self, step, self.eval_examples)
+        return evaluate(self.view, step, self.eval_examples)

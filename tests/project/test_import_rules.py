@@ -82,6 +82,8 @@ TORCH_FREE_GRPO = (
     "grpo.client",  # the REST client: the CLI's service commands, `from grpo import submit`
     "grpo.spec.endpoints",  # the URL rule and how GRPO_*_HOSTS lists are read and matched
     "grpo.spec.vllm",  # where a server-mode run's vLLM server may be, checked at submit
+    "grpo.engines.kind",  # what an engine kind is told at submit
+    "grpo.engines.registry",  # every engine kind, whose checks run at submit
 )
 """The grpo modules app/ may import: pydantic and the standard library, never torch."""
 
@@ -294,6 +296,7 @@ LAZY_IMPORTS_OF_OUR_CODE = {
     "app/cli.py": "the client commands never load the store or alembic",
     "worker/lifecycle.py": "the device label needs torch; the worker's other paths do not",
     "grpo/rewards/model.py": "the API checks model entries; only the worker loads the classifier",
+    "grpo/engines/registry.py": "the API checks a spec's engine kind; only a run builds an engine",
     "grpo/python_api.py": "`from grpo import train` loads torch only when training starts",
     "grpo/data/parquet.py": "pyarrow and numpy load when a parquet file is first read",
 }

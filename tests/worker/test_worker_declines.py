@@ -125,7 +125,7 @@ def test_a_worker_without_vllm_declines_use_vllm_runs() -> None:
 def test_this_worker_advertises_vllm_when_it_is_installed() -> None:
     import importlib.util
 
-    from grpo.engines.choice import available_engines
+    from grpo.engines.registry import available_engines
 
     expected = ["native", "vllm"] if importlib.util.find_spec("vllm") else ["native"]
     assert available_engines() == expected
