@@ -154,13 +154,11 @@ class Settings(BaseSettings):
     """Requeues of a run whose worker died before it is marked failed."""
     decline_pause_seconds: float = Field(5.0, ge=0)
     """How long a worker holds a run it cannot fit before sending it back to its queue."""
-    preload_runs: bool = False
-    """On: fork each run's processes from a server that imported the run's code once (torch,
+    preload_runs: bool = True
+    """Fork each run's processes from a server that imported the run's code once (torch,
     transformers, the trainer: ~5 s of CPU a run saved), while the worker's imports are
-    unchanged on disk (worker/preload.py). Off by default until two races it makes likelier
-    are mended: a killed rank can be named as its collateral peer, and a stop of `grpo up`
-    was once followed by an API that did not come up. Off: each run's processes are
-    spawned and import it afresh."""
+    unchanged on disk (worker/preload.py); off: each run's processes are spawned and
+    import it afresh."""
     stop_grace_seconds: float = Field(20.0, gt=0)
     """How long a stopping worker waits for its job's next step boundary (to checkpoint and
     hand the run back) before it hands the run back without it and exits."""

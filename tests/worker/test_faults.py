@@ -252,10 +252,14 @@ def kill_the_worker_and_wait_for_the_run_to_go_on(
     """SIGKILL the worker of `grpo up` mid-run: the API keeps answering, and the restarted
     worker takes the run over at once (the stale limit is 600 s here): a second attempt,
     past the last step the killed worker stored (read once it is dead: a step stored
-    between reading it and the kill once made the run look taken over before it was)."""
+    between reading it and the kill once made the run look taken over before it was; and
+    once its processes are dead too: a rank forked from the worker's fork server ends a
+    moment after the worker, and stored a step in that moment)."""
     worker = up_child(proc, "worker.cli")
+    tree = [worker, *worker.children(recursive=True)]
     worker.kill()
-    worker.wait(timeout=30)
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, alive
     step = client.get(f"/api/runs/{run_id}").json()["step"]
     assert client.get("/api/health").status_code == 200
 

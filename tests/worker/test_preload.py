@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.service import tiny_spec
-from tests.stack import Stack, running_stack
+from tests.stack import Stack
 from tests.worker.test_run_lifecycle import wait_for_final
 from worker import preload
 
@@ -59,15 +59,12 @@ def test_a_process_that_is_no_started_worker_spawns() -> None:
     assert not preload._since and preload.start_method() == "spawn"
 
 
-def test_runs_on_one_worker_are_forked_from_its_server_and_train_alike(tmp_path: Path) -> None:
-    """Two runs of one spec, one after the other on the same worker's server (GRPO_PRELOAD_RUNS
-    on): the second is not changed by what the first left in the server (none of its state
-    is)."""
-    with running_stack(tmp_path / "data", extra_env={"GRPO_PRELOAD_RUNS": "1"}) as stack:
-        forked_alike(stack)
-
-
-def forked_alike(stack: Stack) -> None:
+def test_runs_on_one_worker_are_forked_from_its_server_and_train_alike(
+    embedded_stack: Stack,
+) -> None:
+    """Two runs of one spec, one after the other on the same worker's server (the default):
+    the second is not changed by what the first left in the server (none of its state is)."""
+    stack = embedded_stack
     with stack.client() as client:
         runs = {}
         for _ in range(2):
