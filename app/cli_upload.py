@@ -7,7 +7,9 @@ server itself accepts (inside its GRPO_MODEL_ROOTS or its datasets, asked throug
 /api/specs/check) is left for the server to read in place. Each upload is one line on
 stderr, after a progress bar of the bytes sent when stderr is a terminal. The server keeps
 every upload as a dataset of its own: it does not compare contents, so submitting twice
-uploads the file twice.
+uploads the file twice. That is why nothing goes up while the spec has problems outside its
+data and eval sections (a misspelt knob, an unknown reward, a model path): the server would
+refuse the spec whatever its data, and each corrected try would store the file again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from grpo.client import GrpoClient
+from grpo.client import ApiClientError, GrpoClient
 from grpo.spec.sources import parse_data_source
 
 SECTIONS = ("data", "eval")
@@ -69,16 +71,36 @@ def server_reads_it(client: GrpoClient, text: str) -> bool:
     return not any(p["loc"] == "data.source" for p in problems)
 
 
+def other_problems(client: GrpoClient, spec: dict[str, Any]) -> list[str]:
+    """The fields of the spec's problems outside its data and eval sections, which the
+    server refuses whatever the data names (none when it will not check)."""
+    try:
+        problems = client.check_spec(spec)
+    except ApiClientError:
+        return []
+    return [p["loc"] for p in problems if str(p["loc"]).split(".")[0] not in SECTIONS]
+
+
 def upload_local_data(
-    client: GrpoClient, spec: dict[str, Any], *, err: TextIO = sys.stderr
+    client: GrpoClient, spec: dict[str, Any], *, err: TextIO | None = None
 ) -> dict[str, Any]:
     """`spec` with each local file the server would refuse uploaded and named as
-    `dataset:<id>`; one line on `err` for each."""
+    `dataset:<id>`; one line on `err` for each. While the spec has problems elsewhere it is
+    returned as it is, nothing uploaded, a line on `err` for each file saying why."""
+    err = sys.stderr if err is None else err  # at call time: the stderr of now
     uploaded: dict[tuple[Path, str, str], dict[str, Any]] = {}
     out = dict(spec)
-    for local in local_files(spec):
-        if server_reads_it(client, local.text):
-            continue
+    refused = [local for local in local_files(spec) if not server_reads_it(client, local.text)]
+    blocking = other_problems(client, spec) if refused else []
+    if blocking:
+        for local in refused:
+            print(
+                f"{local.section}.source {local.text}: not uploaded: the spec has problems to "
+                f"fix first ({', '.join(blocking)}), and each try would store the file again",
+                file=err,
+            )
+        return out
+    for local in refused:
         key = (local.path.resolve(), local.prompt_field, local.answer_field)
         if key not in uploaded:
             uploaded[key] = _upload(client, local, err)
