@@ -163,18 +163,10 @@ class TrainingLoop:
         self.stop_strings = StopStrings(self.tokenizer, spec.stop) if spec.stop else None
         self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
         check_prompts_render(self.examples, spec.data, self.tokenizer)
-        context = EngineContext(
-            spec, self.model, self.tokenizer, self.device, self.dtype, self.eos_token_ids,
-            self.stop_strings, self.log,
-        )  # fmt: skip
-        self.eval_engine: Engine = build_engine(context, self.workdir)  # stays single-turn
-        self.engine: Engine = self.eval_engine
-        self.tool_schemas: list[dict[str, Any]] | None = None
-        if spec.tools:
-            hosts = reward_hosts if tool_hosts is None else tool_hosts
-            facts = ToolRunFacts(run_id, tuple(hosts), tuple(token_envs), tuple(plugin_dirs))
-            loop = build_tool_loop(self.engine, spec, self.tokenizer, self.eos_token_ids, facts)
-            self.engine, self.tool_schemas = loop, loop.toolbox.schemas
+        hosts = reward_hosts if tool_hosts is None else tool_hosts
+        self._start_engines(
+            ToolRunFacts(run_id, tuple(hosts), tuple(token_envs), tuple(plugin_dirs))
+        )
         self.view = self._policy_view()
         self.checkpoints = CheckpointContext(
             spec, self.workdir, self.model, self.tokenizer, self.device, self.optimizer,
@@ -184,10 +176,29 @@ class TrainingLoop:
         self.source: GroupSource = build_source(self.view, self.rounds, self.examples, self.ranks)
         for note in spec.notes:
             self.log("warning", note)
+        self._log_loaded()
+
+    def _start_engines(self, tools: ToolRunFacts) -> None:
+        """The run's engine, from a context of the policy's finished parts; with tools, the
+        multi-turn loop around it (held-out evaluation keeps the single-turn engine)."""
+        context = EngineContext(
+            self.spec, self.model, self.tokenizer, self.device, self.dtype,
+            self.eos_token_ids, self.stop_strings, self.log,
+        )  # fmt: skip
+        self.eval_engine: Engine = build_engine(context, self.workdir)
+        self.engine: Engine = self.eval_engine
+        self.tool_schemas: list[dict[str, Any]] | None = None
+        if self.spec.tools:
+            loop = build_tool_loop(
+                self.engine, self.spec, self.tokenizer, self.eos_token_ids, tools
+            )
+            self.engine, self.tool_schemas = loop, loop.toolbox.schemas
+
+    def _log_loaded(self) -> None:
         trainable, total = count_parameters(self.model)
         self.log(
             "info",
-            f"model loaded: {spec.model} ({total / 1e6:.1f} M parameters, "
+            f"model loaded: {self.spec.model} ({total / 1e6:.1f} M parameters, "
             f"{trainable / 1e6:.1f} M trainable) on {self.device}, "
             f"{'bf16' if self.dtype == torch.bfloat16 else 'fp32'} compute",
         )
