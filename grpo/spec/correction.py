@@ -62,7 +62,8 @@ class ImportanceCorrectionSpec(BaseModel):
 
 
 class CorrectionKnobs(BaseModel):
-    """The importance_correction section, composed into JobSpec."""
+    """The off-policy correction of the gap between the sampler's log-probs and the
+    trainer's, whatever engine sampled (TRL's vllm_importance_sampling_* knobs)."""
 
     model_config = SECTION_CONFIG
     importance_correction: ImportanceCorrectionSpec = ImportanceCorrectionSpec()
