@@ -7,13 +7,12 @@ text). Knows nothing of HTTP or SQL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
 
-from grpo.data.example import Example
 from grpo.models.detokenizer import token_pieces
 from grpo.report import (
     ADVANTAGE_BIN_EDGES,
@@ -24,60 +23,53 @@ from grpo.report import (
     StepReport,
     histogram,
 )
+from grpo.rollout.dynamic_sampling import Batch
 from grpo.rollout.rollout import Rollout
 from grpo.rollout.stopping import first_stop
 
 
+@dataclass(frozen=True)
+class GroupsShown:
+    """How a batch's groups are shown: the tokenizer and end tokens and strings that name
+    how each completion ended, and how many groups keep their completions (the first)."""
+
+    tokenizer: Any
+    eos_token_ids: Sequence[int]
+    keep: int
+    stops: Sequence[str] = ()
+
+
 def build_groups(
-    examples: Sequence[Example],
-    prompts: Sequence[str],
-    *,
-    texts: Sequence[str],
-    tokenizer: Any,
-    rollout: Rollout,
-    scores: Mapping[str, Sequence[float | None]],
-    rewards: Tensor,
+    batch: Batch,
     advantages: Tensor,
     token_kls: Tensor | None,
     passes: Sequence[bool],
-    notes: Mapping[int, str] | None = None,
-    extras: Mapping[int, Mapping[str, Any]] | None = None,
-    eos_token_ids: Sequence[int],
-    keep: int,
-    stops: Sequence[str] = (),
+    shown: GroupsShown,
+    *,
     first_index: int = 0,
     is_dropped: bool = False,
 ) -> list[GroupReport]:
-    """One GroupReport per prompt; completions only for the first `keep` groups. `passes`
-    is one bool per completion (group-major), by grpo/report/outcome.py's rule."""
+    """One GroupReport per prompt of `batch`, with `advantages` (B, G) (the batch's own, or
+    the step's recomputed over its kept groups); completions only for the first
+    `shown.keep` groups. `passes` is one bool per completion (group-major), by
+    grpo/report/outcome.py's rule."""
+    rollout = batch.rollout
     g = rollout.num_generations
-    reward_rows, advantage_rows = rewards.tolist(), advantages.tolist()
-    rows = _Rows.of(rollout, token_kls, num_rows=min(keep, len(examples)) * g)
+    reward_rows, advantage_rows = batch.rewards.tolist(), advantages.tolist()
+    rows = _Rows.of(rollout, token_kls, num_rows=min(shown.keep, len(batch.examples)) * g)
     groups = []
-    for b, example in enumerate(examples):
+    for b, example in enumerate(batch.examples):
         completions = None
-        if b < keep:
+        if b < shown.keep:
             completions = [
-                _completion(
-                    i,
-                    texts=texts,
-                    tokenizer=tokenizer,
-                    rows=rows,
-                    scores=scores,
-                    note=(notes or {}).get(i),
-                    extras=dict((extras or {}).get(i) or {}) or None,
-                    reward=reward_rows[b][i % g],
-                    advantage=advantage_rows[b][i % g],
-                    eos_token_ids=eos_token_ids,
-                    stops=stops,
-                )
+                _completion(i, batch, rows, shown, reward_rows[b][i % g], advantage_rows[b][i % g])
                 for i in range(b * g, (b + 1) * g)
             ]
         groups.append(
             GroupReport(
                 index=first_index + b,
                 prompt_id=example.id,
-                prompt=prompts[b],
+                prompt=batch.prompts[b],
                 answer=example.answer,
                 rewards=reward_rows[b],
                 advantages=advantage_rows[b],
@@ -125,19 +117,10 @@ class _Rows:
 
 
 def _completion(
-    i: int,
-    *,
-    texts: Sequence[str],
-    tokenizer: Any,
-    rows: _Rows,
-    scores: Mapping[str, Sequence[float | None]],
-    note: str | None,
-    extras: dict[str, Any] | None,
-    reward: float,
-    advantage: float,
-    eos_token_ids: Sequence[int],
-    stops: Sequence[str],
+    i: int, batch: Batch, rows: _Rows, shown: GroupsShown, reward: float, advantage: float
 ) -> CompletionReport:
+    texts, tokenizer = batch.texts, shown.tokenizer
+    extras = dict(batch.extras.get(i) or {}) or None
     length, ids = rows.lengths[i], rows.ids[i]
     kls = rows.token_kls[i] if rows.token_kls is not None else None
     # each token's piece of text, where a view shades tokens by their KL
@@ -146,8 +129,8 @@ def _completion(
         text=texts[i],
         num_tokens=length,
         is_truncated=rows.is_truncated[i],
-        rewards={name: values[i] for name, values in scores.items()},
-        note=note,
+        rewards={name: values[i] for name, values in batch.scores.items()},
+        note=batch.notes.get(i),
         extras=extras,
         reward=reward,
         advantage=advantage,
@@ -158,7 +141,11 @@ def _completion(
         model_mask=None if rows.model_masks is None or kls is None else rows.model_masks[i],
         policy_version=None if rows.versions is None else rows.versions[i],
         **finish_fields(
-            ids, eos_token_ids=eos_token_ids, tokenizer=tokenizer, text=texts[i], stops=stops
+            ids,
+            eos_token_ids=shown.eos_token_ids,
+            tokenizer=tokenizer,
+            text=texts[i],
+            stops=shown.stops,
         ),
     )
 

@@ -40,7 +40,7 @@ from grpo.parallel.rank_parts import rank_part, step_scalars, whole_step
 from grpo.parallel.ranks import current_ranks
 from grpo.parallel.sharding import shard_models
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
-from grpo.report.build import build_groups, build_step_report
+from grpo.report.build import GroupsShown, build_groups, build_step_report
 from grpo.report.memory import memory_scalars, reset_peak_memory
 from grpo.report.outcome import completion_passes, pass_label
 from grpo.report.timing import StepClock
@@ -353,24 +353,10 @@ class TrainingLoop:
         max_groups_per_step trained groups, whatever rank has them; `passes`: each completion's
         pass or fail (_passes)."""
         keep = self.spec.logging.max_groups_per_step
+        keep = keep if is_dropped else max(0, keep - first)
+        shown = GroupsShown(self.tokenizer, self.eos_token_ids, keep, self.spec.stop)
         return build_groups(
-            batch.examples,
-            batch.prompts,
-            texts=batch.texts,
-            tokenizer=self.tokenizer,
-            rollout=batch.rollout,
-            scores=batch.scores,
-            notes=batch.notes,
-            extras=batch.extras,
-            rewards=batch.rewards,
-            advantages=advantages,
-            token_kls=token_kls,
-            passes=passes,
-            eos_token_ids=self.eos_token_ids,
-            keep=keep if is_dropped else max(0, keep - first),
-            stops=self.spec.stop,
-            first_index=first,
-            is_dropped=is_dropped,
+            batch, advantages, token_kls, passes, shown, first_index=first, is_dropped=is_dropped
         )
 
     def _passes(self, scores: Scores, rewards: torch.Tensor) -> list[bool]:
