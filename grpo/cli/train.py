@@ -189,13 +189,67 @@ def share_threads(device: str, *, ranks: int) -> None:
 
 
 def load_spec(path: Path) -> Any:
+    """The spec at `path`, or ValueError with every problem: the field list of the API's
+    422, then each `python` reward or tool naming a function this host has neither installed
+    nor in its plugin folders, as the API's submit check says it. Both before anything loads:
+    a misspelt function name was found only after the model was built (minutes on a
+    built-in's first use), and not beside the spec's other problems."""
     from pydantic import ValidationError
 
     from grpo.spec import JobSpec
     from grpo.spec.hints import invalid_spec_text
     from grpo.spec.yaml_input import load_yaml
 
+    raw = load_yaml(path.read_text(encoding="utf-8"), source=str(path))
+    missing = [f"  {loc}: {why}" for loc, why in function_problems(raw)]
     try:
-        return JobSpec.model_validate(load_yaml(path.read_text(encoding="utf-8"), source=str(path)))
+        spec = JobSpec.model_validate(raw)
     except ValidationError as exc:  # the same field list as the API's 422
-        raise ValueError(invalid_spec_text(exc.errors(), JobSpec)) from None
+        raise ValueError("\n".join([invalid_spec_text(exc.errors(), JobSpec), *missing])) from None
+    if missing:
+        raise ValueError("\n".join(["invalid job spec:", *missing]))
+    return spec
+
+
+def function_problems(raw: object) -> list[tuple[str, str]]:
+    """(loc, why) for each `python` entry of `rewards`, `eval.rewards` and `tools` whose
+    function is unknown here or ambiguous, read from the spec as written (so they are found
+    beside its other problems). The folders are those the run would read
+    (grpo/run/local.py)."""
+    from importlib.metadata import entry_points
+
+    from grpo.run.local import plugin_dirs
+    from grpo.spec.plugins import refusal_text
+    from grpo.spec.rewards import ENTRY_POINT_GROUP
+    from grpo.spec.tools import TOOL_GROUP
+
+    if not isinstance(raw, dict):
+        return []
+    given_eval = raw.get("eval")
+    sections = [
+        ("rewards", raw.get("rewards"), "reward function", ENTRY_POINT_GROUP),
+        (
+            "eval.rewards",
+            given_eval.get("rewards") if isinstance(given_eval, dict) else None,
+            "reward function",
+            ENTRY_POINT_GROUP,
+        ),
+        ("tools", raw.get("tools"), "tool", TOOL_GROUP),
+    ]
+    found = []
+    for prefix, entries, what, group in sections:
+        if not isinstance(entries, list):
+            continue
+        installed = sorted({ep.name for ep in entry_points(group=group)})
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or entry.get("name") != "python":
+                continue
+            function = entry.get("function")
+            if not isinstance(function, str):
+                continue
+            why = refusal_text(
+                function, what=what, group=group, installed=installed, folders=plugin_dirs()
+            )
+            if why is not None:
+                found.append((f"{prefix}.{i}.function", why))
+    return found
