@@ -378,3 +378,56 @@ def test_a_run_too_big_for_one_worker_reaches_the_worker_that_fits_it(fast_stack
         for worker in started:
             worker.terminate()
             worker.wait(timeout=30)
+
+
+@pytest.mark.parametrize("fast_stack", ["embedded"], indirect=True)
+def test_an_async_run_killed_with_batches_queued_trains_every_prompt_of_its_epoch_once(
+    fast_stack: Stack,
+) -> None:
+    """Asynchronous GRPO (issue 41 item 4) on a dataset of exactly one epoch: a trainer four
+    updates a step (num_iterations) behind a producer that may run three steps ahead
+    (max_staleness 2). Its worker is SIGKILLed once a taken batch left others queued; the
+    run resumes from its checkpoint on another worker, and in the end every step is stored
+    once and every prompt of the epoch trained exactly once: the queued batches died with
+    the worker and their steps were sampled again from the same prompts (what a step
+    samples depends only on the seed and the step)."""
+    steps, per_step = 40, 2
+    prompts = [f"{i}+{i % 7}=" for i in range(steps * per_step)]
+    records = [{"prompt": p, "answer": str(i + i % 7)} for i, p in enumerate(prompts)]
+    source = _write_dataset(fast_stack, "one-epoch", records)
+    spec = tiny_spec(
+        fast_stack, name="async-killed", data={"source": source}, max_steps=steps,
+        prompts_per_step=per_step, save_steps=2, max_completion_length=12,
+        async_generation=True, max_staleness=2, num_iterations=4,
+    )  # fmt: skip
+    with fast_stack.client() as client:
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+
+        def queued_behind() -> bool:  # a stored step whose batch left another in the queue
+            items = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+            return any(m["metrics"].get("async/queue_depth", 0) >= 1 for m in items)
+
+        deadline = time.monotonic() + 300
+        while not queued_behind() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        before = client.get(f"/api/runs/{run_id}").json()
+        assert before["status"] == "running" and before["step"] < steps, before
+        first_worker = fast_stack.processes["worker"]
+        os.kill(first_worker.pid, signal.SIGKILL)
+        first_worker.wait()
+        fast_stack.start_worker("worker")  # another worker process, the stack's worker now
+        final = wait_for_final(client, run_id)
+        assert final["status"] == "succeeded", f"{final['error']}\n{fast_stack.logs()}"
+        assert final["attempts"] == 2
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+        assert [m["step"] for m in metrics] == list(range(1, steps + 1))
+        assert all(m["metrics"]["async/dropped_stale"] == 0 for m in metrics)
+        assert max(m["metrics"]["async/staleness_max"] for m in metrics) <= 2
+        trained = []
+        for step in range(1, steps + 1):
+            groups = client.get(f"/api/runs/{run_id}/steps/{step}/groups").json()["items"]
+            trained += [g["prompt"] for g in groups if not g["is_dropped"]]
+        assert sorted(trained) == sorted(prompts)  # each prompt of the epoch, once
+        logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+        assert any("resumed from checkpoint at step" in m for m in logs), logs
+        print(f"\nkilled at step {before['step']} of {steps}, batches queued behind it")
