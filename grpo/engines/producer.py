@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from grpo.engines.context import EngineContext
 from grpo.engines.engine import Engine, GenerationRequest
 from grpo.engines.native import NativeEngine
 from grpo.models.precision import autocast
@@ -50,11 +49,7 @@ class OwnWeights:
         model.eval()
         model.requires_grad_(False)
         self.view = producer_view(policy, model=model, engine=self)
-        view = self.view
-        self.context = EngineContext(
-            view.spec, model, view.tokenizer, view.device, view.dtype, view.eos_token_ids,
-            view.stop_strings, view.log,
-        )  # fmt: skip
+        self.context = self.view.engine_context
         self.native = NativeEngine(self.context)
 
     def generate(self, request: GenerationRequest) -> Rollout:

@@ -5,8 +5,8 @@ would make them disagree), LoRA adapters when asked, gradient checkpointing when
 and the token ids that end a completion; and the frozen contexts the parts that sample are
 given instead of the trainer: PolicyView, what a step's rounds and the held-out evaluation
 need (the policy, its tokenizer and device, the run's rewards, engines and generation
-settings), and engine_context, an engine's (grpo/engines/context.py). Knows nothing of the
-GRPO math.
+settings), whose engine_context is what an engine is given (grpo/engines/context.py).
+Knows nothing of the GRPO math.
 """
 
 from __future__ import annotations
@@ -115,13 +115,10 @@ class PolicyView:
     tool_schemas: list[dict[str, Any]] | None
     """The spec's tools as the chat template shows them to the model; None without tools."""
 
-
-def engine_context(
-    spec: JobSpec, model: Any, tokenizer: Any, device: torch.device, dtype: torch.dtype | None,
-    log: Callable[[str, str], None],
-) -> EngineContext:  # fmt: skip
-    """What an engine sampling `model` is given: its end tokens and stop strings derived
-    from the tokenizer, the model and the spec."""
-    stops = StopStrings(tokenizer, spec.stop) if spec.stop else None
-    ends = eos_token_ids(tokenizer, model)
-    return EngineContext(spec, model, tokenizer, device, dtype, ends, stops, log)
+    @property
+    def engine_context(self) -> EngineContext:
+        """What an engine sampling this view's model is given."""
+        return EngineContext(
+            self.spec, self.model, self.tokenizer, self.device, self.dtype,
+            self.eos_token_ids, self.stop_strings, self.log,
+        )  # fmt: skip
