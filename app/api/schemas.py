@@ -224,6 +224,10 @@ class CompletionOut(BaseModel):
     """The policy version (optimizer updates) of the weights that sampled it: step s trains
     at version s - 1, so it was s - 1 - policy_version versions stale (async_generation);
     null for samples stored before it was recorded."""
+    sampler_logps: list[float] | None = None
+    """Per token (aligned with `tokens`): the log-probability the sampler gave the token it
+    sampled, where its engine reports one (vLLM, the asynchronous producer); null where it
+    does not, where the tokens are not kept, or for samples stored before it was recorded."""
 
 
 class GroupDetail(GroupSummary):

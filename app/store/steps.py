@@ -137,6 +137,7 @@ def _sample_row(run_id: str, step: int, group: GroupReport) -> dict[str, Any]:
             "trajectory": c.trajectory,
             "model_mask": c.model_mask,
             "policy_version": c.policy_version,
+            "sampler_logps": c.sampler_logps,
         }
         for c in group.completions or []
     ]

@@ -66,6 +66,12 @@ class CompletionReport:
     policy_version: int | None = None
     """The policy version (optimizer updates) of the weights that sampled it; step s trains
     at version s - 1, so its staleness is s - 1 - policy_version (grpo/rollout/staleness.py)."""
+    sampler_logps: list[float] | None = None
+    """Per token (aligned with `tokens`): the log-probability the sampler gave the token it
+    sampled, where the engine reports one (vLLM colocated or as a server, the asynchronous
+    producer); None where it does not, or where the tokens are not kept. Against the
+    trainer's own log-probs it is the gap the importance correction weighs
+    (generation/logprob_diff_mean)."""
 
 
 @dataclass(frozen=True)

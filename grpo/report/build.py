@@ -93,26 +93,30 @@ class _Rows:
     model_masks: list[list[int]] | None = None  # each cut to its length; None: no tools
     trajectories: tuple[Any, ...] | None = None
     versions: list[int] | None = None  # the policy version that sampled each
+    sampler_logps: list[list[float]] | None = None  # each cut to its length; None: not reported
 
     @classmethod
     def of(cls, rollout: Rollout, token_kls: Tensor | None, *, num_rows: int) -> _Rows:
         lengths = rollout.lengths[:num_rows].tolist()
-        ids = rollout.completion_ids[:num_rows].tolist()
-        kls = token_kls[:num_rows].tolist() if token_kls is not None else None
+
+        def cut(rows: Tensor | None) -> list[list[Any]] | None:
+            """The first num_rows rows, each cut to its completion's length."""
+            if rows is None:
+                return None
+            return [r[:n] for r, n in zip(rows[:num_rows].tolist(), lengths, strict=True)]
+
+        sampler = rollout.sampling_logps
         return cls(
             lengths=lengths,
-            ids=[row[:n] for row, n in zip(ids, lengths, strict=True)],
+            ids=cut(rollout.completion_ids) or [],
             is_truncated=rollout.is_truncated[:num_rows].tolist(),
-            token_kls=None if kls is None else [r[:n] for r, n in zip(kls, lengths, strict=True)],
-            model_masks=None
-            if rollout.model_mask is None
-            else [
-                r[:n] for r, n in zip(rollout.model_mask[:num_rows].tolist(), lengths, strict=True)
-            ],
+            token_kls=cut(token_kls),
+            model_masks=cut(rollout.model_mask),
             trajectories=None if rollout.trajectories is None else rollout.trajectories[:num_rows],
             versions=None
             if rollout.policy_version is None
             else rollout.policy_version[:num_rows].tolist(),
+            sampler_logps=cut(None if sampler is None else sampler.float()),
         )
 
 
@@ -140,6 +144,7 @@ def _completion(
         trajectory=None if rows.trajectories is None else rows.trajectories[i].record(),
         model_mask=None if rows.model_masks is None or kls is None else rows.model_masks[i],
         policy_version=None if rows.versions is None else rows.versions[i],
+        sampler_logps=None if rows.sampler_logps is None or kls is None else rows.sampler_logps[i],
         **finish_fields(
             ids,
             eos_token_ids=shown.eos_token_ids,

@@ -24,7 +24,8 @@ __all__ = ["session", "store"]
 
 def completion(version: int) -> CompletionReport:
     return CompletionReport(text="4", num_tokens=1, is_truncated=False, rewards={"accuracy": 1.0},
-                            reward=1.0, advantage=0.0, kl=0.0, policy_version=version)  # fmt: skip
+                            reward=1.0, advantage=0.0, kl=0.0, policy_version=version,
+                            sampler_logps=[-0.25 * version])  # fmt: skip
 
 
 @pytest.fixture
@@ -46,12 +47,15 @@ def test_a_completions_policy_version_is_stored_and_answered(
     answered = api.get(f"/api/runs/{run.id}/steps/5/groups/0")
     assert answered.status_code == 200, answered.text
     assert sorted(c["policy_version"] for c in answered.json()["completions"]) == [2, 3]
+    # and its sampler's per-token log-probs
+    assert sorted(c["sampler_logps"] for c in answered.json()["completions"]) == [[-0.75], [-0.5]]
 
     before = [
-        {k: v for k, v in c.items() if k != "policy_version"}
+        {k: v for k, v in c.items() if k not in ("policy_version", "sampler_logps")}
         for c in answered.json()["completions"]
     ]  # a sample stored before the version was recorded
     session.execute(update(Sample).where(Sample.run_id == run.id).values(completions=before))
     session.commit()
     stored_before = api.get(f"/api/runs/{run.id}/steps/5/groups/0").json()["completions"]
     assert [c["policy_version"] for c in stored_before] == [None, None]
+    assert [c["sampler_logps"] for c in stored_before] == [None, None]

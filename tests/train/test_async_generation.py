@@ -53,6 +53,14 @@ def test_max_staleness_zero_takes_exactly_the_synchronous_steps(tmp_path, grpo_c
         # the copy's log-probs are the trainer's, to fp32 noise
         assert got.scalars["generation/logprob_diff_max"] < 1e-4
         assert got.scalars["loss"] == pytest.approx(expected.scalars["loss"], rel=1e-4, abs=1e-6)
+        # each kept completion carries its sampler's per-token log-probs (the synchronous
+        # native engine samples with the policy itself and reports none)
+        for group, sync_group in zip(got.groups, expected.groups, strict=True):
+            pairs = zip(group.completions or [], sync_group.completions or [], strict=True)
+            for c, sync_c in pairs:
+                assert sync_c.sampler_logps is None
+                assert c.sampler_logps is not None and len(c.sampler_logps) == c.num_tokens
+                assert all(-100 < v <= 0 for v in c.sampler_logps)
     sync_weights = dict(sync_trainer.model.named_parameters())
     for name, value in async_trainer.model.named_parameters():
         torch.testing.assert_close(value, sync_weights[name], rtol=1e-5, atol=1e-6)

@@ -139,7 +139,7 @@ function textWithKl(c, klMax) {
     return h(
       'pre',
       { class: 'completion-text', dataset: { tokens: source } },
-      pieces.map((piece, i) => tokenSpan(piece, kls[i], klMax, c.model_mask?.[i] === 0)),
+      pieces.map((piece, i) => tokenSpan(piece, kls[i], klMax, c.model_mask?.[i] === 0, c.sampler_logps?.[i])),
       empty,
     );
   }
@@ -166,10 +166,12 @@ function tokenPieces(c) {
 }
 
 // a token that adds no text (an end token, part of a split character) still shows its KL;
-// a tool-result token (masked out of the loss) is shaded as such instead
-function tokenSpan(piece, kl, klMax, isMasked = false) {
+// a tool-result token (masked out of the loss) is shaded as such instead; the sampler's
+// log-prob of the token joins its title where the engine reported one
+function tokenSpan(piece, kl, klMax, isMasked = false, samplerLogp = null) {
   if (isMasked) return h('span', { class: 'tok tok-masked', title: 'tool result: masked out of the loss' }, piece);
-  const title = piece ? `KL ${num(kl)}` : `KL ${num(kl)} · token with no text of its own`;
+  const sampled = samplerLogp == null ? '' : ` · sampler log-prob ${num(samplerLogp)}`;
+  const title = (piece ? `KL ${num(kl)}` : `KL ${num(kl)} · token with no text of its own`) + sampled;
   return h('span', { class: piece ? 'tok' : 'tok tok-empty', title, style: { background: klColor(kl, klMax) } }, piece);
 }
 
