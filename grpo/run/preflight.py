@@ -2,8 +2,10 @@
 rewards (as its Rewarder prepared them) score adversarial completions of its first
 `reward_preflight_records` records (grpo/rewards/preflight.py, the probes of
 `POST /api/rewards/preflight`). Each probe a function pays as well as a correct completion,
-or fails on, is a warning line in the run's log, and the report goes to the run's sinks (the
-worker stores its findings as the run doctor's: worker/run_doctor.py).
+or fails on, is a line in the run's log at the run doctor's severity (a warning; info for a
+hole of the weighted total alone, which earns nothing without the right answer), and the
+report goes to the run's sinks (the worker stores its findings as the run doctor's:
+worker/run_doctor.py).
 
 Not for a run with tools: its rewards read trajectories (tool calls and results), which
 the probes' plain completions are not. It never fails the run and delays it little: each
@@ -19,6 +21,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from grpo.data.example import Example
+from grpo.doctor.finding import Severity
+from grpo.doctor.preflight import doctor_finding
 from grpo.rewards.preflight import findings, probe_examples
 from grpo.rewards.probes import probe_samples
 from grpo.rewards.scoring import Rewarder
@@ -68,8 +72,9 @@ def preflight_rewards(
     cut = f" ({stopped})" if stopped else ""
     records_probed = f"{len(whole)} record{'' if len(whole) == 1 else 's'} probed"
     log("info", f"{PREFIX}: {records_probed}{cut}; {said}")
-    for finding in found:
-        log("warning", f"{PREFIX}: {finding.message}")
+    for finding in found:  # at the doctor's severity: a hole of the total alone is info
+        severity = doctor_finding(spec, finding, probes).severity
+        log("warning" if severity == Severity.WARNING else "info", f"{PREFIX}: {finding.message}")
     return PreflightReport(records=len(whole), probes=probes, findings=found, stopped=stopped)
 
 

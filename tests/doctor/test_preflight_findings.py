@@ -22,7 +22,7 @@ from grpo.data.example import Example
 from grpo.rewards.scoring import Rewarder
 from grpo.rewards.trial_report import PreflightReport
 from grpo.run.environment import RunEnvironment
-from grpo.run.preflight import preflight_rewards
+from grpo.run.preflight import PREFIX, preflight_rewards
 from grpo.run.run import Run
 from grpo.run.sink import Sink
 from grpo.spec import JobSpec
@@ -99,7 +99,12 @@ def test_no_records_asked_probes_nothing() -> None:
     assert report is not None and report.records == 1 and len(report.probes) == 10
     assert [f.probe for f in report.findings] == ["format_wrong_answer", "very_long"]
     assert said[0] == ("info", "reward preflight: 1 record probed; 2 found")
-    assert said[1:] == [("warning", f"reward preflight: {f.message}") for f in report.findings]
+    # each at the doctor's severity: the total's very long hole earns nothing without the
+    # answer, so it is said, not warned of
+    assert said[1:] == [
+        ("warning" if f.probe == "format_wrong_answer" else "info", f"{PREFIX}: {f.message}")
+        for f in report.findings
+    ]
 
 
 class Said(Sink):

@@ -253,13 +253,14 @@ GRPO_SUBPACKAGES: dict[str, tuple[str, ...]] = {
     "engines": ("spec", "data", "models", "rewards", "report", "parallel", "tools"),
     "checkpoints": ("spec", "models", "parallel", "report"),
     "eval": ("spec", "data", "models", "rewards", "report", "algo", "engines"),
-    # one run from every door: its environment, its sinks, the trackers among them, and the
-    # rewards' preflight before its first step (not on a resumed attempt: checkpoints)
-    "run": ("spec", "data", "rewards", "report", "checkpoints"),
-    "cli": ("spec", "data", "models", "report", "parallel", "checkpoints", "eval", "run"),
     # rules over stored metrics: torch-free, run by app/ too; the preflight's findings read
     # its report (grpo/rewards/trial_report.py, torch-free)
     "doctor": ("spec", "report", "rewards"),
+    # one run from every door: its environment, its sinks, the trackers among them, and the
+    # rewards' preflight before its first step (not on a resumed attempt: checkpoints),
+    # whose findings it logs at the run doctor's severity
+    "run": ("spec", "data", "rewards", "report", "checkpoints", "doctor"),
+    "cli": ("spec", "data", "models", "report", "parallel", "checkpoints", "eval", "run"),
 }
 """Which grpo subpackage may import which, bottom-up: each names only those above it.
 grpo's top-level modules (its public face and what every part shares: python_api, client,
