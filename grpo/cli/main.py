@@ -63,66 +63,72 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parsers = {c.name: sub.add_parser(c.name, help=c.summary) for c in COMMANDS}
-    train_parser = parsers["train"]
-    train_parser.add_argument("spec", type=Path, help="JobSpec as YAML (or JSON)")
-    train_parser.add_argument(
+    add_train_arguments(parsers["train"])
+    add_eval_arguments(parsers["eval"])
+    add_convert_arguments(parsers["convert"])
+    add_vllm_serve_arguments(parsers["vllm-serve"])
+    return parser
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", type=Path, help="JobSpec as YAML (or JSON)")
+    parser.add_argument(
         "--workdir",
         type=Path,
         default=None,
         help="checkpoints go to WORKDIR/checkpoints (default runs/<spec name>)",
     )
-    train_parser.add_argument(
-        "--resume", action="store_true", help="continue from the latest checkpoint"
-    )
-    train_parser.add_argument(
+    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    parser.add_argument(
         "--nnodes",
         type=int,
         default=1,
         help="machines the run spans, each running this same command with the same spec and "
         "--workdir on shared storage; resources.num_processes ranks in all (default 1)",
     )
-    train_parser.add_argument(
+    parser.add_argument(
         "--rdzv-endpoint",
         default=None,
         help="host:port every node reaches for the rendezvous (one of the nodes; needed with "
         "--nnodes > 1), as torchrun's",
     )
-    train_parser.add_argument(
+    parser.add_argument(
         "--reward-hosts",
         default="",
         help="comma-separated host[:port]s that http rewards may call (default: none)",
     )
-    train_parser.add_argument(
+    parser.add_argument(
         "--reward-token-envs",
         default="",
         help="comma-separated environment variables an http reward's token_env may name, "
         "besides GRPO_REWARD_TOKEN_* (default: none); never other GRPO_* variables",
     )
-    eval_parser = parsers["eval"]
-    eval_parser.add_argument(
+    add_cache_dir_argument(parser)
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--model",
         required=True,
         help="builtin:tiny-arith, a hub id, a model dir or a checkpoint dir",
     )
-    eval_parser.add_argument(
-        "--n", type=int, default=200, help="examples to evaluate (default 200)"
-    )
-    eval_parser.add_argument(
+    parser.add_argument("--n", type=int, default=200, help="examples to evaluate (default 200)")
+    parser.add_argument(
         "--data", default="builtin:arith", help="task source (default builtin:arith)"
     )
-    eval_parser.add_argument("--split", default="test")
-    eval_parser.add_argument("--max-new-tokens", type=int, default=16)
-    eval_parser.add_argument("--device", default="auto")
-    add_convert_arguments(parsers["convert"])
-    add_vllm_serve_arguments(parsers["vllm-serve"])
-    for each in (train_parser, eval_parser):
-        each.add_argument(
-            "--cache-dir",
-            type=Path,
-            default=None,
-            help="built-in models cache (default GRPO_CACHE_DIR or ~/.cache/grpo)",
-        )
-    return parser
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--device", default="auto")
+    add_cache_dir_argument(parser)
+
+
+def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="built-in models cache (default GRPO_CACHE_DIR or ~/.cache/grpo)",
+    )
 
 
 def cache_dir(arg: Path | None) -> Path:
