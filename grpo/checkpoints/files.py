@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,16 @@ def latest_checkpoint(workdir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+@dataclass(frozen=True)
+class RunMarks:
+    """What a checkpoint keeps of its run besides weights and state."""
+
+    spec_json: str | None = None
+    """The spec it was trained with, kept as `spec.json` for resume checks (grpo/spec/resume.py)."""
+    is_kept: bool = False
+    """No later pruning deletes this one (KEPT_MARK; spec save_final)."""
+
+
 def save_checkpoint(
     workdir: Path,
     step: int,
@@ -54,13 +65,11 @@ def save_checkpoint(
     state: dict[str, Any],
     weights: dict[str, torch.Tensor] | None = None,
     before_rename: Callable[[], object] = lambda: None,
-    spec_json: str | None = None,
-    is_kept: bool = False,
+    marks: RunMarks = RunMarks(),
 ) -> Path:
     """Write step's checkpoint atomically and prune old ones; returns its directory.
 
-    `spec_json` (the spec it was trained with) is kept as `spec.json` for resume checks
-    (grpo/spec/resume.py); `is_kept`: no later pruning deletes this one (KEPT_MARK).
+    `marks`: what of its run the checkpoint keeps (RunMarks).
     `before_rename` may raise to abandon the write (a worker that lost its run must not
     replace or prune the new owner's checkpoints); the temp directory is then removed.
     `weights`: the full state dict to write instead of the model's own (a sharded model's,
@@ -76,9 +85,9 @@ def save_checkpoint(
             model.save_pretrained(tmp / "model", **extra)
             tokenizer.save_pretrained(tmp / "model")
             torch.save({**state, "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
-            if spec_json is not None:
-                (tmp / "spec.json").write_text(spec_json)
-            if is_kept:
+            if marks.spec_json is not None:
+                (tmp / "spec.json").write_text(marks.spec_json)
+            if marks.is_kept:
                 (tmp / KEPT_MARK).touch()
         before_rename()
         if target.exists():

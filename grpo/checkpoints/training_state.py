@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from grpo.checkpoints.files import (
+    RunMarks,
     latest_checkpoint,
     load_checkpoint,
     remove_checkpoints,
@@ -90,8 +91,7 @@ def save_training(
         tokenizer=trainer.tokenizer,
         state=state,
         before_rename=fence,
-        spec_json=spec_json(trainer.spec),
-        is_kept=is_final and trainer.spec.save_final,
+        marks=RunMarks(spec_json(trainer.spec), is_kept=is_final and trainer.spec.save_final),
     )
     trainer.log("info", f"checkpoint saved at step {step}: {path}")
     on_checkpoint(saved_checkpoint(path, is_final=is_final))

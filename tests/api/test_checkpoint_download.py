@@ -129,7 +129,7 @@ def test_merge_true_turns_a_lora_adapter_into_full_weights_that_compute_the_same
     import torch
     from transformers import AutoModelForCausalLM
 
-    from grpo.checkpoints.files import save_checkpoint
+    from grpo.checkpoints.files import RunMarks, save_checkpoint
     from grpo.models.loading import load_policy
     from grpo.models.lora import apply_lora
     from grpo.spec.resume import spec_json
@@ -146,7 +146,7 @@ def test_merge_true_turns_a_lora_adapter_into_full_weights_that_compute_the_same
                 param.normal_(std=0.5)
     workdir = get_settings().runs_dir / run.id
     path = save_checkpoint(
-        workdir, 1, model=model, tokenizer=tokenizer, state={}, spec_json=spec_json(spec)
+        workdir, 1, model=model, tokenizer=tokenizer, state={}, marks=RunMarks(spec_json(spec))
     )
     saved = SavedCheckpoint(1, str(path), 1, True, (1,))
     db.call(checkpoints.record_checkpoint, Lease.of(claimed), saved)

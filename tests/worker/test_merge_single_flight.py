@@ -42,7 +42,7 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
 
 def lora_checkpoint() -> str:
     """A run with one LoRA checkpoint (adapter and tokenizer) on disk and in the store."""
-    from grpo.checkpoints.files import save_checkpoint
+    from grpo.checkpoints.files import RunMarks, save_checkpoint
     from grpo.models.loading import load_policy
     from grpo.models.lora import apply_lora
     from grpo.spec.resume import spec_json
@@ -55,7 +55,7 @@ def lora_checkpoint() -> str:
     model = apply_lora(base, spec.lora)  # type: ignore[arg-type]
     path = save_checkpoint(
         get_settings().runs_dir / run.id, 1, model=model, tokenizer=tokenizer, state={},
-        spec_json=spec_json(spec),
+        marks=RunMarks(spec_json(spec)),
     )  # fmt: skip
     db.call(
         checkpoints.record_checkpoint,
