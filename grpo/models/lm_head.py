@@ -12,6 +12,7 @@ those of the logits the completions were sampled from. Knows nothing of GRPO.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,16 +29,26 @@ def decoder_and_head(model: Any) -> tuple[Any, Any]:
     return base.get_decoder(), base.get_output_embeddings()
 
 
-def head_logit_knobs(config: Any) -> tuple[float | None, float | None]:
-    """What a causal LM's forward does to its LM head's output, as token_logps' `scale` and
-    `softcap`: Cohere's `logit_scale` multiplies the logits and Granite's `logits_scaling`
-    divides them; Gemma 2's `final_logit_softcapping` then caps them. None: nothing."""
+@dataclass(frozen=True)
+class HeadLogits:
+    """What a causal LM's forward does to its LM head's output (head_logit_knobs)."""
+
+    scale: float | None = None
+    """Multiplies the logits (Cohere's `logit_scale`, 1 / Granite's `logits_scaling`)."""
+    softcap: float | None = None
+    """Then caps them: softcap * tanh(z / softcap) (Gemma 2's `final_logit_softcapping`)."""
+
+
+def head_logit_knobs(config: Any) -> HeadLogits:
+    """What a causal LM's forward does to its LM head's output, as token_logps' `head_logits`:
+    Cohere's `logit_scale` multiplies the logits and Granite's `logits_scaling` divides them;
+    Gemma 2's `final_logit_softcapping` then caps them. None: nothing."""
     multiplier = getattr(config, "logit_scale", None)
     divisor = getattr(config, "logits_scaling", None)
     scale = None
     if multiplier is not None or divisor is not None:
         scale = float(multiplier if multiplier is not None else 1) / float(divisor or 1)
-    return scale, getattr(config, "final_logit_softcapping", None)
+    return HeadLogits(scale, getattr(config, "final_logit_softcapping", None))
 
 
 def token_logps(
@@ -46,8 +57,7 @@ def token_logps(
     tokens: Tensor,
     *,
     temperature: float,
-    scale: float | None = None,
-    softcap: float | None = None,
+    head_logits: HeadLogits = HeadLogits(),
     with_entropy: bool = False,
     entropy_grad: bool = True,
     chunk_tokens: int | None = None,
@@ -59,11 +69,11 @@ def token_logps(
     The log-probs and the entropy share one logsumexp.
 
     Dividing by the sampling temperature makes the ratio compare the distributions the
-    tokens were drawn from (as TRL does). `scale` and `softcap` repeat what the model's
-    forward does after its head (head_logit_knobs); None: nothing.
+    tokens were drawn from (as TRL does). `head_logits` repeats what the model's forward
+    does after its head (head_logit_knobs); by default nothing.
     """
     size = chunk_tokens or max(1, LOGITS_BUDGET // head.weight.shape[0])
-    knobs = (temperature, scale, softcap, with_entropy, entropy_grad)
+    knobs = (temperature, head_logits.scale, head_logits.softcap, with_entropy, entropy_grad)
     if hidden.shape[0] <= size:  # one chunk: within budget, so it may be kept for backward
         values = _chunk_values(hidden, head, tokens, *knobs)
     else:

@@ -74,14 +74,12 @@ def _token_values(
     else:
         hidden = _hidden_full_sequence(decoder, *prompt, prompt_of_row, ids)
     is_real = mask[:, :width]
-    scale, softcap = head_logit_knobs(getattr(model, "config", None))
     logps, entropy = token_logps(
         hidden[is_real],
         head,
         ids[is_real],
         temperature=temperature,
-        scale=scale,
-        softcap=softcap,
+        head_logits=head_logit_knobs(getattr(model, "config", None)),
         with_entropy=with_entropy,
         entropy_grad=entropy_grad,
     )  # (K,) one per unmasked token
