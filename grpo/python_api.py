@@ -111,15 +111,14 @@ class Trainer:
 
     def train(self, *, resume: bool = False) -> Any:
         """Train to max_steps (Ctrl-C: stop after the step, checkpointed); the FitResult."""
-        from grpo.cli.train import fit_here
+        from grpo.cli.train import RewardReach, fit_here
 
         return fit_here(
             self.spec,
             self.workdir,
             cache_dir=self.cache_dir,
             resume=resume,
-            reward_hosts=self.reward_hosts,
-            reward_functions=self.functions,
+            rewards=RewardReach(hosts=tuple(self.reward_hosts), functions=self.functions),
             sinks=[KeptReports(self.reports)],
         )
 

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -114,11 +115,25 @@ def train_here(
         workdir,
         cache_dir=args.cache_dir,
         resume=args.resume,
-        reward_hosts=[h for h in args.reward_hosts.split(",") if h.strip()],
-        token_envs=[n.strip() for n in args.reward_token_envs.split(",") if n.strip()],
+        rewards=RewardReach(
+            hosts=tuple(h for h in args.reward_hosts.split(",") if h.strip()),
+            token_envs=tuple(n.strip() for n in args.reward_token_envs.split(",") if n.strip()),
+        ),
         keep_stopping=keep_stopping,
     )
     return 130 if result.is_stopped else 0
+
+
+@dataclass(frozen=True)
+class RewardReach:
+    """What this process's rewards may reach, as fit_here's `rewards`."""
+
+    hosts: tuple[str, ...] = ()
+    """The `host[:port]`s that `http` rewards may call."""
+    token_envs: tuple[str, ...] = ()
+    """Variables besides GRPO_REWARD_TOKEN_* an `http` reward's `token_env` may name."""
+    functions: dict[str, Any] | None = None
+    """Callables of this process for the `python` entries naming them (the Python API)."""
 
 
 def fit_here(
@@ -127,9 +142,7 @@ def fit_here(
     *,
     cache_dir: Path,
     resume: bool = False,
-    reward_hosts: Sequence[str] = (),
-    token_envs: Sequence[str] = (),
-    reward_functions: dict[str, Any] | None = None,
+    rewards: RewardReach = RewardReach(),
     keep_stopping: bool = False,
     sinks: Sequence[Any] = (),
 ) -> Any:
@@ -153,11 +166,11 @@ def fit_here(
     env = RunEnvironment(
         workdir=workdir,
         cache_dir=cache_dir,
-        reward_hosts=tuple(reward_hosts),
-        token_envs=tuple(token_envs),
+        reward_hosts=rewards.hosts,
+        token_envs=rewards.token_envs,
         plugin_dirs=local.plugin_dirs(),
         vllm_server_hosts=local.vllm_server_hosts(),
-        reward_functions=reward_functions,
+        reward_functions=rewards.functions,
         mlflow_uri=local.mlflow_uri(),
         progress=is_main,
     )
