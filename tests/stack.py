@@ -30,9 +30,9 @@ REDIS_URL = "redis://127.0.0.1:6379/15"
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -59,13 +59,16 @@ class Stack:
         devices: str | None = None,
         is_own_group: bool = False,
         extra_env: dict[str, str] | None = None,
+        wrapper: list[str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """`is_own_group`: in a process group of its own, as a terminal's job, for a test to
-        signal the group as Ctrl-C does; `extra_env`: on top of the stack's environment."""
+        signal the group as Ctrl-C does; `extra_env`: on top of the stack's environment;
+        `wrapper`: a command the worker runs under (`ip netns exec HOST`: tests/hosts.py)."""
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
         held = ["--devices", devices] if devices else []
         proc = subprocess.Popen(
             [
+                *(wrapper or []),
                 sys.executable,
                 "-m",
                 "worker.cli",
@@ -87,7 +90,7 @@ class Stack:
         return proc
 
     def start_api(self, *, workers: int = 1) -> None:
-        port = int(self.url.rsplit(":", 1)[1])
+        host, port = self.url.rsplit("//", 1)[1].rsplit(":", 1)
         log = open(self.data_dir / "api.log", "ab")  # noqa: SIM115
         self.processes["api"] = subprocess.Popen(
             [
@@ -96,9 +99,9 @@ class Stack:
                 "-m",
                 "app.server",
                 "--host",
-                "127.0.0.1",
+                host,
                 "--port",
-                str(port),
+                port,
                 "--log-level",
                 "warning",
                 "--workers",
@@ -273,8 +276,10 @@ def running_stack(
     with_worker: bool = True,
     api_workers: int = 1,
     api_wrapper: list[str] | None = None,
+    host: str = "127.0.0.1",
 ) -> Iterator[Stack]:
-    """The embedded default when no URLs are given; PostgreSQL/Redis when they are."""
+    """The embedded default when no URLs are given; PostgreSQL/Redis when they are. The
+    API listens on `host` (a bridge's address for tests/hosts.py's hosts to reach it)."""
     # Embedded brokers live in data_dir, so "default" is private; Redis is shared: isolate.
     queue = f"q-{uuid.uuid4().hex[:8]}" if broker_url else "default"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
@@ -299,10 +304,12 @@ def running_stack(
         env["GRPO_DATABASE_URL"] = database_url
     if broker_url:
         env["GRPO_BROKER_URL"] = broker_url
+    if host != "127.0.0.1":
+        env["GRPO_HOST"] = host  # the API answers to its bind address (app/api/guards.py)
     data_dir.mkdir(parents=True, exist_ok=True)
     migrate(env)
     stack = Stack(
-        url=f"http://127.0.0.1:{free_port()}",
+        url=f"http://{host}:{free_port(host)}",
         env=env,
         data_dir=data_dir,
         queue=queue,
