@@ -73,20 +73,33 @@ def mask_share(terms: LossTerms) -> dict[str, float]:
     return {"entropy_masked_share": 1 - terms.entropy_tokens / max(terms.step_tokens, 1.0)}
 
 
+@dataclass(frozen=True)
+class UpdateInputs:
+    """What a step gives its policy update besides the rollout: the loss's targets per row."""
+
+    advantages: Tensor  # (N,)
+    ref_logps: Tensor | None  # (N, T) the reference's log-probs; None without a KL term
+    loss_mask: Tensor  # (N, T) loss_mask_of the rollout
+    beta: float
+    """The step's KL coefficient (it moves under an adaptive KL)."""
+    counts: Callable[[], list[float]] | None = None
+    """start_counts of `loss_mask`, started when the caller knew the completions (so ranks
+    that finish generating at different times meet at the gradient sum, not before the
+    loss); None: policy_update starts it."""
+
+
 def step_loss_terms(
     rollout: Rollout,
     groups: Tensor | None,
-    advantages: Tensor,
-    ref_logps: Tensor | None,
-    loss_mask: Tensor,
+    inputs: UpdateInputs,
     counts: Callable[[], list[float]],
     spec: JobSpec,
-    beta: float,
     ranks: Ranks,
 ) -> LossTerms:
     """The step-wide inputs of every micro-batch's loss; the denominators count all N rows
     of every rank (`counts`: start_counts', read here), skipped ones included, since the
     whole step's loss is what is divided."""
+    loss_mask = inputs.loss_mask
     rows, tokens = counts()
     entropy_mask = step_entropy_mask(rollout, loss_mask, spec.top_entropy_quantile, ranks)
     entropy_tokens = tokens
@@ -94,8 +107,8 @@ def step_loss_terms(
         kept = loss_mask * entropy_mask.to(loss_mask.dtype)
         (entropy_tokens,) = ranks.sum([float(kept.sum())])
     return LossTerms(
-        advantages,
-        ref_logps,
+        inputs.advantages,
+        inputs.ref_logps,
         loss_mask,
         entropy_mask,
         _global_rows(rollout, groups),
@@ -104,7 +117,7 @@ def step_loss_terms(
         ),
         entropy_tokens=entropy_tokens,
         spec=spec,
-        beta=beta,
+        beta=inputs.beta,
         step_tokens=tokens,
         ranks=ranks,
         sampling_logps=rollout.sampling_logps,

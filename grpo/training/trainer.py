@@ -67,7 +67,7 @@ from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS
 from grpo.tools.kind import ToolRunFacts
 from grpo.training.optim import build_optimizer, build_scheduler
 from grpo.training.reference import ReferencePolicy
-from grpo.training.step_loss import loss_mask_of, start_counts
+from grpo.training.step_loss import UpdateInputs, loss_mask_of, start_counts
 from grpo.training.update import policy_update
 
 Log = Callable[[str, str], None]
@@ -113,11 +113,13 @@ class TrainingLoop:
         # before anything loads or connects
         check_engine(spec, EngineServerFacts(vllm_server_hosts=tuple(vllm_server_hosts)))
         self.ranks = current_ranks()
-        if self.ranks.world_size != spec.resources.num_processes:
+        nodes, per_node = spec.resources.num_nodes, spec.resources.num_processes
+        if self.ranks.world_size != nodes * per_node:
+            of = "" if nodes == 1 else f" on each of {nodes} nodes"
             raise ValueError(
-                f"resources.num_processes is {spec.resources.num_processes} but this process "
-                f"is one of {self.ranks.world_size} ranks: `grpo train` and the service's "
-                "workers launch the ranks"
+                f"resources.num_processes is {per_node}{of} but this process is one of "
+                f"{self.ranks.world_size} ranks: `grpo train` and the service's workers "
+                "launch the ranks"
             )
         self.spec = spec
         self.run_id = run_id
@@ -302,14 +304,12 @@ class TrainingLoop:
                 self.model,
                 self.optimizer,
                 rollout,
-                advantages.flatten().to(self.device),
-                ref_logps,
-                loss_mask,
+                UpdateInputs(
+                    advantages.flatten().to(self.device), ref_logps, loss_mask, self.beta, counts
+                ),
                 spec=spec,
-                beta=self.beta,
                 step=step,
                 ranks=self.ranks,
-                counts=counts,
                 autocast=lambda: autocast(self.device, self.dtype),
             )
         # the entropies the engine measured, or the update's forward pass's (vLLM)

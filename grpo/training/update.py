@@ -36,7 +36,13 @@ from grpo.parallel.sharding import idle_count, idle_passes
 from grpo.rollout.rollout import Rollout, group_rows, row_slices
 from grpo.spec import JobSpec
 from grpo.training.logprobs import completion_logps, completion_logps_entropy
-from grpo.training.step_loss import LossTerms, mask_share, start_counts, step_loss_terms
+from grpo.training.step_loss import (
+    LossTerms,
+    UpdateInputs,
+    mask_share,
+    start_counts,
+    step_loss_terms,
+)
 
 
 @dataclass(frozen=True)
@@ -55,105 +61,171 @@ def policy_update(
     model: Any,
     optimizer: torch.optim.Optimizer,
     rollout: Rollout,
-    advantages: Tensor,
-    ref_logps: Tensor | None,
-    loss_mask: Tensor,
+    inputs: UpdateInputs,
     *,
     spec: JobSpec,
-    beta: float,
     autocast: Callable[[], AbstractContextManager[Any]],
     step: int,
     ranks: Ranks = SINGLE,
-    counts: Callable[[], list[float]] | None = None,
 ) -> UpdateResult:
     """Minimise the GRPO loss for spec.num_iterations optimizer steps on this batch (this
-    rank's groups of the step when `ranks` is distributed). `counts`: start_counts of
-    this loss_mask, started when the caller knew the completions (so ranks that finish
-    generating at different times meet at the gradient sum, not before the loss); None
-    starts it here."""
-    sharded = ranks.is_distributed and spec.resources.sharding == "fsdp"
+    rank's groups of the step when `ranks` is distributed), with `inputs`' advantages,
+    reference log-probs, beta and loss mask (its counts started here where not given)."""
+    run = _Update(model, optimizer, spec, autocast, ranks, step)
     # flat groups add exactly 0 only without a KL term and without an entropy bonus; under
     # FSDP every rank runs every row (a skipped row would only become an idle pass)
-    is_skippable = beta == 0 and spec.entropy_coef == 0 and not sharded
+    is_skippable = inputs.beta == 0 and spec.entropy_coef == 0 and not run.sharded
+    advantages = inputs.advantages
     groups = groups_with_signal(advantages, rollout.num_generations) if is_skippable else None
-    # one decoder call per piece under FSDP: the shared-prompt path skips its second call
-    # when a piece's completions are one token long, which would unpair the ranks
-    share_prompt = not spec.gradient_checkpointing and not sharded
-    entropy_pass = partial(
-        _entropy_pass, model, spec=spec, share_prompt=share_prompt, autocast=autocast
-    )
     if rollout.entropy is None and spec.top_entropy_quantile < 1:
-        # the step-wide entropy threshold needs every entropy before the first loss: one
-        # no-grad pass; under FSDP the ranks agree on their passes first (idle_count is a
-        # collective), and the less busy ones pair the others' with idle passes
-        idle = idle_count(ranks, len(_pieces(rollout, spec))) if sharded else 0
-        rollout = replace(rollout, entropy=entropy_pass(rollout))
-        with torch.no_grad():
-            idle_passes(model, rollout.completion_ids.device, idle, autocast=autocast,
-                        with_backward=False)  # fmt: skip
+        rollout = run.with_entropies(rollout)
     if groups is not None and len(groups) == 0 and not ranks.is_distributed:
         return _zero_gradient_step(
-            model, optimizer, _filled(rollout, entropy_pass), spec.num_iterations
+            model, optimizer, _filled(rollout, run.entropy_pass), spec.num_iterations
         )
     batch = rollout if groups is None else rollout.select_groups(groups)
     pieces = _pieces(batch, spec)
-    idle = idle_count(ranks, len(pieces)) if sharded else 0  # FSDP's pairing passes
+    idle = idle_count(ranks, len(pieces)) if run.sharded else 0  # FSDP's pairing passes
     pad = partial(idle_passes, model, rollout.completion_ids.device, idle, autocast=autocast)
     # entropies the engine did not give come from the first pass at the sampling weights:
     # the old-log-prob pass (mu > 1) or the first iteration, and no later pass
     fill_entropy = rollout.entropy is None
+    old_logps, found = run.old_logps(batch, pieces, fill_entropy, pad)
+    counts = inputs.counts or start_counts(inputs.loss_mask, ranks)
+    terms = step_loss_terms(rollout, groups, inputs, counts, spec, ranks)
+    skipped = None  # the entropies of the groups not trained, at the weights that sampled
+    if rollout.entropy is None and groups is not None:
+        skipped = _entropy_of_groups(rollout, _groups_without(groups, rollout), run.entropy_pass)
+    history, first = run.iterate(
+        batch, pieces, old_logps, terms, pad, with_entropy=fill_entropy and found is None
+    )
+    return _result(rollout, batch, terms, history, first, (found, skipped))
 
-    def current_logps(piece: slice, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-        with autocast():
+
+@dataclass(frozen=True)
+class _Update:
+    """What every phase of one policy_update reads."""
+
+    model: Any
+    optimizer: torch.optim.Optimizer
+    spec: JobSpec
+    autocast: Callable[[], AbstractContextManager[Any]]
+    ranks: Ranks
+    step: int
+
+    @property
+    def sharded(self) -> bool:
+        return self.ranks.is_distributed and self.spec.resources.sharding == "fsdp"
+
+    @property
+    def share_prompt(self) -> bool:
+        # one decoder call per piece under FSDP: the shared-prompt path skips its second call
+        # when a piece's completions are one token long, which would unpair the ranks
+        return not self.spec.gradient_checkpointing and not self.sharded
+
+    def entropy_pass(self, rollout: Rollout) -> Tensor:
+        return _entropy_pass(
+            self.model,
+            rollout,
+            spec=self.spec,
+            share_prompt=self.share_prompt,
+            autocast=self.autocast,
+        )
+
+    def with_entropies(self, rollout: Rollout) -> Rollout:
+        """The step-wide entropy threshold needs every entropy before the first loss: one
+        no-grad pass; under FSDP the ranks agree on their passes first (idle_count is a
+        collective), and the less busy ones pair the others' with idle passes."""
+        idle = idle_count(self.ranks, len(_pieces(rollout, self.spec))) if self.sharded else 0
+        rollout = replace(rollout, entropy=self.entropy_pass(rollout))
+        with torch.no_grad():
+            idle_passes(self.model, rollout.completion_ids.device, idle, autocast=self.autocast,
+                        with_backward=False)  # fmt: skip
+        return rollout
+
+    def forward(
+        self, batch: Rollout, piece: slice, with_entropy: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """(n, T) the current log-probs of `piece`'s rows, and their entropies where asked
+        for or where the entropy bonus needs them (else None)."""
+        spec = self.spec
+        with self.autocast():
             if not with_entropy and spec.entropy_coef == 0:
                 logps = completion_logps(
-                    model,
+                    self.model,
                     batch,
                     rows=piece,
                     temperature=spec.temperature,
-                    share_prompt=share_prompt,
+                    share_prompt=self.share_prompt,
                 )
                 return logps, None  # (n, T)
             return completion_logps_entropy(
-                model,
+                self.model,
                 batch,
                 rows=piece,
                 temperature=spec.temperature,
-                share_prompt=share_prompt,
+                share_prompt=self.share_prompt,
                 entropy_grad=spec.entropy_coef != 0,
             )  # (n, T) twice
 
-    old_logps, found = None, None
-    if spec.num_iterations > 1:
+    def old_logps(
+        self, batch: Rollout, pieces: list[slice], fill_entropy: bool, pad: Callable[..., None]
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """mu > 1: the sampling policy's log-probs of the rows trained (N', T), no-grad, and
+        their entropies where the engine gave none (`fill_entropy`); mu = 1: none."""
+        if self.spec.num_iterations <= 1:
+            return None, None
         with torch.no_grad():
-            passes = [current_logps(piece, fill_entropy) for piece in pieces]
+            passes = [self.forward(batch, piece, fill_entropy) for piece in pieces]
             pad(with_backward=False)
         old_logps = _cat([logps for logps, _ in passes], batch)  # (N', T)
-        if fill_entropy:
-            found = _cat([e.float() for _, e in passes if e is not None], batch)
-    counts = counts or start_counts(loss_mask, ranks)
-    terms = step_loss_terms(
-        rollout, groups, advantages, ref_logps, loss_mask, counts, spec, beta, ranks
-    )
-    skipped = None  # the entropies of the groups not trained, at the weights that sampled
-    if rollout.entropy is None and groups is not None:
-        skipped = _entropy_of_groups(rollout, _groups_without(groups, rollout), entropy_pass)
-    history: list[dict[str, float]] = []
-    first: tuple[Tensor, Tensor | None] | None = None
-    for _ in range(spec.num_iterations):
-        optimizer.zero_grad(set_to_none=True)
-        forward = partial(
-            current_logps, with_entropy=fill_entropy and not history and found is None
-        )
-        metric_sums, logps = _accumulate_gradients(
-            pieces, forward, old_logps, terms, step, idle=partial(pad, with_backward=True)
-        )
-        if not sharded:  # FSDP reduce-scattered the sums in backward
-            ranks.sum_gradients(model.parameters())
-        history.append({**metric_sums(), **_optimizer_step(model, optimizer, spec)})
-        first = logps if first is None else first
-    assert first is not None
+        if not fill_entropy:
+            return old_logps, None
+        return old_logps, _cat([e.float() for _, e in passes if e is not None], batch)
+
+    def iterate(
+        self,
+        batch: Rollout,
+        pieces: list[slice],
+        old_logps: Tensor | None,
+        terms: LossTerms,
+        pad: Callable[..., None],
+        *,
+        with_entropy: bool,
+    ) -> tuple[list[dict[str, float]], tuple[Tensor, Tensor | None]]:
+        """The mu optimizer steps: each iteration's metrics, and the first iteration's
+        log-probs (with its entropies where `with_entropy` asked the first pass for them)."""
+        history: list[dict[str, float]] = []
+        first: tuple[Tensor, Tensor | None] | None = None
+        for _ in range(self.spec.num_iterations):
+            self.optimizer.zero_grad(set_to_none=True)
+            forward = partial(self.forward, batch, with_entropy=with_entropy and not history)
+            metric_sums, logps = _accumulate_gradients(
+                pieces, forward, old_logps, terms, self.step, idle=partial(pad, with_backward=True)
+            )
+            if not self.sharded:  # FSDP reduce-scattered the sums in backward
+                self.ranks.sum_gradients(self.model.parameters())
+            history.append(
+                {**metric_sums(), **_optimizer_step(self.model, self.optimizer, self.spec)}
+            )
+            first = logps if first is None else first
+        assert first is not None
+        return history, first
+
+
+def _result(
+    rollout: Rollout,
+    batch: Rollout,
+    terms: LossTerms,
+    history: list[dict[str, float]],
+    first: tuple[Tensor, Tensor | None],
+    entropies: tuple[Tensor | None, tuple[Tensor, Tensor] | None],
+) -> UpdateResult:
+    """The update's metrics averaged over its iterations, the first pass's log-probs spread
+    over all N rows, and the sampling distribution's entropies: the rollout's, or those the
+    update's passes found (`entropies`: the old-log-prob pass's, the skipped groups')."""
     masked = {**mask_share(terms), **_gap_metrics(first[0], batch, terms)}
+    found, skipped = entropies
     entropy = rollout.entropy
     if entropy is None:  # the first pass's, and the skipped groups' from their own pass
         found = first[1] if found is None else found

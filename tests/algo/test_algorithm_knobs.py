@@ -10,6 +10,7 @@ import torch
 from grpo.algo.advantages import decoupled_advantages
 from grpo.spec import FormatReward, RegexReward
 from grpo.spec.logging import LoggingSpec
+from grpo.training.step_loss import UpdateInputs
 from grpo.training.trainer import TrainingLoop
 from grpo.training.update import policy_update
 from tests.training.test_trainer import comparable, run, tiny_spec
@@ -81,11 +82,8 @@ def test_the_entropy_bonus_trains_on_flat_groups_too(tmp_path, grpo_cache_dir):
         trainer.model,
         trainer.optimizer,
         rollout,
-        torch.zeros(8),
-        None,
-        rollout.completion_mask,
+        UpdateInputs(torch.zeros(8), None, rollout.completion_mask, 0.0),
         spec=spec,
-        beta=0.0,
         autocast=nullcontext,
         step=1,
     )

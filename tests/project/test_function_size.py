@@ -23,9 +23,7 @@ ALLOWED: dict[str, str] = {
     "grpo.rollout.rollout:_decode": "10 params: shrink pending",
     "grpo.rollout.rollout:_generate_groups": "11 params: shrink pending",
     "grpo.rollout.rollout:generate": "11 params: shrink pending",
-    "grpo.training.step_loss:step_loss_terms": "9 params: shrink pending",
     "grpo.training.trainer:TrainingLoop.__init__": "86 lines, 15 params: shrink pending",
-    "grpo.training.update:policy_update": "108 lines, 12 params: shrink pending",
 }
 
 

@@ -33,7 +33,7 @@ from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.tools.calls import parse_tool_calls
 from grpo.training.logprobs import completion_logps
-from grpo.training.step_loss import loss_mask_of, start_counts
+from grpo.training.step_loss import UpdateInputs, loss_mask_of, start_counts
 from grpo.training.trainer import TrainingLoop
 from grpo.training.update import policy_update
 
@@ -189,9 +189,10 @@ def test_the_importance_sampling_correction_of_a_multi_turn_update_counts_model_
     assert torch.equal(loss_mask, rollout.model_token_mask)  # tool tokens never train
     with update_mode(trainer.model, spec):
         update = policy_update(
-            trainer.model, trainer.optimizer, rollout, torch.tensor([1.0, -1.0, 0.5, -0.5]),
-            None, loss_mask, spec=spec, beta=0.0, step=1, ranks=trainer.ranks,
-            counts=start_counts(loss_mask, trainer.ranks),
+            trainer.model, trainer.optimizer, rollout,
+            UpdateInputs(torch.tensor([1.0, -1.0, 0.5, -0.5]), None, loss_mask, 0.0,
+                         start_counts(loss_mask, trainer.ranks)),
+            spec=spec, step=1, ranks=trainer.ranks,
             autocast=lambda: autocast(trainer.device, trainer.dtype),
         )  # fmt: skip
     metrics = update.metrics

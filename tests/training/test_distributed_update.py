@@ -35,7 +35,7 @@ from grpo.rollout.rollout import Rollout, group_rows
 from grpo.spec import JobSpec
 from grpo.training.logprobs import completion_logps
 from grpo.training.reference import ReferencePolicy
-from grpo.training.step_loss import loss_mask_of
+from grpo.training.step_loss import UpdateInputs, loss_mask_of
 from grpo.training.update import policy_update
 from tests.stack import free_port
 from tests.training.test_update import ADVANTAGES, rollout_and_reference
@@ -113,11 +113,13 @@ def update(
             model,
             optimizer,
             rollout.select_groups(groups),
-            advantages[rows],
-            data["ref_logps"][rows] if spec.beta > 0 else None,
-            mask[rows],
+            UpdateInputs(
+                advantages[rows],
+                data["ref_logps"][rows] if spec.beta > 0 else None,
+                mask[rows],
+                spec.beta,
+            ),
             spec=spec,
-            beta=spec.beta,
             autocast=nullcontext,
             step=1,
             ranks=ranks,

@@ -10,7 +10,13 @@ import torch
 from grpo.parallel.ranks import SINGLE
 from grpo.rollout.rollout import Rollout, concat_rollouts
 from grpo.spec import JobSpec, RegexReward
-from grpo.training.step_loss import loss_mask_of, mask_share, start_counts, step_loss_terms
+from grpo.training.step_loss import (
+    UpdateInputs,
+    loss_mask_of,
+    mask_share,
+    start_counts,
+    step_loss_terms,
+)
 
 
 def rollout() -> Rollout:
@@ -71,16 +77,16 @@ def test_the_normaliser_counts_the_whole_step(loss_type, is_masked, normalizer):
     counts = start_counts(mask)
     tokens = 3.0 if is_masked else 7.0
     assert counts() == [2.0, tokens]
-    terms = step_loss_terms(rollout(), None, torch.zeros(2), None, mask, counts, job, 0.0, SINGLE)
+    inputs = UpdateInputs(torch.zeros(2), None, mask, 0.0)
+    terms = step_loss_terms(rollout(), None, inputs, counts, job, SINGLE)
     assert terms.normalizer == normalizer and terms.step_tokens == tokens
 
 
 def test_the_entropy_mask_keeps_the_steps_top_quantile_and_reports_what_it_left_out():
     job = spec(top_entropy_quantile=0.25, beta=0.0)
     mask = loss_mask_of(rollout(), job)
-    terms = step_loss_terms(
-        rollout(), None, torch.zeros(2), None, mask, start_counts(mask), job, 0.0, SINGLE
-    )
+    inputs = UpdateInputs(torch.zeros(2), None, mask, 0.0)
+    terms = step_loss_terms(rollout(), None, inputs, start_counts(mask), job, SINGLE)
     # the 7 loss tokens' entropies (padding's 1.0 left out), sorted 0.1 0.2 0.3 0.4 0.7 0.8
     # 0.9: the 0.75 quantile sits at position 0.75 x 6 = 4.5, between 0.7 and 0.8, so 0.75;
     # the tokens at 0.9 and 0.8 stay: 2 of 7

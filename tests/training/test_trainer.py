@@ -16,6 +16,7 @@ from grpo.failures import Diverged, OutOfMemory, RewardFunctionError
 from grpo.spec import JobSpec, RegexReward
 from grpo.spec.optimization import LoraSpec
 from grpo.training.logprobs import completion_logps
+from grpo.training.step_loss import UpdateInputs
 from grpo.training.trainer import FitResult, TrainingLoop
 from grpo.training.update import groups_with_signal, policy_update
 
@@ -280,11 +281,8 @@ def test_skipping_all_equal_groups_changes_the_cost_not_the_update(tmp_path, grp
             trainer.model,
             trainer.optimizer,
             rollout,
-            advantages,
-            ref,
-            rollout.completion_mask,
+            UpdateInputs(advantages, ref, rollout.completion_mask, beta),
             spec=spec,
-            beta=beta,
             autocast=nullcontext,
             step=1,
         )

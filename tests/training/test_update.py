@@ -16,7 +16,7 @@ import torch
 
 from grpo.spec import JobSpec, RegexReward
 from grpo.training.logprobs import completion_logps
-from grpo.training.step_loss import loss_mask_of
+from grpo.training.step_loss import UpdateInputs, loss_mask_of
 from grpo.training.trainer import TrainingLoop
 from grpo.training.update import policy_update
 
@@ -70,11 +70,8 @@ def update(setup, job, advantages=ADVANTAGES):
         model,
         optimizer,
         rollout,
-        advantages,
-        ref_logps if job.beta > 0 else None,
-        mask,
+        UpdateInputs(advantages, ref_logps if job.beta > 0 else None, mask, job.beta),
         spec=job,
-        beta=job.beta,
         autocast=nullcontext,
         step=1,
     )
