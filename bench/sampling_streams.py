@@ -37,9 +37,10 @@ from grpo.data.loading import load_examples  # noqa: E402
 from grpo.data.prompts import format_prompt  # noqa: E402
 from grpo.models.loading import load_policy  # noqa: E402
 from grpo.rollout.policy import eos_token_ids  # noqa: E402
-from grpo.rollout.rollout import generate, tokenize_prompts  # noqa: E402
+from grpo.rollout.rollout import CompletionEnds, generate, tokenize_prompts  # noqa: E402
 from grpo.rollout.sampling import GroupUniforms, sample_next_tokens  # noqa: E402
 from grpo.spec.data import DataSpec  # noqa: E402
+from grpo.spec.generation import Sampling  # noqa: E402
 
 GENERATIONS = 16
 
@@ -61,9 +62,8 @@ def generation_times(
     )
     knobs = dict(
         num_generations=GENERATIONS,
-        max_new_tokens=32,
-        eos_token_ids=eos_token_ids(tokenizer, model),
-        pad_token_id=tokenizer.pad_token_id,
+        ends=CompletionEnds(32, tuple(eos_token_ids(tokenizer, model)), tokenizer.pad_token_id),
+        sampling=Sampling(),
     )
     per_group, one_stream = [], []
     for repeat in range(repeats + 2):

@@ -5,7 +5,13 @@ from dataclasses import fields
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from grpo.rollout.rollout import Rollout, generate, prompt_positions, tokenize_prompts
+from grpo.rollout.rollout import (
+    CompletionEnds,
+    Rollout,
+    generate,
+    prompt_positions,
+    tokenize_prompts,
+)
 from grpo.spec.generation import Sampling
 
 CPU = torch.device("cpu")
@@ -44,9 +50,12 @@ def sample(model, tokenizer, prompts, *, g=3, max_new=6, seed=0, **kwargs) -> Ro
         ids,
         mask,
         num_generations=g,
-        max_new_tokens=max_new,
-        eos_token_ids=kwargs.pop("eos", [tokenizer.eos_token_id]),
-        pad_token_id=tokenizer.pad_token_id,
+        ends=CompletionEnds(
+            max_new,
+            tuple(kwargs.pop("eos", [tokenizer.eos_token_id])),
+            tokenizer.pad_token_id,
+            kwargs.pop("stop", None),
+        ),
         seeds=kwargs.pop("seeds", [seed + b for b in range(len(prompts))]),
         sampling=Sampling(**{k: kwargs.pop(k) for k in SAMPLING_KNOBS if k in kwargs}),
         **kwargs,

@@ -9,7 +9,7 @@ from grpo.engines.context import EngineContext
 from grpo.engines.engine import GenerationRequest
 from grpo.models.precision import autocast
 from grpo.parallel.sharding import full_weights
-from grpo.rollout.rollout import Rollout, generate
+from grpo.rollout.rollout import CompletionEnds, Rollout, generate
 
 
 class NativeEngine:
@@ -28,13 +28,15 @@ class NativeEngine:
                 request.prompt_ids,
                 request.prompt_mask,
                 num_generations=request.num_generations,
-                max_new_tokens=request.max_new_tokens,
-                eos_token_ids=policy.eos_token_ids,
-                pad_token_id=policy.tokenizer.pad_token_id,
+                ends=CompletionEnds(
+                    request.max_new_tokens,
+                    tuple(policy.eos_token_ids),
+                    policy.tokenizer.pad_token_id,
+                    policy.stop_strings,
+                ),
                 sampling=request.sampling,
                 seeds=request.seeds,
                 generation_batch_size=policy.spec.generation_batch_size,
-                stop=policy.stop_strings,
             )
 
     def load_weights(self, model: Any) -> None:

@@ -166,6 +166,20 @@ def row_slices(num_rows: int, size: int | None) -> list[slice]:
     return [slice(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
 
 
+@dataclass(frozen=True)
+class CompletionEnds:
+    """Where a completion ends, and what fills its row after the end."""
+
+    max_new_tokens: int
+    """At most this many tokens (then it is truncated)."""
+    eos_token_ids: tuple[int, ...]
+    """Any of these ends it, and is kept as its last token."""
+    pad_token_id: int
+    """Fills every row after its end."""
+    stop: StopStrings | None = None
+    """Stop strings that end it as an EOS does; None: none."""
+
+
 @torch.no_grad()
 def generate(
     model: Any,
@@ -173,32 +187,19 @@ def generate(
     prompt_mask: Tensor,
     *,
     num_generations: int,
-    max_new_tokens: int,
-    eos_token_ids: Sequence[int],
-    pad_token_id: int,
+    ends: CompletionEnds,
     sampling: Sampling,
     seeds: Sequence[int] | None = None,
     generation_batch_size: int | None = None,
-    stop: StopStrings | None = None,
 ) -> Rollout:
-    """Sample num_generations completions per prompt, each at most max_new_tokens long,
+    """Sample num_generations completions per prompt, each ending where `ends` says,
     generation_batch_size completions (whole groups) decoded at once; None: all at once.
 
     Group b draws from its own seeds[b] (sampling.GroupUniforms), so how the groups are
     batched changes no sample, up to floating-point ties. No seeds: torch's global RNG.
     """
     g, device = num_generations, prompt_ids.device
-    decode = partial(
-        _generate_groups,
-        model,
-        num_generations=g,
-        max_new_tokens=max_new_tokens,
-        eos=torch.tensor(list(eos_token_ids), device=device),
-        pad_token_id=pad_token_id,
-        is_penalized=sampling.repetition_penalty != 1,
-        draw=partial(sample_next_tokens, **asdict(sampling)),
-        stop=stop,
-    )
+    decode = partial(_generate_groups, model, num_generations=g, ends=ends, sampling=sampling)
     groups_at_once = None if generation_batch_size is None else generation_batch_size // g
     parts = [
         decode(
@@ -210,7 +211,9 @@ def generate(
         )
         for s in row_slices(len(prompt_ids), groups_at_once)
     ]
-    return parts[0] if len(parts) == 1 else concat_rollouts(parts, pad_token_id=pad_token_id)
+    if len(parts) == 1:
+        return parts[0]
+    return concat_rollouts(parts, pad_token_id=ends.pad_token_id)
 
 
 def _generate_groups(
@@ -220,16 +223,13 @@ def _generate_groups(
     uniforms: GroupUniforms,
     *,
     num_generations: int,
-    max_new_tokens: int,
-    eos: Tensor,
-    pad_token_id: int,
-    is_penalized: bool,
-    draw: Callable[..., tuple[Tensor, Tensor]],
-    stop: StopStrings | None,
+    ends: CompletionEnds,
+    sampling: Sampling,
 ) -> Rollout:
-    """One decode of all completions of the given prompts; `draw` is sample_next_tokens
-    with the sampling knobs set."""
+    """One decode of all completions of the given prompts."""
     g = num_generations
+    eos = torch.tensor(list(ends.eos_token_ids), device=prompt_ids.device)
+    draw: Callable[..., tuple[Tensor, Tensor]] = partial(sample_next_tokens, **asdict(sampling))
     positions = prompt_positions(prompt_mask)  # (B, P)
     out = model(
         input_ids=prompt_ids,
@@ -239,8 +239,9 @@ def _generate_groups(
         logits_to_keep=1,
     )
     cache = cache_of(out)
-    preallocate(cache, max_new_tokens)
+    preallocate(cache, ends.max_new_tokens)
     cache.batch_repeat_interleave(g)
+    is_penalized = sampling.repetition_penalty != 1
     seen = _prompt_tokens(out.logits, prompt_ids, prompt_mask, g) if is_penalized else None
 
     def sample(logits: Tensor, rows: Tensor, t: int) -> tuple[Tensor, Tensor]:
@@ -259,14 +260,12 @@ def _generate_groups(
         next_position=positions[:, -1].repeat_interleave(g) + 1,  # (N,)
         sample=sample,
         eos=eos,
-        max_new_tokens=max_new_tokens,
-        pad_token_id=pad_token_id,
-        stop=stop,
+        ends=ends,
     )
     width = int(lengths.max())
     mask = torch.arange(width, device=tokens.device)[None, :] < lengths[:, None]  # (N, T)
     ended = torch.isin(tokens.gather(1, (lengths - 1)[:, None]).squeeze(1), eos)  # (N,)
-    ids = tokens[:, :width].masked_fill(~mask, pad_token_id)
+    ids = tokens[:, :width].masked_fill(~mask, ends.pad_token_id)
     is_truncated = ~(ended | is_stopped)  # a stop string ends a completion as EOS does
     return Rollout(prompt_ids, prompt_mask, ids, mask.long(), is_truncated, entropy[:, :width])
 
@@ -289,13 +288,13 @@ def _decode(
     next_position: Tensor,
     sample: Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor]],
     eos: Tensor,
-    max_new_tokens: int,
-    pad_token_id: int,
-    stop: StopStrings | None = None,
+    ends: CompletionEnds,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The decode loop: tokens (N, max_new_tokens), lengths (N,) incl. EOS, entropies, and
-    which rows a stop string ended (N,)."""
+    which rows a stop string ended (N,); `eos`: ends.eos_token_ids on the logits' device."""
     n, device = logits.shape[0], logits.device
+    max_new_tokens, stop = ends.max_new_tokens, ends.stop
+    pad_token_id = ends.pad_token_id
     tokens = torch.full((n, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
     entropy = torch.zeros((n, max_new_tokens), device=device)
     lengths = torch.full((n,), max_new_tokens, dtype=torch.long, device=device)
