@@ -98,9 +98,11 @@ class Trainer:
         rewards may call."""
         self.functions = function_names(reward_funcs)
         self.spec = with_functions(load_spec(spec), self.functions)
-        if self.functions and self.spec.resources.num_processes > 1:
+        resources = self.spec.resources
+        if self.functions and resources.num_processes * resources.num_nodes > 1:
             raise ValueError(
                 "reward_funcs train in this process only: resources.num_processes must be 1 "
+                "and num_nodes 1 "
                 "(package the functions as a plugin for runs on several ranks)"
             )
         self.workdir = Path(workdir) if workdir else Path("runs") / (self.spec.name or "run")

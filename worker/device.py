@@ -156,6 +156,11 @@ def fit_problem(spec: JobSpec, held: Devices, engines: Sequence[str] = ("native"
 
     if (refused := worker_refusal(spec, engines)) is not None:  # the spec's engine kind
         return refused
+    if spec.resources.num_nodes > 1:  # the API refuses it; a spec stored by a later one
+        return (
+            f"resources.num_nodes is {spec.resources.num_nodes} but a worker trains a run on "
+            "its own machine only, so it waits for workers that form a gang of machines"
+        )
     ranks = spec.resources.num_processes
     if ranks > held.count:
         return (

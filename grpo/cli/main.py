@@ -84,7 +84,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="machines the run spans, each running this same command with the same spec and "
-        "--workdir on shared storage; resources.num_processes ranks in all (default 1)",
+        "--workdir on shared storage: the spec's resources.num_nodes where it is more than 1 "
+        "(num_processes ranks on each), else num_processes ranks in all split over them "
+        "(default 1)",
     )
     parser.add_argument(
         "--rdzv-endpoint",

@@ -27,10 +27,12 @@ def train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    ranks = spec.resources.num_processes
+    # a spec of num_nodes 1 is split over --nnodes machines (num_processes ranks in all);
+    # one of num_nodes N > 1 runs num_processes ranks on each of N, so --nnodes must be N
+    ranks = spec.resources.num_processes * spec.resources.num_nodes
     if ranks == 1 and args.nnodes == 1:
         return train_here(args, spec, workdir)
-    problem = nodes_problem(
+    problem = spec_nodes_problem(spec.resources.num_nodes, args.nnodes) or nodes_problem(
         ranks, nodes=args.nnodes, endpoint=args.rdzv_endpoint, has_workdir=bool(args.workdir)
     )
     if problem:
@@ -69,6 +71,17 @@ def train(args: argparse.Namespace) -> int:
         print(f"stopped; checkpoints in {workdir / 'checkpoints'}", file=sys.stderr)
         return 130
     return code
+
+
+def spec_nodes_problem(spec_nodes: int, nodes: int) -> str | None:
+    """Why `--nnodes` does not match the spec's `resources.num_nodes`, or None."""
+    if spec_nodes > 1 and nodes != spec_nodes:
+        return (
+            f"resources.num_nodes is {spec_nodes}: run this command on each of the "
+            f"{spec_nodes} machines with --nnodes {spec_nodes} and the same --rdzv-endpoint "
+            f"(it has --nnodes {nodes})"
+        )
+    return None
 
 
 def nodes_problem(ranks: int, *, nodes: int, endpoint: str | None, has_workdir: bool) -> str | None:

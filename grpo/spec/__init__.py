@@ -145,11 +145,12 @@ class JobSpec(
     @field_validator("resources")
     @classmethod
     def _ranks_fit(cls, value: ResourcesSpec, info: ValidationInfo) -> ResourcesSpec:
-        ranks, prompts = value.num_processes, info.data.get("prompts_per_step")
+        ranks, prompts = value.num_processes * value.num_nodes, info.data.get("prompts_per_step")
         if prompts is not None and ranks > prompts:
+            of = "" if value.num_nodes == 1 else f" x num_nodes ({value.num_nodes})"
             raise ValueError(
-                f"num_processes ({ranks}) must be at most prompts_per_step ({prompts}): "
-                "whole groups are dealt to ranks"
+                f"num_processes ({value.num_processes}){of} must be at most prompts_per_step "
+                f"({prompts}): whole groups are dealt to ranks"
             )
         if value.sharding == "fsdp" and info.data.get("lora") is not None:
             raise ValueError(
@@ -247,9 +248,10 @@ def _check_vllm(spec: JobSpec) -> None:
             "use_vllm with resources.sharding fsdp is not supported yet: the engine takes "
             "whole weights on every rank; use sharding ddp"
         )
-    if spec.vllm_mode == "server" and spec.resources.num_processes > 1:
+    many = "num_processes" if spec.resources.num_processes > 1 else "num_nodes"
+    if spec.vllm_mode == "server" and getattr(spec.resources, many) > 1:
         raise ValueError(
-            "vllm_mode server with resources.num_processes > 1 is not supported yet: one "
+            f"vllm_mode server with resources.{many} > 1 is not supported yet: one "
             "trainer process pushes its weights to the server; use vllm_mode colocate"
         )
     length = spec.vllm_max_model_length

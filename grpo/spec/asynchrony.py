@@ -85,6 +85,11 @@ def async_refusal(spec: AsyncSpec) -> tuple[str, str] | None:
             "cannot sample beside the update; use vllm_mode server, or the native engine "
             "(use_vllm false)"
         )
+    if spec.resources.num_nodes > 1:
+        return "resources.num_nodes", (
+            f"{not_yet}: one trainer process owns the producer and its weight syncs; "
+            "use num_nodes 1"
+        )
     if spec.resources.num_processes > 1:
         return "resources.num_processes", (
             f"{not_yet}: one trainer process owns the producer and its weight syncs; "

@@ -18,6 +18,8 @@ SPEC = (
     "max_completion_length: 4\nsave_steps: 1\nresources:\n  num_processes: 2\n"
     "rewards:\n  - name: regex\n    pattern: '\\d'\n"
 )
+PER_NODE = SPEC.replace("num_processes: 2\n", "num_processes: 1\n  num_nodes: 2\n")
+"""The same run as SPEC said per node: 1 rank on each of 2 machines."""
 
 
 def free_port() -> int:
@@ -29,16 +31,20 @@ def free_port() -> int:
 def test_two_nodes_meet_at_one_endpoint_and_train_one_run(
     tmp_path: Path, grpo_cache_dir: Path
 ) -> None:
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC)
+    # node 0's spec gives the ranks in all (num_processes 2, split by --nnodes), node 1's
+    # the ranks per node (num_nodes 2): the same layout, so they meet as one run
+    specs = [tmp_path / "spec.yaml", tmp_path / "per-node.yaml"]
+    specs[0].write_text(SPEC)
+    specs[1].write_text(PER_NODE)
     workdir = tmp_path / "shared" / "run"
     endpoint = f"127.0.0.1:{free_port()}"
     argv = [
-        sys.executable, "-m", "grpo.cli", "train", str(spec), "--workdir", str(workdir),
+        sys.executable, "-m", "grpo.cli", "train", "--workdir", str(workdir),
         "--cache-dir", str(grpo_cache_dir), "--nnodes", "2", "--rdzv-endpoint", endpoint,
     ]  # fmt: skip
     nodes = [
-        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)
+        subprocess.Popen([*argv, str(spec)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for spec in specs
     ]
     outputs = [node.communicate(timeout=300)[0].decode(errors="replace") for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs
@@ -59,3 +65,13 @@ def test_nodes_that_cannot_share_the_ranks_are_refused_before_any_launch(
     assert "--nnodes > 1 needs --rdzv-endpoint" in capsys.readouterr().err
     assert cli.main(["train", str(spec), "--nnodes", "2", "--rdzv-endpoint", "h:1"]) == 2
     assert "--nnodes > 1 needs --workdir on storage every node shares" in capsys.readouterr().err
+    # a spec of num_nodes 2 runs only with --nnodes 2: never on one machine, never split again
+    per_node = tmp_path / "per-node.yaml"
+    per_node.write_text(PER_NODE)
+    run = ["train", str(per_node), "--workdir", str(tmp_path / "run")]
+    for nodes in ("1", "4"):
+        assert cli.main([*run, "--nnodes", nodes, "--rdzv-endpoint", "h:1"]) == 2
+        assert (
+            f"resources.num_nodes is 2: run this command on each of the 2 machines with "
+            f"--nnodes 2 and the same --rdzv-endpoint (it has --nnodes {nodes})"
+        ) in capsys.readouterr().err

@@ -97,6 +97,16 @@ def test_a_run_with_more_ranks_than_the_worker_holds_is_declined_saying_both() -
     assert "holds 2 GPUs (0,1)" in (gpus or "")
 
 
+def test_a_run_of_several_nodes_is_declined_never_trained_on_one_machine() -> None:
+    """The API refuses it (tests/api/test_num_nodes.py); a worker that meets one anyway (a
+    spec stored by a later API) leaves it queued rather than train half of it."""
+    spec = JobSpec(device="cpu", prompts_per_step=2, resources={"num_nodes": 2})
+    problem = fit_problem(spec, Devices("cpu", ("0", "1")))
+    assert "resources.num_nodes is 2 but a worker trains a run on its own machine only" in (
+        problem or ""
+    )
+
+
 def test_a_run_needing_more_free_memory_than_the_worker_has_is_declined() -> None:
     spec = JobSpec(device="cpu", resources={"min_free_memory_gb": 100_000})
     assert "needs 100000 GiB free on cpu" in (fit_problem(spec, Devices("cpu", ("0",))) or "")

@@ -4,7 +4,7 @@ with those of the first stage that finds any.
 
 The stages: the JobSpec's own rules (pydantic, worded by grpo/spec/hints.py), then this
 server's (spec.py: paths, datasets, NUL characters, the system prompt; rewards.py; tools.py;
-trackers.py; engine.py). The server's need a spec that validates: when the JobSpec's
+trackers.py; engine.py; nodes.py). The server's need a spec that validates: when the JobSpec's
 rules refuse some top-level fields, the server's checks run on the spec without them (their
 defaults in their place) and report what they find in the other fields, so that a TRL field
 name does not hide an uninstalled reward function until it is fixed.
@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.api.checks.engine import engine_problems
+from app.api.checks.nodes import node_problems
 from app.api.checks.refusal import Problem
 from app.api.checks.rewards import reward_problems
 from app.api.checks.spec import path_problems
@@ -37,6 +38,7 @@ def server_problems(spec: JobSpec, settings: Settings, session: Session) -> list
         *tool_problems(spec, settings),
         *tracker_problems(spec),
         *engine_problems(spec, settings),
+        *node_problems(spec),
     ]
 
 
