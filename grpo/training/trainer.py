@@ -7,7 +7,7 @@ callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -37,7 +37,7 @@ from grpo.failures import RewardFunctionError, is_out_of_memory, out_of_memory
 from grpo.models.loading import load_policy, pick_device
 from grpo.models.precision import autocast, compute_dtype
 from grpo.parallel.rank_parts import rank_part, step_scalars, whole_step
-from grpo.parallel.ranks import current_ranks
+from grpo.parallel.ranks import Ranks, current_ranks
 from grpo.parallel.sharding import shard_models
 from grpo.report import EvalReport, GroupReport, SavedCheckpoint, StepReport
 from grpo.report.build import GroupsShown, build_groups, build_step_report
@@ -79,6 +79,46 @@ class FitResult:
     is_stopped: bool
 
 
+@dataclass(frozen=True)
+class RunReach:
+    """What a run may read and call beyond its spec; the door that starts it fills it in
+    (grpo/run/run.py, from its RunEnvironment)."""
+
+    datasets_dir: Path | None = None
+    """Where the service keeps uploaded datasets (None outside the service)."""
+    model_roots: LocalRoots | None = None
+    """Local folders a model path may name."""
+    data_roots: LocalRoots | None = None
+    """Local folders a data path may name."""
+    reward_hosts: tuple[str, ...] = ()
+    """The `host[:port]`s that `http` rewards may call."""
+    token_envs: tuple[str, ...] = ()
+    """Variables besides GRPO_REWARD_TOKEN_* an `http` reward's `token_env` may name."""
+    reward_functions: Mapping[str, RewardFunction] | None = None
+    """Callables of this process for the `python` entries naming them (the Python API)."""
+    tool_hosts: tuple[str, ...] | None = None
+    """Those `http` tools may call (None: the reward hosts)."""
+    plugin_dirs: tuple[Path, ...] = ()
+    """Folders whose files' functions `python` rewards and tools may name (GRPO_PLUGIN_DIRS,
+    grpo/spec/plugins.py)."""
+    vllm_server_hosts: tuple[str, ...] = DEFAULT_VLLM_SERVER_HOSTS
+    """Where a server-mode run's vLLM server may be (GRPO_VLLM_SERVER_HOSTS; default
+    loopback)."""
+
+
+def _ranks_for(spec: JobSpec) -> Ranks:
+    """This process's ranks, which must be as many as the spec's resources ask for."""
+    ranks = current_ranks()
+    nodes, per_node = spec.resources.num_nodes, spec.resources.num_processes
+    if ranks.world_size != nodes * per_node:
+        of = "" if nodes == 1 else f" on each of {nodes} nodes"
+        raise ValueError(
+            f"resources.num_processes is {per_node}{of} but this process is one of "
+            f"{ranks.world_size} ranks: `grpo train` and the service's workers launch the ranks"
+        )
+    return ranks
+
+
 class TrainingLoop:
     """Builds policy, reference, optimizer and data from a JobSpec; `fit` runs the steps.
     A run is wired to it from every door by grpo/run/run.py; `from grpo import Trainer` is
@@ -90,37 +130,16 @@ class TrainingLoop:
         *,
         workdir: Path,
         cache_dir: Path,
-        datasets_dir: Path | None = None,
-        model_roots: LocalRoots | None = None,
-        data_roots: LocalRoots | None = None,
         log: Log | None = None,
         progress: bool = False,
         run_id: str = "",
-        reward_hosts: Sequence[str] = (),
-        token_envs: Sequence[str] = (),
-        reward_functions: Mapping[str, RewardFunction] | None = None,
-        tool_hosts: Sequence[str] | None = None,
-        plugin_dirs: Sequence[Path] = (),
-        vllm_server_hosts: Sequence[str] = DEFAULT_VLLM_SERVER_HOSTS,
+        reach: RunReach = RunReach(),
     ) -> None:
-        """`reward_hosts`: the `host[:port]`s that `http` rewards may call (none by default);
-        `token_envs`: variables besides GRPO_REWARD_TOKEN_* their `token_env` may name;
-        `reward_functions`: callables of this process for the `python` entries naming them
-        (the Python API, grpo/api.py); `tool_hosts`: those `http` tools may call (None: the
-        reward hosts); `plugin_dirs`: folders whose files' functions `python` rewards and
-        tools may name (GRPO_PLUGIN_DIRS, grpo/spec/plugins.py); `vllm_server_hosts`: where
-        a server-mode run's vLLM server may be (GRPO_VLLM_SERVER_HOSTS; default loopback)."""
+        """`reach`: what the run may read and call beyond its spec (RunReach; by default
+        only the spec's own sources, no host, a vLLM server on loopback)."""
         # before anything loads or connects
-        check_engine(spec, EngineServerFacts(vllm_server_hosts=tuple(vllm_server_hosts)))
-        self.ranks = current_ranks()
-        nodes, per_node = spec.resources.num_nodes, spec.resources.num_processes
-        if self.ranks.world_size != nodes * per_node:
-            of = "" if nodes == 1 else f" on each of {nodes} nodes"
-            raise ValueError(
-                f"resources.num_processes is {per_node}{of} but this process is one of "
-                f"{self.ranks.world_size} ranks: `grpo train` and the service's workers "
-                "launch the ranks"
-            )
+        check_engine(spec, EngineServerFacts(vllm_server_hosts=tuple(reach.vllm_server_hosts)))
+        self.ranks = _ranks_for(spec)
         self.spec = spec
         self.run_id = run_id
         self.workdir = Path(workdir)
@@ -128,33 +147,17 @@ class TrainingLoop:
         self.device = pick_device(spec.device)
         self.dtype = compute_dtype(spec.precision, self.device)
         torch.manual_seed(spec.seed)  # LoRA initialisation
-        check_answers_present(spec)
-        examples = load_nonempty(spec.data, datasets_dir, data_roots)
-        self.examples = holdout_split(examples, holdout_fraction(spec), seed=spec.seed)[0]
-        self.datasets_dir, self.data_roots = datasets_dir, data_roots
-        self.eval_examples: list[Example] | None = None  # loaded at the first evaluation
+        self._load_examples(reach)
         model, self.tokenizer = load_policy(
             spec.model,
             cache_dir=Path(cache_dir),
             device=self.device,
             progress=progress,
-            roots=model_roots,
+            roots=reach.model_roots,
             log=self.log,
         )
         self.model = prepare_policy(model, spec)
-        rewarder = partial(
-            Rewarder,
-            device=self.device,
-            reward_hosts=reward_hosts,
-            token_envs=token_envs,
-            cache_dir=Path(cache_dir),
-            model_roots=model_roots,
-            functions=reward_functions,
-            plugin_dirs=plugin_dirs,
-        )
-        self.rewarder = rewarder(spec.rewards)
-        eval_rewards = spec.eval.rewards if spec.eval else None
-        self.eval_rewarder = rewarder(eval_rewards) if eval_rewards else self.rewarder
+        self._build_rewarders(Path(cache_dir), reach)
         self.reference = ReferencePolicy(self.model) if spec.beta > 0 else None
         if self.ranks.is_distributed and spec.resources.sharding == "fsdp":
             shard_models(self.model, self.reference and self.reference.frozen)
@@ -165,9 +168,9 @@ class TrainingLoop:
         self.stop_strings = StopStrings(self.tokenizer, spec.stop) if spec.stop else None
         self.uses_chat_template = has_chat_template(spec.data, self.tokenizer)
         check_prompts_render(self.examples, spec.data, self.tokenizer)
-        hosts = reward_hosts if tool_hosts is None else tool_hosts
+        hosts = reach.reward_hosts if reach.tool_hosts is None else reach.tool_hosts
         self._start_engines(
-            ToolRunFacts(run_id, tuple(hosts), tuple(token_envs), tuple(plugin_dirs))
+            ToolRunFacts(run_id, tuple(hosts), tuple(reach.token_envs), tuple(reach.plugin_dirs))
         )
         self.view = self._policy_view()
         self.checkpoints = CheckpointContext(
@@ -179,6 +182,33 @@ class TrainingLoop:
         for note in spec.notes:
             self.log("warning", note)
         self._log_loaded()
+
+    def _load_examples(self, reach: RunReach) -> None:
+        """The training examples (less the held-out share); the held-out ones load at the
+        first evaluation."""
+        spec = self.spec
+        check_answers_present(spec)
+        examples = load_nonempty(spec.data, reach.datasets_dir, reach.data_roots)
+        self.examples = holdout_split(examples, holdout_fraction(spec), seed=spec.seed)[0]
+        self.datasets_dir, self.data_roots = reach.datasets_dir, reach.data_roots
+        self.eval_examples: list[Example] | None = None  # loaded at the first evaluation
+
+    def _build_rewarders(self, cache_dir: Path, reach: RunReach) -> None:
+        """The run's rewarder, and held-out evaluation's (the same unless spec.eval names
+        its own rewards)."""
+        rewarder = partial(
+            Rewarder,
+            device=self.device,
+            reward_hosts=reach.reward_hosts,
+            token_envs=reach.token_envs,
+            cache_dir=cache_dir,
+            model_roots=reach.model_roots,
+            functions=reach.reward_functions,
+            plugin_dirs=reach.plugin_dirs,
+        )
+        self.rewarder = rewarder(self.spec.rewards)
+        eval_rewards = self.spec.eval.rewards if self.spec.eval else None
+        self.eval_rewarder = rewarder(eval_rewards) if eval_rewards else self.rewarder
 
     def _start_engines(self, tools: ToolRunFacts) -> None:
         """The run's engine, from a context of the policy's finished parts; with tools, the
