@@ -212,6 +212,44 @@ class Event(Base):
     )
 
 
+class NodeState(StrEnum):
+    """Where one node of a run on several machines is (issue 42): claimed by a worker that
+    holds its devices while the gang forms, then running its ranks."""
+
+    CLAIMED = "claimed"
+    RUNNING = "running"
+
+
+class RunNode(Base):
+    """One node of a run on several machines (`resources.num_nodes` > 1): the worker that
+    claimed it, the address the other nodes reach it at, and a lease of its own that expires
+    unless beaten (app/store/nodes.py). A run's gang is its live node rows; the store part
+    of issue 42 item 2, not yet used by the worker's run path."""
+
+    __tablename__ = "run_node"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    node_rank: Mapped[int] = mapped_column(Integer)
+    """0..num_nodes-1; node 0's worker serves the rendezvous."""
+    worker: Mapped[str] = mapped_column(String(200))
+    address: Mapped[str] = mapped_column(String(200))
+    """Where the other nodes reach this node's worker (GRPO_WORKER_ADDRESS)."""
+    state: Mapped[str] = mapped_column(String(16), default=NodeState.CLAIMED)
+    lease: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    """Fencing token of this row: +1 each time another worker takes the node over."""
+    claimed_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    """Past this without a heartbeat the claim is void: another worker may take the node,
+    and the sweep releases it."""
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "node_rank", name="uq_run_node_rank"),
+        Index("ix_run_node_expires", "expires_at"),
+    )
+
+
 class Checkpoint(Base):
     """A checkpoint of a run that is on disk: the worker records each one it renames into
     place and drops the rows of those its pruning removed (app/store/checkpoints.py)."""

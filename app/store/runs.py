@@ -26,6 +26,7 @@ from app.store.models import (
     Rescore,
     RescoreGroup,
     Run,
+    RunNode,
     RunStatus,
     Sample,
     StepGroup,
@@ -301,7 +302,7 @@ def requeue_stale_runs(
 @unit
 def delete_run(session: Session, run_id: str) -> bool:
     """Delete a finished run's rows (cascades to steps, groups, samples, logs, events,
-    the doctor's findings, its replays)."""
+    the doctor's findings, its replays, its nodes' claims)."""
     run = session.get(Run, run_id, with_for_update=True)
     if run is None or run.status not in FINAL_STATUSES:
         return False
@@ -309,7 +310,18 @@ def delete_run(session: Session, run_id: str) -> bool:
     replays = select(Rescore.id).where(Rescore.run_id == run_id).scalar_subquery()
     session.execute(delete(RescoreGroup).where(RescoreGroup.rescore_id.in_(replays)))
     session.execute(delete(Rescore).where(Rescore.run_id == run_id))
-    for table in (Event, StepMetric, StepGroup, Sample, LogLine, Checkpoint, Finding, Diagnosis):
+    tables = (
+        Event,
+        StepMetric,
+        StepGroup,
+        Sample,
+        LogLine,
+        Checkpoint,
+        Finding,
+        Diagnosis,
+        RunNode,
+    )
+    for table in tables:
         session.execute(delete(table).where(table.run_id == run_id))
     session.delete(run)
     return True

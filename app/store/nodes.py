@@ -1,0 +1,191 @@
+"""The gang of a run on several machines in the store (issue 42 item 2, its store part):
+each node of a queued run with `resources.num_nodes` > 1 is claimed by one worker, with a
+lease of its own that expires unless its heartbeat pushes it on.
+
+A claim takes the lowest node rank that is free: never claimed, released, or whose claim
+expired (then the row is taken over and its lease token goes up, so the worker that let
+it expire gets `NodeLost` at its next beat). Claims of one run are serialised by a write
+to the run's row, as a lease's writes are (app/store/lease.py), on SQLite and PostgreSQL
+alike. `release_expired` is the sweep that frees the nodes of a gang that did not form in
+time, so two half-formed runs cannot hold each other's workers forever.
+
+Not yet used by the worker's run path: nothing here starts ranks. Knows nothing of Celery
+or HTTP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, and_, delete, select, update
+from sqlalchemy.orm import Session
+
+from app.store.db import unit
+from app.store.models import NodeState, Run, RunNode, RunStatus, utcnow
+
+
+@dataclass(frozen=True)
+class NodeClaim:
+    """What a worker holds for one node: every later write is conditional on it."""
+
+    run_id: str
+    node_rank: int
+    row_id: int
+    token: int
+
+    @classmethod
+    def of(cls, node: RunNode) -> NodeClaim:
+        return cls(node.run_id, node.node_rank, node.id, node.lease)
+
+
+class NodeLost(RuntimeError):
+    """This worker's claim on a node is void (expired and taken, or released): it must stop
+    the node's ranks and write nothing more for it."""
+
+
+def num_nodes_of(run: Run) -> int:
+    resources = run.spec.get("resources") or {}
+    return int(resources.get("num_nodes", 1))
+
+
+@unit
+def claim_node(
+    session: Session,
+    run_id: str,
+    *,
+    worker: str,
+    address: str,
+    ttl_seconds: float,
+    now: datetime | None = None,
+) -> NodeClaim | None:
+    """Claim the lowest free node of a queued run for `worker`, reachable at `address`, for
+    `ttl_seconds` unless beaten; the worker's own live claim if it holds one already (a
+    redelivered task); None when the run is not a queued run of several nodes or every node
+    is held by a live claim."""
+    now = now or utcnow()
+    # the write that serialises this run's claims: the row lock (PostgreSQL), the write
+    # lock (SQLite); it changes nothing
+    touched = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.status == RunStatus.QUEUED)
+        .where(Run.is_cancel_requested.is_(False))
+        .values(lease=Run.lease)
+    )
+    if touched.rowcount != 1:  # type: ignore[attr-defined]
+        return None
+    run = session.execute(select(Run).where(Run.id == run_id)).scalar_one()
+    nodes = num_nodes_of(run)
+    if nodes < 2:
+        return None
+    held = {n.node_rank: n for n in _nodes(session, run_id)}
+    for node in held.values():
+        if node.worker == worker and node.expires_at > now:
+            return NodeClaim.of(node)
+    expires = now + timedelta(seconds=ttl_seconds)
+    for rank in range(nodes):
+        taken = held.get(rank)
+        if taken is None:
+            node = RunNode(
+                run_id=run_id, node_rank=rank, worker=worker, address=address,
+                state=NodeState.CLAIMED, lease=1, claimed_at=now, heartbeat_at=now,
+                expires_at=expires,
+            )  # fmt: skip
+            session.add(node)
+            session.flush()
+            return NodeClaim.of(node)
+        if taken.expires_at <= now:  # taken over: the last holder's token is void
+            taken.worker, taken.address, taken.state = worker, address, NodeState.CLAIMED
+            taken.lease += 1
+            taken.claimed_at = taken.heartbeat_at = now
+            taken.expires_at = expires
+            session.flush()
+            return NodeClaim.of(taken)
+    return None
+
+
+def _nodes(session: Session, run_id: str) -> list[RunNode]:
+    stmt = select(RunNode).where(RunNode.run_id == run_id).order_by(RunNode.node_rank)
+    return list(session.execute(stmt).scalars())
+
+
+def _held(claim: NodeClaim, now: datetime) -> ColumnElement[bool]:
+    return and_(RunNode.id == claim.row_id, RunNode.lease == claim.token, RunNode.expires_at > now)
+
+
+@unit
+def beat_node(
+    session: Session,
+    claim: NodeClaim,
+    *,
+    ttl_seconds: float,
+    state: NodeState | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Push the claim's expiry on by `ttl_seconds` (and set its state when given); NodeLost
+    when it expired, was taken over or released."""
+    now = now or utcnow()
+    values: dict[str, object] = {
+        "heartbeat_at": now,
+        "expires_at": now + timedelta(seconds=ttl_seconds),
+    }
+    if state is not None:
+        values["state"] = state
+    result = session.execute(update(RunNode).where(_held(claim, now)).values(**values))
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise NodeLost(
+            f"node {claim.node_rank} of run {claim.run_id}: this worker's claim (lease "
+            f"{claim.token}) expired, was taken over or released"
+        )
+
+
+@unit
+def release_node(session: Session, claim: NodeClaim) -> bool:
+    """Give the node up (the run ended, or this worker stops); False when the claim was no
+    longer this worker's, which changes nothing."""
+    result = session.execute(
+        delete(RunNode).where(RunNode.id == claim.row_id, RunNode.lease == claim.token)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+@unit
+def release_expired(session: Session, *, now: datetime | None = None) -> list[tuple[str, int]]:
+    """Release every claim past its expiry (the sweep): the (run, node rank)s freed."""
+    now = now or utcnow()
+    stmt = delete(RunNode).where(RunNode.expires_at <= now)
+    freed = session.execute(stmt.returning(RunNode.run_id, RunNode.node_rank))
+    return sorted((str(run_id), int(rank)) for run_id, rank in freed)
+
+
+@unit
+def release_run(session: Session, run_id: str) -> int:
+    """Release every node of a run (it ended, or its gang broke up): how many were held."""
+    result = session.execute(delete(RunNode).where(RunNode.run_id == run_id))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+@unit
+def live_nodes(session: Session, run_id: str, *, now: datetime | None = None) -> list[RunNode]:
+    """The run's claims that have not expired, by node rank."""
+    now = now or utcnow()
+    return [n for n in _nodes(session, run_id) if n.expires_at > now]
+
+
+@unit
+def gang_wait(session: Session, run_id: str, *, now: datetime | None = None) -> str | None:
+    """What a run of several nodes waits for ("1 of 2 nodes claimed: waiting for 1 more
+    worker holding 2 devices"), or None when its gang is whole or it is not such a run."""
+    run = session.get(Run, run_id)
+    if run is None or (nodes := num_nodes_of(run)) < 2:
+        return None
+    claimed = len(live_nodes(session, run_id, now=now))
+    if claimed >= nodes:
+        return None
+    missing = nodes - claimed
+    devices = int((run.spec.get("resources") or {}).get("num_processes", 1))
+    workers = "worker" if missing == 1 else "workers"
+    return (
+        f"{claimed} of {nodes} nodes claimed: waiting for {missing} more {workers} holding "
+        f"{devices} device{'s' if devices > 1 else ''}"
+    )
