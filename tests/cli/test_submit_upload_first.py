@@ -8,18 +8,16 @@ a spec that passes goes up as before (tests/cli/test_cli_upload.py, on a running
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.cli_client import submit
-from app.main import create_app
 from grpo.client import ApiClientError, GrpoClient
+from tests.cli.test_submit_warnings import client
 from tests.store_fixture import store
 
-__all__ = ["store"]
+__all__ = ["client", "store"]
 
 SPEC = {
     "name": "local-data",
@@ -28,14 +26,6 @@ SPEC = {
     "data": {"source": "prompts.jsonl"},
     "resources": {"queue": "parked"},
 }
-
-
-@pytest.fixture
-def client(store: str) -> Iterator[GrpoClient]:
-    client = GrpoClient("http://localhost")
-    with TestClient(create_app(), base_url="http://localhost") as http:
-        client.http = http  # the in-process app answers instead of a socket
-        yield client
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
