@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from typing import Any
 
 import uvicorn
@@ -83,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.host:  # the app's Host-header guard answers to the bound address: the setting's
+        os.environ["GRPO_HOST"] = args.host
+        get_settings.cache_clear()
     settings = get_settings()
     uvicorn.run(
         "app.main:app",

@@ -85,3 +85,21 @@ def test_ctrl_c_twice_ends_the_api_without_a_traceback(stack: Stack, tmp_path: P
         api.wait(timeout=60)
     output = log.read_text(errors="replace")
     assert "Traceback" not in output, output
+
+
+def test_the_api_answers_to_the_address_it_was_told_to_bind(stack: Stack, tmp_path: Path) -> None:
+    """`python -m app.server --host ADDR` answers requests addressed to ADDR: its Host-header
+    guard allowed only GRPO_HOST's address and loopback names, so a server bound with --host
+    alone refused its own address (found building issue 42's hosts on a bridge)."""
+    port, env = free_port(), {k: v for k, v in stack.env.items() if k != "GRPO_HOST"}
+    with open(tmp_path / "api.log", "wb") as out:
+        api = subprocess.Popen(
+            [sys.executable, "-m", "app.server", "--host", "127.0.0.2", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_healthy(f"http://127.0.0.2:{port}")
+        assert httpx.get(f"http://127.0.0.2:{port}/api/runs").status_code == 200
+    finally:
+        api.kill()
+        api.wait()
