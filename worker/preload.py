@@ -14,8 +14,8 @@ The server's modules are those the worker found when it started, so a rank forke
 could not notice a package changed or broken under the worker since (worker/environment.py
 expects a run's process that cannot import the run's code to fail, and the worker to hand
 the run back and ask for a restart). The worker therefore forks ranks only while what it
-imported is still what an import would find: every top-level module it imported resolves
-to the same file on sys.path, and no source file of the service's own packages changed
+imported is still what an import would find: every top-level module it imported by name
+resolves to the same file on sys.path, and no source file of the service's own packages changed
 since it started. Otherwise the run's processes are spawned, as before, and import afresh:
 the checks cost a few milliseconds a run.
 """
@@ -49,7 +49,9 @@ def remember() -> None:
     """Take what the worker imported, and from where, as it is now (the worker is ready)."""
     _started.clear()
     _since[:] = [time.time()]
-    _started.update(_top_level_files())
+    # only what an import by name finds: a module loaded from a file by its location (a
+    # plugin folder's reward file) is found by no import, so no path can shadow it
+    _started.update({n: f for n, f in _top_level_files().items() if _origin_found(n) == f})
 
 
 def start_method() -> Literal["forkserver", "spawn"]:
@@ -133,12 +135,17 @@ def _find(name: str) -> ModuleSpec | None:
     return None
 
 
+def _origin_found(name: str) -> str | None:
+    """The file `import name` would load now; None: no import finds it."""
+    found = _find(name)
+    return found.origin if found is not None else None
+
+
 def _changed() -> str | None:
     """What changed under the worker (a module now found elsewhere, an own source file
     edited), or None."""
     for name, origin in _started.items():
-        found = _find(name)
-        now = found.origin if found is not None else None
+        now = _origin_found(name)
         if now != origin:
             return f"`import {name}` finds {now or 'nothing'} where it found {origin}"
     since = _since[0]

@@ -6,6 +6,7 @@ module (its run is handed back, as the worker log's "spawned" there shows)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sys
@@ -93,6 +94,28 @@ def test_a_module_held_under_a_second_top_level_name_is_not_remembered(
     preload.remember()
     try:
         assert "mime_alias" not in preload._started and "email" in preload._started
+        assert preload._changed() is None
+    finally:
+        preload._started.clear()
+        preload._since.clear()
+
+
+def test_a_module_loaded_from_its_file_by_location_is_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin folder's reward file is loaded by its location under a top-level name that
+    no import finds; remembered, it read as a module gone, and every later run of the worker
+    was spawned (a plugin test before these in one process of the suite found it)."""
+    plugin = tmp_path / "short.py"
+    plugin.write_text("def short(completions, **kw):\n    return [1.0 for _ in completions]\n")
+    spec = importlib.util.spec_from_file_location("grpo_plugin_by_location", plugin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "grpo_plugin_by_location", module)
+    preload.remember()
+    try:
+        assert "grpo_plugin_by_location" not in preload._started and "httpx" in preload._started
         assert preload._changed() is None
     finally:
         preload._started.clear()
