@@ -13,6 +13,9 @@ bridge's address and answers the URL that reaches the service through it, so a h
 to them over the bridge only, as another machine would over its network. A stack's API is
 bound to the bridge's address (`running_stack(..., host=net.gateway)`).
 
+Every change to this machine's own links and addresses holds tests/netlock.py's lock, which
+the browser tests' pages hold shared: Chromium aborts its requests on such a change.
+
 Everything is torn down at the end, however the block ends: every process left in a host
 (SIGTERM, then SIGKILL), the namespaces, the veths, the bridge and the forwarders. Each
 network holds a lock on its subnet (10.77.X.0/24) for its life, so concurrent tests never
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from tests.netlock import changing_network
 from tests.stack import ROOT, Stack
 
 PREFIX = "10.77"
@@ -202,7 +206,8 @@ class Network:
             proc.wait(timeout=10)
             assert proc.stdout is not None
             proc.stdout.close()
-        problems += remove_leftovers(self.index)
+        with changing_network():
+            problems += remove_leftovers(self.index)
         return problems
 
 
@@ -275,10 +280,12 @@ def _claim_subnet() -> tuple[int, IO[str]]:
 @contextmanager
 def network(count: int, base_dir: Path) -> Iterator[Network]:
     """`count` hosts on a bridge of their own; their data directories under `base_dir`."""
-    index, lock = _claim_subnet()
+    with changing_network():
+        index, lock = _claim_subnet()
     net = Network(index=index, base_dir=base_dir)
     try:
-        net.build(count)
+        with changing_network():
+            net.build(count)
         yield net
     finally:
         problems = net.teardown()
