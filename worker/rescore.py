@@ -19,7 +19,6 @@ from grpo.eval.replay import (
     replay_summary,
 )
 from grpo.failures import user_message
-from grpo.rewards.scoring import Rewarder
 from grpo.scrub import scrub
 from grpo.spec import JobSpec
 from worker.training import environment
@@ -48,17 +47,11 @@ def replay_steps(
     spec: JobSpec, run_id: str, rescore_id: int, steps: list[int]
 ) -> dict[str, object]:
     env = environment(run_id)  # the run's own: data, model roots, hosts, tokens, plugins
+    reach = env.reach
     examples, num_examples = replay_examples(
-        spec, datasets_dir=env.datasets_dir, roots=env.data_roots
+        spec, datasets_dir=reach.datasets_dir, roots=reach.data_roots
     )
-    rewarder = Rewarder(
-        spec.rewards,
-        reward_hosts=env.reward_hosts,
-        token_envs=env.token_envs,
-        cache_dir=env.cache_dir,
-        model_roots=env.model_roots,
-        plugin_dirs=env.plugin_dirs,
-    )
+    rewarder = reach.rewarder(spec.rewards, cache_dir=env.cache_dir)
     done: list[ReplayedGroup] = []
     for step in steps:
         rows = db.call(rescores.stored_groups, run_id, step)

@@ -19,6 +19,7 @@ from grpo.run.environment import RunEnvironment
 from grpo.run.run import Run
 from grpo.spec import JobSpec
 from grpo.spec.sources import LocalRoots
+from grpo.training.reach import RunReach
 from grpo.training.trainer import FitResult
 from worker.store_sink import StoreSink
 
@@ -54,13 +55,15 @@ def environment(run_id: str) -> RunEnvironment:
         workdir=settings.runs_dir / run_id,
         cache_dir=settings.resolved_cache_dir,
         run_id=run_id,
-        datasets_dir=settings.datasets_dir,
-        model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
-        data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
-        reward_hosts=tuple(settings.reward_host_list),
-        token_envs=tuple(settings.reward_token_env_list),
-        tool_hosts=tuple(settings.tool_host_list),
-        vllm_server_hosts=tuple(settings.vllm_server_host_list),
-        plugin_dirs=tuple(settings.plugin_dir_list),
+        reach=RunReach(
+            datasets_dir=settings.datasets_dir,
+            model_roots=LocalRoots(settings.local_path_base, tuple(settings.model_root_list)),
+            data_roots=LocalRoots(settings.local_path_base, tuple(settings.data_root_list)),
+            reward_hosts=tuple(settings.reward_host_list),
+            token_envs=tuple(settings.reward_token_env_list),
+            tool_hosts=tuple(settings.tool_host_list),
+            vllm_server_hosts=tuple(settings.vllm_server_host_list),
+            plugin_dirs=tuple(settings.plugin_dir_list),
+        ),
         mlflow_uri=settings.mlflow_uri,
     )

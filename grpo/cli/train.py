@@ -169,7 +169,7 @@ def fit_here(
     from grpo.parallel.ranks import current_ranks
     from grpo.parallel.threads import apply_threads, available_cpus
     from grpo.run import local
-    from grpo.run.environment import RunEnvironment
+    from grpo.run.environment import RunEnvironment, RunReach
     from grpo.run.run import Run
 
     is_main = current_ranks().is_main
@@ -179,11 +179,13 @@ def fit_here(
     env = RunEnvironment(
         workdir=workdir,
         cache_dir=cache_dir,
-        reward_hosts=rewards.hosts,
-        token_envs=rewards.token_envs,
-        plugin_dirs=local.plugin_dirs(),
-        vllm_server_hosts=local.vllm_server_hosts(),
-        reward_functions=rewards.functions,
+        reach=RunReach(
+            reward_hosts=rewards.hosts,
+            token_envs=rewards.token_envs,
+            plugin_dirs=local.plugin_dirs(),
+            vllm_server_hosts=local.vllm_server_hosts(),
+            reward_functions=rewards.functions,
+        ),
         mlflow_uri=local.mlflow_uri(),
         progress=is_main,
     )

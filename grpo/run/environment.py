@@ -6,13 +6,12 @@ its arguments); the spec says what to train, this says where. Knows nothing of t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from grpo.spec.sources import LocalRoots
-from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS
+from grpo.training.reach import RunReach
+
+__all__ = ["RunEnvironment", "RunReach"]
 
 
 @dataclass(frozen=True)
@@ -24,21 +23,9 @@ class RunEnvironment:
     run_id: str = ""
     """The service's run id (its trackers' run name); "" outside the service (the run is
     named after its workdir)."""
-    datasets_dir: Path | None = None
-    model_roots: LocalRoots | None = None
-    data_roots: LocalRoots | None = None
-    reward_hosts: tuple[str, ...] = ()
-    """The `host[:port]`s that `http` rewards may call."""
-    token_envs: tuple[str, ...] = ()
-    """Variables besides GRPO_REWARD_TOKEN_* an `http` reward's `token_env` may name."""
-    tool_hosts: tuple[str, ...] | None = None
-    """Those `http` tools may call (None: the reward hosts)."""
-    vllm_server_hosts: tuple[str, ...] = DEFAULT_VLLM_SERVER_HOSTS
-    """Where a `vllm_mode: server` run's vLLM server may be (GRPO_VLLM_SERVER_HOSTS)."""
-    plugin_dirs: tuple[Path, ...] = ()
-    """Folders whose files' functions `python` rewards and tools may name (GRPO_PLUGIN_DIRS)."""
-    reward_functions: Mapping[str, Callable[..., Any]] | None = None
-    """Callables of this process for the `python` entries naming them (the Python API)."""
+    reach: RunReach = RunReach()
+    """What the run may read and call beyond its spec: datasets, local roots, hosts, plugin
+    folders, this process's reward callables."""
     mlflow_uri: str | None = None
     """MLflow's tracking URI (None: a SQLite store in the workdir)."""
     progress: bool = False

@@ -23,7 +23,7 @@ from grpo.run.sink import Sink
 from grpo.run.trackers import TrackerSink
 from grpo.spec import JobSpec
 from grpo.spec.logging import missing_trackers
-from grpo.training.trainer import FitResult, RunReach, TrainingLoop
+from grpo.training.trainer import FitResult, TrainingLoop
 
 log = logging.getLogger(__name__)
 
@@ -67,17 +67,6 @@ class Run:
 
     def build(self) -> TrainingLoop:
         env = self.env
-        reach = RunReach(
-            datasets_dir=env.datasets_dir,
-            model_roots=env.model_roots,
-            data_roots=env.data_roots,
-            reward_hosts=env.reward_hosts,
-            token_envs=env.token_envs,
-            reward_functions=env.reward_functions,
-            tool_hosts=env.tool_hosts,
-            plugin_dirs=env.plugin_dirs,
-            vllm_server_hosts=env.vllm_server_hosts,
-        )
         return TrainingLoop(
             self.spec,
             workdir=env.workdir,
@@ -85,7 +74,7 @@ class Run:
             log=self.add_log,
             progress=env.progress,
             run_id=env.run_id,
-            reach=reach,
+            reach=env.reach,
         )
 
     def preflight(self, loop: TrainingLoop) -> None:

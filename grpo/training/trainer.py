@@ -7,7 +7,7 @@ callback and checkpoints to `workdir/checkpoints/`. Knows nothing of HTTP, SQL o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -46,8 +46,6 @@ from grpo.report.outcome import completion_passes, pass_label
 from grpo.report.timing import StepClock
 from grpo.rewards.batch import Scores
 from grpo.rewards.registry import check_answers_present
-from grpo.rewards.scoring import Rewarder
-from grpo.rewards.trl_call import RewardFunction
 from grpo.rollout.dynamic_sampling import Batch
 from grpo.rollout.group_source import GroupSource
 from grpo.rollout.policy import (
@@ -62,10 +60,9 @@ from grpo.rollout.rounds import Rounds
 from grpo.rollout.source_choice import build_source
 from grpo.rollout.stopping import StopStrings
 from grpo.spec import JobSpec
-from grpo.spec.sources import LocalRoots
-from grpo.spec.vllm import DEFAULT_VLLM_SERVER_HOSTS
 from grpo.tools.kind import ToolRunFacts
 from grpo.training.optim import build_optimizer, build_scheduler
+from grpo.training.reach import RunReach
 from grpo.training.reference import ReferencePolicy
 from grpo.training.step_loss import UpdateInputs, loss_mask_of, start_counts
 from grpo.training.update import policy_update
@@ -77,33 +74,6 @@ Log = Callable[[str, str], None]
 class FitResult:
     last_step: int
     is_stopped: bool
-
-
-@dataclass(frozen=True)
-class RunReach:
-    """What a run may read and call beyond its spec; the door that starts it fills it in
-    (grpo/run/run.py, from its RunEnvironment)."""
-
-    datasets_dir: Path | None = None
-    """Where the service keeps uploaded datasets (None outside the service)."""
-    model_roots: LocalRoots | None = None
-    """Local folders a model path may name."""
-    data_roots: LocalRoots | None = None
-    """Local folders a data path may name."""
-    reward_hosts: tuple[str, ...] = ()
-    """The `host[:port]`s that `http` rewards may call."""
-    token_envs: tuple[str, ...] = ()
-    """Variables besides GRPO_REWARD_TOKEN_* an `http` reward's `token_env` may name."""
-    reward_functions: Mapping[str, RewardFunction] | None = None
-    """Callables of this process for the `python` entries naming them (the Python API)."""
-    tool_hosts: tuple[str, ...] | None = None
-    """Those `http` tools may call (None: the reward hosts)."""
-    plugin_dirs: tuple[Path, ...] = ()
-    """Folders whose files' functions `python` rewards and tools may name (GRPO_PLUGIN_DIRS,
-    grpo/spec/plugins.py)."""
-    vllm_server_hosts: tuple[str, ...] = DEFAULT_VLLM_SERVER_HOSTS
-    """Where a server-mode run's vLLM server may be (GRPO_VLLM_SERVER_HOSTS; default
-    loopback)."""
 
 
 def _ranks_for(spec: JobSpec) -> Ranks:
@@ -196,16 +166,7 @@ class TrainingLoop:
     def _build_rewarders(self, cache_dir: Path, reach: RunReach) -> None:
         """The run's rewarder, and held-out evaluation's (the same unless spec.eval names
         its own rewards)."""
-        rewarder = partial(
-            Rewarder,
-            device=self.device,
-            reward_hosts=reach.reward_hosts,
-            token_envs=reach.token_envs,
-            cache_dir=cache_dir,
-            model_roots=reach.model_roots,
-            functions=reach.reward_functions,
-            plugin_dirs=reach.plugin_dirs,
-        )
+        rewarder = partial(reach.rewarder, cache_dir=cache_dir, device=self.device)
         self.rewarder = rewarder(self.spec.rewards)
         eval_rewards = self.spec.eval.rewards if self.spec.eval else None
         self.eval_rewarder = rewarder(eval_rewards) if eval_rewards else self.rewarder
