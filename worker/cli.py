@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 import tempfile
 
@@ -13,6 +14,7 @@ from app.settings import get_settings
 from grpo.parallel.threads import apply_threads, prefer_passive_wait
 from worker.celery_app import celery_app
 from worker.device import hold_devices, hold_threads, machine_devices
+from worker.generation import serve_generation
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +32,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="GPU indices this worker holds, comma-separated (default: all it sees); without "
         "CUDA, a number of CPU slots (default: one per CPU). A run takes one device per rank.",
+    )
+    parser.add_argument(
+        "--generation",
+        action="store_true",
+        help="a generation worker: it trains nothing, and starts (and stops) the vLLM server "
+        "of each vllm_mode server run submitted with no server address (needs vLLM)",
+    )
+    parser.add_argument(
+        "--serve-host",
+        default="127.0.0.1",
+        help="with --generation: the address its vLLM servers listen on and that training "
+        "workers reach them at (a host GRPO_VLLM_SERVER_HOSTS allows; default 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--serve-args",
+        default="",
+        help="with --generation: more `vllm serve` options for every server it starts, as one "
+        "string: --serve-args '--kv-cache-memory-bytes 3e8'",
     )
     return parser
 
@@ -66,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     threads = apply_threads(devices.kind, devices.count)
     hold_threads(threads)
     print(f"grpo worker: holds {devices.label}; {threads.label}", file=sys.stderr, flush=True)
+    if args.generation:
+        return _generation(args)
     worker_args = [
         "worker",
         "--pool",
@@ -98,6 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _generation(args: argparse.Namespace) -> int:
+    """A generation worker (worker/generation.py) in place of Celery's."""
+    logging.basicConfig(
+        level=args.loglevel.upper(), format="[%(asctime)s: %(levelname)s] %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per health check otherwise
+    name = (args.hostname or f"generation@{socket.gethostname()}").replace(
+        "%h", socket.gethostname()
+    )
+    return serve_generation(name, host=args.serve_host, serve_args=args.serve_args)
 
 
 if __name__ == "__main__":

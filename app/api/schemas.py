@@ -235,6 +235,15 @@ class GroupDetail(GroupSummary):
     """Sorted by reward, best first (empty when the logging policy kept no texts)."""
 
 
+class ServingOut(BaseModel):
+    """The vLLM server a generation worker runs for a run."""
+
+    run_id: str
+    model: str
+    url: str
+    """Where it answers: the run's trainer generates there (its vllm_server_base_url)."""
+
+
 class WorkerOut(BaseModel):
     name: str
     queues: list[str]
@@ -258,6 +267,12 @@ class WorkerOut(BaseModel):
     """OMP_WAIT_POLICY of the worker's process: PASSIVE (waiting threads sleep) unless the
     user set it."""
     run_id: str | None
+    """The run it trains; for a generation worker, the run whose vLLM server it runs."""
+    role: Literal["training", "generation"] = "training"
+    """`generation`: a `grpo worker --generation`, which starts and owns the vLLM server of
+    `vllm_mode: server` runs submitted with no server address."""
+    serving: ServingOut | None = None
+    """A generation worker's server while it runs one."""
     started_at: str
     last_seen_at: str
 

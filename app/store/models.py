@@ -108,6 +108,16 @@ class Run(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     """When its task was last sent; NULL when the send failed (the sweep re-sends it)."""
+    needs_generation: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=text("false")
+    )
+    """A `vllm_mode: server` run submitted with no server address: a generation worker
+    starts its vLLM server (app/store/generation.py)."""
+    generation_worker: Mapped[str | None] = mapped_column(String(200))
+    """The generation worker serving the claim whose lease is `generation_lease`."""
+    generation_lease: Mapped[int | None] = mapped_column(Integer)
+    generation_url: Mapped[str | None] = mapped_column(String(2000))
+    """Where that worker's vLLM server answers, once it does."""
 
     __table_args__ = (
         Index("ix_run_status_created", "status", "created_at"),
@@ -302,6 +312,12 @@ class WorkerState(Base):
     omp_wait_policy: Mapped[str | None] = mapped_column(String(16))
     """OMP_WAIT_POLICY of its process: PASSIVE unless the user set it."""
     run_id: Mapped[str | None] = mapped_column(String(32))
+    role: Mapped[str] = mapped_column(
+        String(16), default="training", server_default=text("'training'")
+    )
+    """`training`, or `generation` (`grpo worker --generation`: it serves runs' vLLM servers)."""
+    serving: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """A generation worker's server while it runs: {run_id, model, url}."""
     started_at: Mapped[datetime] = mapped_column(
         UtcDateTime(), default=utcnow, server_default=func.now()
     )

@@ -35,6 +35,7 @@ from app.store.models import (
 )
 from app.store.wakeup import mark_woken
 from grpo.spec import JobSpec
+from grpo.spec.vllm import needs_generation_worker
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -104,6 +105,10 @@ def create_run(
         is_cancel_requested=False,
         created_at=utcnow(),
         dispatched_at=utcnow(),  # the send follows the commit; a failed one clears this
+        needs_generation=needs_generation_worker(spec),
+        generation_worker=None,
+        generation_lease=None,
+        generation_url=None,
     )
     try:
         _insert_run(session, run)

@@ -25,7 +25,11 @@ def report_worker(
     run_id: str | None,
     threads: int | None = None,
     omp_wait_policy: str | None = None,
+    role: str = "training",
+    serving: dict[str, str] | None = None,
 ) -> None:
+    """`role`: `training`, or `generation` with `serving` its server ({run_id, model, url})
+    while it runs one."""
     row = session.get(WorkerState, name)
     if row is None:
         row = WorkerState(name=name, started_at=utcnow())
@@ -35,6 +39,7 @@ def report_worker(
     row.threads, row.omp_wait_policy = threads, omp_wait_policy
     row.engines = engines or ["native"]
     row.run_id, row.last_seen_at = run_id, utcnow()
+    row.role, row.serving = role, serving
 
 
 @unit

@@ -88,6 +88,19 @@ class VllmKnobs(BaseModel):
         return value
 
 
+ADDRESS_FIELDS = frozenset({"vllm_server_base_url", "vllm_server_host", "vllm_server_port"})
+"""The fields that give a server-mode run its server's address."""
+
+
+def needs_generation_worker(spec: VllmKnobs) -> bool:
+    """Whether a server-mode spec gives no server address (none of ADDRESS_FIELDS set, as
+    submitted): the service then places it on a training worker plus a generation worker
+    (`grpo worker --generation`), which starts its vLLM server. Read from the submitted
+    spec only: a stored spec has every field set."""
+    is_server = spec.use_vllm and spec.vllm_mode == "server"
+    return is_server and not spec.model_fields_set & ADDRESS_FIELDS
+
+
 def vllm_server_refusal(spec: VllmKnobs, allowed: Sequence[str]) -> tuple[str, str] | None:
     """The field at fault and why, when a server-mode run's server is not at a host in
     `allowed` (the operator's GRPO_VLLM_SERVER_HOSTS); None otherwise."""

@@ -7,7 +7,7 @@ from datetime import timedelta
 from fastapi import APIRouter
 
 from app.api.deps import ReadAccess, SessionDep, SettingsDep
-from app.api.schemas import WorkerList, WorkerOut
+from app.api.schemas import ServingOut, WorkerList, WorkerOut
 from app.store import workers
 from app.store.models import utcnow
 
@@ -22,7 +22,7 @@ def list_workers(settings: SettingsDep, session: SessionDep) -> WorkerList:
         items=[
             WorkerOut(
                 name=w.name,
-                queues=w.queues.split(","),
+                queues=[q for q in w.queues.split(",") if q],
                 device=w.device,
                 device_kind="cuda" if w.device_kind == "cuda" else "cpu",
                 devices=[str(d) for d in w.devices],
@@ -31,6 +31,8 @@ def list_workers(settings: SettingsDep, session: SessionDep) -> WorkerList:
                 threads=w.threads,
                 omp_wait_policy=w.omp_wait_policy,
                 run_id=w.run_id,
+                role="generation" if w.role == "generation" else "training",
+                serving=ServingOut.model_validate(w.serving) if w.serving else None,
                 started_at=w.started_at.isoformat(),
                 last_seen_at=w.last_seen_at.isoformat(),
             )

@@ -19,11 +19,28 @@ function item(worker) {
     h('b', null, worker.name),
     h('span', { class: 'worker-devices', title: worker.device }, devicesText(worker)),
     h('span', { class: 'muted' }, `queues ${worker.queues.join(', ')}`),
-    worker.run_id
-      ? h('a', { href: `/runs/${seg(worker.run_id)}` }, `running ${worker.run_id.slice(0, 8)}`)
-      : h('span', { class: 'muted' }, 'idle'),
+    worker.role === 'generation' ? h('span', { class: 'worker-role' }, 'generation') : null,
+    activity(worker),
     h('span', { class: 'muted', title: worker.last_seen_at }, `seen ${since(worker.last_seen_at)}`),
   );
+}
+
+/** What the worker does now: the run it trains, or (a generation worker) the vLLM server
+ * it runs for a run, with its model and URL.
+ * @param {import('./api.js').WorkerOut} worker */
+function activity(worker) {
+  const serving = worker.serving;
+  if (serving) {
+    return h(
+      'span',
+      { class: 'worker-serving' },
+      h('a', { href: `/runs/${seg(serving.run_id)}` }, `serving ${serving.run_id.slice(0, 8)}`),
+      ` ${serving.model} at ${serving.url}`,
+    );
+  }
+  return worker.run_id
+    ? h('a', { href: `/runs/${seg(worker.run_id)}` }, `running ${worker.run_id.slice(0, 8)}`)
+    : h('span', { class: 'muted' }, 'idle');
 }
 
 /** Fill `el` with the live workers; quiet on errors (the runs table says what is wrong). */
