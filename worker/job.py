@@ -47,6 +47,13 @@ from worker import environment
 from worker.db_outage import OutageWait
 from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
+from worker.placement import (
+    CancelledWaiting,
+    GenerationLost,
+    generation_problem,
+    is_server_lost,
+    with_generation_server,
+)
 from worker.ranks import (
     CodeNotLoaded,
     GaveUpOnDatabase,
@@ -74,7 +81,7 @@ def run_job(run_id: str) -> None:
         db.call(dispatch_run, run_id, queue=queued.queue)
         return
     if queued is not None and queued.status == RunStatus.QUEUED:
-        problem = environment.problem() or _fit_problem(queued.spec)
+        problem = environment.problem() or _fit_problem(queued.spec) or generation_problem(queued)
         if problem:
             _decline(run_id, problem, queue=queued.queue)
             return
@@ -86,13 +93,20 @@ def run_job(run_id: str) -> None:
     current_run["lease"] = held  # the housekeeping loop beats its heartbeat from now on
     try:
         spec = JobSpec.model_validate(run.spec)
+        if run.needs_generation:  # on the server a generation worker starts for this claim
+            spec = with_generation_server(held, spec, stopping=stopping)
         # a spec stored before GRPO_VLLM_SERVER_HOSTS changed: refused before any rank starts
         hosts = tuple(get_settings().vllm_server_host_list)
         check_engine(spec, EngineServerFacts(vllm_server_hosts=hosts))
         _train_on_ranks(held, spec, queue=run.queue)  # in fresh processes, even for one rank
     except LeaseLost as exc:
         log.warning("run %s: lost it, stopped without writing more: %s", run_id, exc)
+    except CancelledWaiting:
+        _finish(held, RunStatus.CANCELLED)
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
+        if run.needs_generation and (isinstance(exc, GenerationLost) or is_server_lost(exc)):
+            _generation_lost(held, exc, queue=run.queue)
+            return
         log.exception("run %s failed", run_id)
         try:
             _finish(held, RunStatus.FAILED, error=scrub(user_message(exc)), cause=_cause(exc))
@@ -100,6 +114,19 @@ def run_job(run_id: str) -> None:
             log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:
         current_run["lease"] = None
+
+
+def _generation_lost(held: Lease, exc: Exception, *, queue: str) -> None:
+    """The run's generation server never answered or was lost: back to the queue (one line
+    in this worker's log and the run's), where its next claim gets a new server."""
+    why = scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    if not isinstance(exc, GenerationLost):
+        why = f"its generation server is lost: {why}"
+    try:
+        _hand_back(held, reason=f"worker {worker_name()} handed the run back: {why}",
+                   queue=queue, say_where=True)  # fmt: skip
+    except LeaseLost as lost:
+        log.warning("run %s: lost it, its hand-back is not recorded: %s", held.run_id, lost)
 
 
 def _cause(exc: Exception) -> Cause | None:

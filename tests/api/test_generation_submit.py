@@ -1,0 +1,92 @@
+"""Submit of a `vllm_mode: server` run with no server address (issue 41 item 2): accepted,
+and stored as needing a generation worker (`grpo worker --generation`) where the service
+allows a vLLM server host; with GRPO_VLLM_SERVER_HOSTS empty no worker could ever serve it,
+a 422 naming vllm_server_base_url. A clone keeps the placement unless its patch gives an
+address. A training worker leaves such a run queued, saying why, while no free generation
+worker is listed. The real app, store and filesystem broker in the test process, as
+tests/spec/test_vllm_server_hosts.py uses them; the placement on real processes is
+tests/engines/test_generation_workers.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import get_settings
+from app.store import db, runs
+from app.store.models import RunStatus
+from tests.store_fixture import store
+from worker.job import run_job
+
+__all__ = ["store"]
+
+SPEC: dict[str, Any] = {
+    "name": "generation-placed",
+    "model": "builtin:small",
+    "max_steps": 2,
+    "num_generations": 2,
+    "use_vllm": True,
+    "vllm_mode": "server",
+    "resources": {"queue": "parked-no-worker"},
+}
+SETTING = "GRPO_VLLM_SERVER_HOSTS"
+
+
+@pytest.fixture
+def api(store: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    monkeypatch.delenv(SETTING, raising=False)
+    monkeypatch.setenv("GRPO_DECLINE_PAUSE_SECONDS", "0")
+    get_settings.cache_clear()
+    with TestClient(create_app(), base_url="http://localhost") as client:
+        yield client
+    get_settings.cache_clear()
+
+
+def needs_generation(run_id: str) -> bool:
+    run = db.call(runs.get_run, run_id)
+    assert run is not None
+    return run.needs_generation
+
+
+def test_no_address_is_accepted_and_placed_on_a_generation_worker(api: TestClient) -> None:
+    placed = api.post("/api/runs", json=SPEC)
+    assert placed.status_code == 201, placed.text
+    given = api.post("/api/runs", json={**SPEC, "vllm_server_base_url": "http://127.0.0.1:8011"})
+    assert given.status_code == 201, given.text
+    assert needs_generation(placed.json()["id"]) and not needs_generation(given.json()["id"])
+    clone = api.post(f"/api/runs/{placed.json()['id']}/clone", json={"patch": {"max_steps": 3}})
+    assert clone.status_code == 201, clone.text
+    assert needs_generation(clone.json()["id"])
+    patch = {"vllm_server_port": 8012}
+    addressed = api.post(f"/api/runs/{placed.json()['id']}/clone", json={"patch": patch})
+    assert addressed.status_code == 201, addressed.text
+    assert not needs_generation(addressed.json()["id"])
+
+
+def test_no_address_is_refused_naming_the_field_where_no_server_host_is_allowed(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SETTING, "")
+    get_settings.cache_clear()
+    response = api.post("/api/runs", json=SPEC)
+    assert response.status_code == 422, response.text
+    [field] = response.json()["error"]["fields"]
+    assert field["loc"] == "vllm_server_base_url", field
+    assert "no generation worker could start a vLLM server" in field["message"]
+    assert SETTING in field["message"]
+
+
+def test_a_training_worker_leaves_it_queued_while_no_generation_worker_is_free(
+    api: TestClient,
+) -> None:
+    run_id = api.post("/api/runs", json=SPEC).json()["id"]
+    run_job(run_id)
+    run = db.call(runs.get_run, run_id)
+    assert run is not None and run.status == RunStatus.QUEUED and run.attempts == 0
+    logs = [m["message"] for m in api.get(f"/api/runs/{run_id}/logs").json()["items"]]
+    assert any("no free generation worker (`grpo worker --generation`)" in m for m in logs), logs
