@@ -9,7 +9,7 @@ training workers do, with role `generation` and what it serves (run id, model, U
 GET /api/workers lists it. A server that exits on its own is one warning line (with the
 end of its log) and its URL is withdrawn: the trainer's next call fails within
 vllm_server_timeout and the run goes back to the queue (worker/placement.py). The server
-dies with this process (PR_SET_PDEATHSIG, and its process group is ended on every stop).
+dies with this process, its whole process group (`GUARD`), and is ended so on every stop.
 """
 
 from __future__ import annotations
@@ -152,18 +152,25 @@ def server_command(spec: JobSpec, host: str, port: int, serve_args: str) -> list
     return command + (["--serve-args", serve_args] if serve_args else [])
 
 
+GUARD = 'trap "kill -KILL 0" TERM; "$@" & wait $!'
+"""The shell the server runs under, leader of its process group: a SIGTERM (this process's
+stop, or its death: PR_SET_PDEATHSIG) kills the whole group. The server's own death signal
+would not do: vLLM's engine core, a forked child of its API server, outlived a SIGKILL of
+the API server (measured), so the group is killed, not the server."""
+
+
 def start_server(command: list[str], logfile: Path) -> subprocess.Popen[bytes]:
-    """The server in a process group of its own, killed when this process dies."""
+    """The server in a process group of its own, killed whole when this process dies."""
     with logfile.open("wb") as out:
         return subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=_die_with_parent,
+            ["bash", "-c", GUARD, "grpo-vllm-server", *command], stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_term_with_parent,
         )  # fmt: skip
 
 
-def _die_with_parent() -> None:
+def _term_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def stop_server(process: subprocess.Popen[bytes]) -> None:

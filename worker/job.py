@@ -91,10 +91,12 @@ def run_job(run_id: str) -> None:
         return
     held = Lease.of(run)
     current_run["lease"] = held  # the housekeeping loop beats its heartbeat from now on
+    served: str | None = None  # the URL of the server a generation worker started
     try:
         spec = JobSpec.model_validate(run.spec)
         if run.needs_generation:  # on the server a generation worker starts for this claim
             spec = with_generation_server(held, spec, stopping=stopping)
+            served = spec.vllm_server_base_url
         # a spec stored before GRPO_VLLM_SERVER_HOSTS changed: refused before any rank starts
         hosts = tuple(get_settings().vllm_server_host_list)
         check_engine(spec, EngineServerFacts(vllm_server_hosts=hosts))
@@ -104,7 +106,7 @@ def run_job(run_id: str) -> None:
     except CancelledWaiting:
         _finish(held, RunStatus.CANCELLED)
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
-        if run.needs_generation and (isinstance(exc, GenerationLost) or is_server_lost(exc)):
+        if isinstance(exc, GenerationLost) or is_server_lost(exc, served):
             _generation_lost(held, exc, queue=run.queue)
             return
         log.exception("run %s failed", run_id)

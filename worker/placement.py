@@ -66,8 +66,9 @@ def with_generation_server(held: Lease, spec: JobSpec, *, stopping: threading.Ev
     return spec.model_copy(update={"vllm_server_base_url": url})
 
 
-def is_server_lost(exc: BaseException) -> bool:
-    """Whether a run's failure is its vLLM server's: it stopped answering or is gone."""
-    cause = getattr(exc, "cause", None)
-    kind = cause.type if cause is not None else type(exc).__name__
-    return kind.rpartition(".")[2] == "VllmServerError"
+def is_server_lost(exc: BaseException, url: str | None) -> bool:
+    """Whether a run's failure is its vLLM server's at `url`: it stopped answering or is
+    gone (grpo/engines/vllm_server.py's words, which name the URL; the failed rank's cause is
+    the innermost exception, a connection error, so its words are what is read)."""
+    message = str(exc)
+    return url is not None and f"at {url}" in message and "vLLM server" in message
