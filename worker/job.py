@@ -107,7 +107,7 @@ def run_job(run_id: str) -> None:
         _finish(held, RunStatus.CANCELLED)
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         if isinstance(exc, GenerationLost) or is_server_lost(exc, served):
-            _generation_lost(held, exc, queue=run.queue)
+            _generation_lost(held, exc, queue=run.queue, attempts=run.attempts)
             return
         log.exception("run %s failed", run_id)
         try:
@@ -118,13 +118,20 @@ def run_job(run_id: str) -> None:
         current_run["lease"] = None
 
 
-def _generation_lost(held: Lease, exc: Exception, *, queue: str) -> None:
+def _generation_lost(held: Lease, exc: Exception, *, queue: str, attempts: int) -> None:
     """The run's generation server never answered or was lost: back to the queue (one line
-    in this worker's log and the run's), where its next claim gets a new server."""
+    in this worker's log and the run's), where its next claim gets a new server; failed
+    once its claims (`attempts`) pass GRPO_MAX_RETRIES, as a run whose worker keeps dying."""
     why = scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     if not isinstance(exc, GenerationLost):
         why = f"its generation server is lost: {why}"
+    retries = get_settings().max_retries
     try:
+        if attempts > retries:
+            log.warning("run %s: %s; failed after %d retries", held.run_id, why, retries)
+            _finish(held, RunStatus.FAILED, error=f"{why} (claimed {attempts} times; gave up "
+                    f"after {retries} retries, GRPO_MAX_RETRIES)")  # fmt: skip
+            return
         _hand_back(held, reason=f"worker {worker_name()} handed the run back: {why}",
                    queue=queue, say_where=True)  # fmt: skip
     except LeaseLost as lost:

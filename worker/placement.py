@@ -67,8 +67,10 @@ def with_generation_server(held: Lease, spec: JobSpec, *, stopping: threading.Ev
 
 
 def is_server_lost(exc: BaseException, url: str | None) -> bool:
-    """Whether a run's failure is its vLLM server's at `url`: it stopped answering or is
-    gone (grpo/engines/vllm_server.py's words, which name the URL; the failed rank's cause is
-    the innermost exception, a connection error, so its words are what is read)."""
+    """Whether a run's failure is the loss of its vLLM server at `url`: it is gone or
+    stopped answering (grpo/engines/vllm_server.py's words, which name the URL; the failed
+    rank's cause is the innermost exception, a connection error, so its words are what is
+    read). A server that answers with a refusal has not been lost: the run fails with it."""
     message = str(exc)
-    return url is not None and f"at {url}" in message and "vLLM server" in message
+    lost = (f"vLLM server at {url} is gone", f"vLLM server at {url} stopped answering")
+    return url is not None and any(words in message for words in lost)

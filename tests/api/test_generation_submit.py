@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import get_settings
-from app.store import db, runs
+from app.store import db, runs, workers
 from app.store.models import RunStatus
 from tests.store_fixture import store
 from worker.job import run_job
@@ -90,3 +90,28 @@ def test_a_training_worker_leaves_it_queued_while_no_generation_worker_is_free(
     assert run is not None and run.status == RunStatus.QUEUED and run.attempts == 0
     logs = [m["message"] for m in api.get(f"/api/runs/{run_id}/logs").json()["items"]]
     assert any("no free generation worker (`grpo worker --generation`)" in m for m in logs), logs
+
+
+def test_no_server_in_time_hands_the_run_back_then_fails_it_past_the_retries(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A free generation worker is listed but no server URL comes within vllm_server_timeout:
+    one line, the run back in the queue; past GRPO_MAX_RETRIES claims it fails, not loops."""
+    db.call(
+        workers.report_worker, "gen@test", queues="", device="cpu", device_kind="cpu",
+        devices=["0"], free_memory_mb=None, run_id=None, role="generation",
+    )  # fmt: skip
+    run_id = api.post("/api/runs", json={**SPEC, "vllm_server_timeout": 1}).json()["id"]
+    run_job(run_id)
+    run = db.call(runs.get_run, run_id)
+    assert run is not None and (run.status, run.attempts) == (RunStatus.QUEUED, 1)
+    logs = [m["message"] for m in api.get(f"/api/runs/{run_id}/logs").json()["items"]]
+    words = "handed the run back: no generation worker's vLLM server answered within "
+    assert [m for m in logs if words in m] == [m for m in logs if "handed the run back" in m]
+    assert len([m for m in logs if words in m]) == 1, logs
+    monkeypatch.setenv("GRPO_MAX_RETRIES", "1")
+    get_settings.cache_clear()
+    run_job(run_id)
+    run = db.call(runs.get_run, run_id)
+    assert run is not None and (run.status, run.attempts) == (RunStatus.FAILED, 2)
+    assert run.error is not None and "gave up after 1 retries" in run.error, run.error
