@@ -18,7 +18,8 @@ from celery import Celery
 from app.settings import Settings, get_settings
 from app.store import dispatch, events, rescores, runs
 from app.store.db import Session
-from app.store.models import utcnow
+from app.store.models import Run, utcnow
+from app.store.nodes import num_nodes_of
 
 TRAIN_TASK = "grpo.train"
 RESCORE_TASK = "grpo.rescore"
@@ -98,9 +99,13 @@ def dispatch_rescore(session: Session, rescore_id: int, *, queue: str) -> bool:
 
 
 def dispatch_run(session: Session, run_id: str, *, queue: str) -> bool:
-    """Send a committed queued run; on failure mark it unsent for the sweep. True when sent."""
+    """Send a committed queued run, once per node of a run on several machines (so that as
+    many workers each take one: worker/gang.py); on failure mark it unsent for the sweep.
+    True when sent."""
     try:
-        send_run(run_id, queue=queue)
+        run = session.get(Run, run_id)
+        for _ in range(num_nodes_of(run) if run is not None else 1):
+            send_run(run_id, queue=queue)
         return True
     except Exception as exc:  # noqa: BLE001 - any failed send is retried by the sweep
         log.warning(

@@ -69,6 +69,16 @@ class Settings(BaseSettings):
     worker_devices: str | None = None
     """Devices a worker holds when `grpo worker` gets no `--devices`: GPU indices
     (`0,1,2,3`), or without CUDA a number of CPU slots; default all GPUs, else one slot per CPU."""
+    worker_address: str | None = Field(None, pattern=r"^[A-Za-z0-9.:\-\[\]%]{1,253}$")
+    """The address (IP or host name) by which the other machines of a run on several
+    (`resources.num_nodes` > 1) reach this worker's machine: node 0's worker serves the
+    run's rendezvous on it (a free port), and every node's ranks exchange tensors over the
+    network interface that holds it. Unset: this worker takes no part in runs of several
+    machines (it leaves them queued for workers that have one); runs on one machine need
+    none."""
+    gang_formation_seconds: float = Field(120.0, gt=0)
+    """How long a worker holding a node of a run on several machines waits for the other
+    nodes to be claimed before it releases its node and sends the run back to its queue."""
     check_hub_models: bool = True
     """Refuse at submit a Hugging Face model id that is neither in this machine's Hugging
     Face cache nor answered for by the hub within seconds (grpo/spec/hub.py), instead of

@@ -294,12 +294,14 @@ def network(count: int, base_dir: Path) -> Iterator[Network]:
             raise HostError("; ".join(problems))
 
 
-def start_host_worker(stack: Stack, net: Network, host: Host, name: str) -> subprocess.Popen[bytes]:
+def start_host_worker(
+    stack: Stack, net: Network, host: Host, name: str, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """A `celery worker` of `stack` inside `host`: its data directory is the host's, and it
     reaches the stack's database and broker over the bridge. The stack must be on
     PostgreSQL and Redis: the embedded store and broker are files, which another machine
-    could not share."""
-    env = {"GRPO_DATA_DIR": str(host.data_dir)}
+    could not share. `extra_env`: more of the worker's settings (GRPO_WORKER_ADDRESS)."""
+    env = {"GRPO_DATA_DIR": str(host.data_dir), **(extra_env or {})}
     for key in ("GRPO_DATABASE_URL", "GRPO_BROKER_URL"):
         if key not in stack.env:
             raise ValueError(f"a host's worker needs a network service: the stack has no {key}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from app.settings import get_settings
 from grpo.engines.registry import worker_refusal
 from grpo.parallel.threads import ThreadChoice, available_cpus
 from grpo.spec import JobSpec
@@ -156,10 +157,11 @@ def fit_problem(spec: JobSpec, held: Devices, engines: Sequence[str] = ("native"
 
     if (refused := worker_refusal(spec, engines)) is not None:  # the spec's engine kind
         return refused
-    if spec.resources.num_nodes > 1:  # the API refuses it; a spec stored by a later one
+    if spec.resources.num_nodes > 1 and get_settings().worker_address is None:
         return (
-            f"resources.num_nodes is {spec.resources.num_nodes} but a worker trains a run on "
-            "its own machine only, so it waits for workers that form a gang of machines"
+            f"resources.num_nodes is {spec.resources.num_nodes} but this worker has no "
+            "GRPO_WORKER_ADDRESS (the address other machines reach it by), so it takes no "
+            "node of a run on several machines"
         )
     ranks = spec.resources.num_processes
     if ranks > held.count:

@@ -43,7 +43,7 @@ from grpo.failures import user_message
 from grpo.scrub import scrub
 from grpo.spec import JobSpec
 from grpo.training.trainer import FitResult
-from worker import environment
+from worker import environment, gang
 from worker.db_outage import OutageWait
 from worker.device import device_label, fit_problem, held_devices
 from worker.lifecycle import current_run, stopping, worker_name
@@ -85,8 +85,13 @@ def run_job(run_id: str) -> None:
         if problem:
             _decline(run_id, problem, queue=queued.queue)
             return
+        if gang.is_gang(queued) and not gang.take_node(
+            queued, worker=worker_name(), stopping=stopping
+        ):
+            return  # no node of it here, or a node but 0, whose ranks trained here
     run = db.call(runs.claim_run, run_id, worker=worker_name(), device=_device(queued))
     if run is None:
+        gang.leave_node(run_id)
         log.info("run %s is not queued; nothing to do", run_id)
         return
     held = Lease.of(run)
@@ -116,6 +121,7 @@ def run_job(run_id: str) -> None:
             log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     finally:
         current_run["lease"] = None
+        gang.leave_node(run_id)  # node 0 of a run on several machines
 
 
 def _generation_lost(held: Lease, exc: Exception, *, queue: str, attempts: int) -> None:

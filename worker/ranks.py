@@ -50,6 +50,7 @@ from grpo.cause import Cause
 from grpo.failures import StepFailure
 from grpo.parallel.launch import (
     ChildFailedError,
+    Nodes,
     RankError,
     failure_cause,
     failure_message,
@@ -63,6 +64,7 @@ from grpo.parallel.threads import threads_for, user_threads
 from grpo.spec import JobSpec
 from grpo.training.trainer import FitResult
 from worker import preload
+from worker.address import rank_environment
 from worker.device import Devices, held_devices
 from worker.rank_entry import enter
 from worker.run_writes import GaveUp
@@ -108,10 +110,20 @@ def ranks_label(spec: JobSpec, held: Devices) -> str:
     return f"{n} ranks · cpu (gloo)"
 
 
-def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> FitResult:
+leading: dict[str, Nodes] = {}
+"""The node layout of the run on several machines whose node 0 this worker holds (set by
+worker/gang.py while it trains): its ranks launch as that node."""
+
+
+def train_on_ranks(
+    held: Lease, spec: JobSpec, *, stopping: threading.Event, nodes: Nodes | None = None
+) -> FitResult:
     """Launch the run's ranks and wait for them; rank 0's result. RanksFailed when one dies,
     StoppedStarting when the worker is stopped before rank 0 joined the group,
-    GaveUpOnDatabase when rank 0 gave up on the database."""
+    GaveUpOnDatabase when rank 0 gave up on the database. `nodes`: this worker's node of a
+    run on several machines (default: the one `leading` names, else this machine only)."""
+    nodes = nodes or leading.get(held.run_id) or Nodes()
+    environ = rank_environment(get_settings().worker_address) if nodes.count > 1 else {}
     spawn = multiprocessing.get_context("spawn")
     stop, started, gave_up, loaded = spawn.Event(), spawn.Event(), spawn.Event(), spawn.Event()
     ranks = spec.resources.num_processes
@@ -138,9 +150,11 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
                         gave_up,
                         worker,
                         threads,
+                        environ,
                     ),
                     num_processes=ranks,
                     run_id=held.run_id,
+                    nodes=nodes,
                     log_dir=get_settings().runs_dir / held.run_id / "ranks",
                     start_method=start_method,
                 )
@@ -175,9 +189,9 @@ def train_on_ranks(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> 
         cause = failure_cause(error)
         if not loaded.is_set() and root_failure(error)[1].exitcode > 0:
             raise CodeNotLoaded(not_loaded(error, cause)) from error
-        if ranks == 1:
+        if ranks * nodes.count == 1:
             raise RanksFailed(one_process_failure(error), cause=cause) from error
-        message = failure_message(error, num_processes=ranks)
+        message = failure_message(error, num_processes=ranks * nodes.count)
         raise RanksFailed(message, cause=cause) from error
     return launched.result()  # or the launcher's other error, raised here
 
@@ -230,12 +244,15 @@ def rank_main(
     gave_up: ProcessEvent,
     worker: int,
     threads: int,
+    environ: dict[str, str],
 ) -> Any:
     """One rank, in the process the launcher spawned, under the worker's lease (`run_id`,
     `token`: plain values, so that the process imports nothing before worker/rank_entry.py
     guards it); `threads`: its torch threads, unless the user set OMP_NUM_THREADS
     (grpo/parallel/threads.py). `gave_up`: set by rank 0 when the run gave up on the
-    database (worker/run_writes.py)."""
+    database (worker/run_writes.py). `environ`: set before the rank joins its group (the
+    network interface of a run on several machines: worker/address.py)."""
+    os.environ.update(environ)
     held = Lease(run_id, token)
     _die_with(worker)
     os.setpgid(0, 0)  # out of the terminal's job: its Ctrl-C (or a group's SIGTERM) is the

@@ -9,8 +9,8 @@ to the run's row, as a lease's writes are (app/store/lease.py), on SQLite and Po
 alike. `release_expired` is the sweep that frees the nodes of a gang that did not form in
 time, so two half-formed runs cannot hold each other's workers forever.
 
-Not yet used by the worker's run path: nothing here starts ranks. Knows nothing of Celery
-or HTTP.
+Used by the worker's gang (worker/gang.py), which starts the ranks; nothing here does.
+Knows nothing of Celery or HTTP.
 """
 
 from __future__ import annotations

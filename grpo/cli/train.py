@@ -40,6 +40,7 @@ def train(args: argparse.Namespace) -> int:
         return 2
     from grpo.parallel.launch import (
         ChildFailedError,
+        Nodes,
         SignalException,
         failure_message,
         keep_failure_report,
@@ -59,8 +60,7 @@ def train(args: argparse.Namespace) -> int:
             (args, spec, workdir),
             num_processes=here,
             run_id=workdir.name,
-            nodes=args.nnodes,
-            rdzv_endpoint=args.rdzv_endpoint or "localhost:0",
+            nodes=Nodes(args.nnodes, args.rdzv_endpoint or "localhost:0"),
             log_dir=workdir / "ranks",
         )
     except ChildFailedError as exc:

@@ -21,6 +21,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,6 +39,7 @@ from grpo.parallel.ranks import Ranks, current_ranks
 
 __all__ = [
     "ChildFailedError",
+    "Nodes",
     "RankError",
     "SignalException",
     "failure_cause",
@@ -57,14 +59,27 @@ class RankError(RuntimeError):
     from the launcher's error file."""
 
 
+@dataclass(frozen=True)
+class Nodes:
+    """The machines a launch spans: `count` nodes meeting at `endpoint` (host:port that every
+    node reaches; `localhost:0`, a free port here, for one). Without `rank` they meet in
+    torch's c10d rendezvous, which numbers the nodes itself (`grpo train --nnodes`); with
+    it (the service, whose gang in the store numbered them: app/store/nodes.py) node
+    `rank` of a static rendezvous (torchrun's `--node-rank`), node 0 serving its store at
+    `endpoint`, so node 0 holds global rank 0."""
+
+    count: int = 1
+    endpoint: str = "localhost:0"
+    rank: int | None = None
+
+
 def launch_ranks(
     entry: Callable[..., Any],
     args: tuple[Any, ...],
     *,
     num_processes: int,
     run_id: str,
-    nodes: int = 1,
-    rdzv_endpoint: str = "localhost:0",
+    nodes: Nodes | None = None,
     log_dir: Path | None = None,
     start_method: Literal["spawn", "forkserver"] = "spawn",
 ) -> Any:
@@ -73,19 +88,21 @@ def launch_ranks(
 
     `entry` must be a module-level function (the ranks are spawned, or forked from
     multiprocessing's fork server: `start_method`, worker/preload.py) that calls init_rank
-    first. Raises ChildFailedError when any rank fails. Over `nodes`
-    machines, each node calls this with the same `run_id` and a `rdzv_endpoint` (host:port
-    of one of them) that all reach, as `torchrun --nnodes --rdzv-endpoint` does. `log_dir`:
+    first. Raises ChildFailedError when any rank fails. Over several machines
+    (`nodes`), each node calls this with the same `run_id` and endpoint (host:port of one
+    of them) that all reach, as `torchrun --nnodes --rdzv-endpoint` does. `log_dir`:
     where the launcher keeps each rank's error file (default a fresh temporary folder).
     """
+    nodes = nodes or Nodes()
     config = LaunchConfig(
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir)) if log_dir else None,
-        min_nodes=nodes,
-        max_nodes=nodes,
+        min_nodes=nodes.count,
+        max_nodes=nodes.count,
         nproc_per_node=num_processes,
         run_id=run_id,
-        rdzv_backend="c10d",
-        rdzv_endpoint=rdzv_endpoint,
+        rdzv_backend="c10d" if nodes.rank is None else "static",
+        rdzv_endpoint=nodes.endpoint,
+        rdzv_configs={} if nodes.rank is None else {"rank": nodes.rank},
         max_restarts=0,
         monitor_interval=0.5,
         start_method=start_method,

@@ -29,9 +29,9 @@ class ResourcesSpec(BaseModel):
     """Machines the run spans, each running `num_processes` ranks: torchrun's `--nnodes`
     (TRL through accelerate: `num_machines`, whose `num_processes` counts the ranks of all
     machines, this field's num_nodes x num_processes). `grpo train` runs such a spec with
-    `--nnodes` equal to it and `--rdzv-endpoint` on every machine. Through the service a
-    run spans one machine for now: more than 1 is refused at submit (422), since workers
-    do not yet form a gang of machines for one run (issue 42)."""
+    `--nnodes` equal to it and `--rdzv-endpoint` on every machine. Through the service
+    each node is taken by one worker that has GRPO_WORKER_ADDRESS set, and the run starts
+    once all are (a gang of workers: docs/how-to/deployment.md)."""
     sharding: Literal["ddp", "fsdp"] = "ddp"
     """ddp: every rank holds the whole model, gradients are all-reduced. fsdp (FSDP2
     `fully_shard`, full fine-tuning only): each rank holds 1/num_processes of the weights,

@@ -1,8 +1,7 @@
 """`resources.num_nodes` through the API (issue 42 item 1): the spec says how many machines a
-run spans, with `num_processes` ranks on each. Until workers form a gang of machines, the
-service refuses a run of several nodes at submit, clone and the live check with a 422 naming
-the field and the command that trains it today, rather than queueing it where no worker
-takes it, or training it on one machine. In the test process over the real app and store."""
+run spans, with `num_processes` ranks on each. A run of several nodes is queued for a gang
+of workers (worker/gang.py; its task is sent once per node: tests/worker/test_gang.py). In
+the test process over the real app and store."""
 
 from __future__ import annotations
 
@@ -27,30 +26,22 @@ def api(store: str) -> Iterator[TestClient]:
         yield client
 
 
-def test_a_run_of_several_nodes_is_refused_naming_the_field_and_the_command(
-    api: TestClient,
-) -> None:
-    refused = api.post("/api/runs", json=TWO_NODES)
-    assert refused.status_code == 422, refused.text
-    (field,) = refused.json()["error"]["fields"]
-    assert field["loc"] == "resources.num_nodes"
-    assert (
-        "is 2, but runs on several machines through the service are not built yet"
-        in (field["message"])
-    )
-    assert "grpo train spec.yaml --nnodes 2 --rdzv-endpoint HOST:PORT" in field["message"]
+def test_a_run_of_several_nodes_is_queued_for_a_gang_of_workers(api: TestClient) -> None:
     checked = api.post("/api/specs/check", json=TWO_NODES).json()["problems"]
-    assert checked == [field]
-    assert api.get("/api/runs").json()["items"] == []  # nothing stored, nothing queued
-
-    # one node, said or not, is a run as before; a clone to 2 nodes is refused the same way
-    run = api.post("/api/runs", json={**TWO_NODES, "resources": {"num_nodes": 1}})
+    assert checked == []
+    run = api.post("/api/runs", json=TWO_NODES)
     assert run.status_code == 201, run.text
-    assert run.json()["spec"]["resources"]["num_nodes"] == 1
+    assert run.json()["status"] == "queued"
+    assert run.json()["spec"]["resources"]["num_nodes"] == 2
+
+    # one node, said or not, is a run as before; a clone changes the node count freely
+    one = api.post("/api/runs", json={**TWO_NODES, "resources": {"num_nodes": 1}})
+    assert one.status_code == 201, one.text
+    assert one.json()["spec"]["resources"]["num_nodes"] == 1
     patch = {"resources": {"num_nodes": 2}}
-    cloned = api.post(f"/api/runs/{run.json()['id']}/clone", json={"patch": patch})
-    assert cloned.status_code == 422
-    assert [f["loc"] for f in cloned.json()["error"]["fields"]] == ["resources.num_nodes"]
+    cloned = api.post(f"/api/runs/{one.json()['id']}/clone", json={"patch": patch})
+    assert cloned.status_code == 201, cloned.text
+    assert cloned.json()["spec"]["resources"]["num_nodes"] == 2
 
 
 def test_ranks_in_all_are_counted_over_the_nodes(api: TestClient) -> None:

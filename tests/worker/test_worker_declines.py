@@ -97,14 +97,20 @@ def test_a_run_with_more_ranks_than_the_worker_holds_is_declined_saying_both() -
     assert "holds 2 GPUs (0,1)" in (gpus or "")
 
 
-def test_a_run_of_several_nodes_is_declined_never_trained_on_one_machine() -> None:
-    """The API refuses it (tests/api/test_num_nodes.py); a worker that meets one anyway (a
-    spec stored by a later API) leaves it queued rather than train half of it."""
+def test_a_run_of_several_nodes_is_declined_by_a_worker_without_an_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker that other machines cannot reach (no GRPO_WORKER_ADDRESS) leaves it queued
+    for workers that have one, never trains half of it; one with an address takes a node
+    (worker/gang.py)."""
+    from app.settings import get_settings
+
     spec = JobSpec(device="cpu", prompts_per_step=2, resources={"num_nodes": 2})
+    monkeypatch.setattr(get_settings(), "worker_address", None)
     problem = fit_problem(spec, Devices("cpu", ("0", "1")))
-    assert "resources.num_nodes is 2 but a worker trains a run on its own machine only" in (
-        problem or ""
-    )
+    assert "resources.num_nodes is 2 but this worker has no GRPO_WORKER_ADDRESS" in (problem or "")
+    monkeypatch.setattr(get_settings(), "worker_address", "10.0.0.5")
+    assert fit_problem(spec, Devices("cpu", ("0", "1"))) is None
 
 
 def test_a_run_needing_more_free_memory_than_the_worker_has_is_declined() -> None:

@@ -18,7 +18,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.api.checks.engine import engine_problems
-from app.api.checks.nodes import node_problems
 from app.api.checks.refusal import Problem
 from app.api.checks.rewards import reward_problems
 from app.api.checks.spec import path_problems
@@ -38,7 +37,6 @@ def server_problems(spec: JobSpec, settings: Settings, session: Session) -> list
         *tool_problems(spec, settings),
         *tracker_problems(spec),
         *engine_problems(spec, settings),
-        *node_problems(spec),
     ]
 
 

@@ -1,0 +1,219 @@
+"""A worker's part in a run on several machines (`resources.num_nodes` > 1, issue 42): the
+gang of workers that trains it forms in the store (app/store/nodes.py), one node each.
+
+The run's task is sent once per node (app/queue.py), so that as many workers each take
+one. A worker that takes it claims the lowest free node (its row says where it is:
+GRPO_WORKER_ADDRESS and a free port there), beats that claim's heartbeat from a thread of
+its own, and waits until every node is claimed. A gang that does not form within
+GRPO_GANG_FORMATION_SECONDS is given up: the worker releases its node, says so in the
+run's log, and sends its task back to the queue for a later worker; the run stays queued.
+
+Once the gang is whole, node 0's worker claims the run as any run is claimed (its lease,
+its heartbeat, its final status: worker/job.py) and every node launches its ranks with
+torch's elastic launcher (grpo/parallel/launch.py): node n of a static rendezvous whose
+store node 0 serves at the endpoint in its row, so that node 0 holds global rank 0, which
+alone writes to the store. The other nodes' workers hold only their node: their ranks
+write nothing, and what they end with is said in the run's log, not written as its
+status. A node's ranks exchange tensors over the network interface that holds
+GRPO_WORKER_ADDRESS (gloo's and NCCL's socket interface, unless the worker's environment
+names one).
+
+Not yet here (issue 42 item 3): a node lost mid-run stops the gang only as far as the
+launcher's collectives break on its exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from app.queue import send_run
+from app.settings import get_settings
+from app.store import db, events, nodes, runs
+from app.store.lease import Lease
+from app.store.models import NodeState, Run, RunStatus
+from app.store.nodes import NodeClaim, NodeLost
+from grpo.parallel.launch import Nodes
+from grpo.scrub import scrub
+from grpo.spec import JobSpec
+from worker.address import free_port
+from worker.ranks import leading, train_on_ranks
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class Gang:
+    """This worker's node of a run whose gang formed: where the nodes meet, and the thread
+    that beats its claim until `leave`."""
+
+    claim: NodeClaim
+    nodes: Nodes
+    worker: str
+    _stop: threading.Event = field(default_factory=threading.Event)
+    lost: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.claim.node_rank == 0
+
+    def beat(self, state: NodeState) -> None:
+        db.call(nodes.beat_node, self.claim, ttl_seconds=_ttl(), state=state)
+
+    def start_beating(self) -> None:
+        threading.Thread(target=self._beat, name=f"node-{self.claim.run_id}", daemon=True).start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(get_settings().heartbeat_seconds):
+            try:
+                self.beat(NodeState.CLAIMED)
+            except NodeLost as exc:
+                log.warning("run %s: %s", self.claim.run_id, exc)
+                self.lost.set()
+                return
+            except Exception:  # noqa: BLE001 - a failed beat is tried again
+                log.exception("run %s: node heartbeat failed; retrying", self.claim.run_id)
+
+    def leave(self) -> None:
+        """Stop beating and release the node (the run ended, or the gang broke up)."""
+        self._stop.set()
+        db.call(nodes.release_node, self.claim)
+
+
+def form(queued: Run, *, worker: str, stopping: threading.Event) -> Gang | None:
+    """Claim a node of `queued` and wait for its gang: the gang, beating, once every node
+    is claimed; None when no node was free, the run left the queue, or the gang did not
+    form in time (then the node is released and its task sent back to the queue)."""
+    settings = get_settings()
+    address = settings.worker_address
+    if address is None:  # the fit check declines such runs first
+        return None
+    claim = db.call(
+        nodes.claim_node, queued.id, worker=worker, address=f"{address}:{free_port(address)}",
+        ttl_seconds=_ttl(),
+    )  # fmt: skip
+    if claim is None:
+        log.info("run %s: no node of it is free, or it is no longer queued", queued.id)
+        return None
+    count = nodes.num_nodes_of(queued)
+    waiting = db.call(nodes.gang_wait, queued.id)
+    _say(queued.id, f"worker {worker} claimed node {claim.node_rank} of {count}" + (
+        f"; {waiting}" if waiting else ""))  # fmt: skip
+    gang = Gang(claim, Nodes(count, "", claim.node_rank), worker)
+    gang.start_beating()
+    try:
+        endpoint = _wait_for_gang(gang, count, stopping=stopping)
+    except BaseException:
+        gang.leave()
+        raise
+    if endpoint is None:
+        gang.leave()
+        return None
+    gang.nodes = Nodes(count, endpoint, claim.node_rank)
+    return gang
+
+
+def _wait_for_gang(gang: Gang, count: int, *, stopping: threading.Event) -> str | None:
+    """Node 0's endpoint once all `count` nodes are claimed; None when the run left the
+    queue, this worker stops, or the gang did not form in time (then said and sent back)."""
+    run_id, timeout = gang.claim.run_id, get_settings().gang_formation_seconds
+    deadline = time.monotonic() + timeout
+    while not stopping.is_set() and not gang.lost.is_set():
+        run = db.call(runs.get_run, run_id)
+        if run is None or run.status != RunStatus.QUEUED or run.is_cancel_requested:
+            return None
+        live = db.call(nodes.live_nodes, run_id)
+        if len(live) >= count:
+            return str(live[0].address)
+        if time.monotonic() > deadline:
+            _say(run_id, f"the gang did not form within {timeout:g} s "
+                 f"(GRPO_GANG_FORMATION_SECONDS): {db.call(nodes.gang_wait, run_id)}; worker "
+                 f"{gang.worker} released node {gang.claim.node_rank} and sent the run back "
+                 "to its queue")  # fmt: skip
+            send_run(run_id, queue=run.queue)
+            return None
+        time.sleep(POLL_SECONDS)
+    if stopping.is_set():  # a later worker takes its place
+        run = db.call(runs.get_run, run_id)
+        send_run(run_id, queue=run.queue if run else get_settings().default_queue)
+    return None
+
+
+def wait_for_leader(gang: Gang, *, stopping: threading.Event) -> Run | None:
+    """On a node other than 0: the run once node 0's worker claimed it (running); None when
+    it ended, or was not claimed within GRPO_GANG_FORMATION_SECONDS."""
+    deadline = time.monotonic() + get_settings().gang_formation_seconds
+    while not stopping.is_set() and time.monotonic() < deadline:
+        run = db.call(runs.get_run, gang.claim.run_id)
+        if run is None or run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+            return None
+        if run.status == RunStatus.RUNNING:
+            return run
+        time.sleep(POLL_SECONDS)
+    return None
+
+
+def _say(run_id: str, message: str) -> None:
+    db.call(events.add_log, run_id, "info", message)
+    log.info("run %s: %s", run_id, message)
+
+
+def _ttl() -> float:
+    return get_settings().stale_after_seconds
+
+
+_led: dict[str, Gang] = {}  # the gang whose node 0 this worker holds, by run
+
+
+def is_gang(queued: Run) -> bool:
+    """Whether `queued` spans several machines (an invalid spec: no, it fails once claimed)."""
+    try:
+        return JobSpec.model_validate(queued.spec).resources.num_nodes > 1
+    except ValueError:
+        return False
+
+
+def take_node(queued: Run, *, worker: str, stopping: threading.Event) -> bool:
+    """This worker's node of a run on several machines: True when it holds node 0 of a
+    formed gang, and is to claim and train the run as any run (its ranks launch as node 0
+    until `leave_node`); False when it holds none (no node free, the gang did not form:
+    said in the run's log) or it held another node, whose ranks it trained here."""
+    formed = form(queued, worker=worker, stopping=stopping)
+    if formed is None:
+        return False
+    if formed.is_leader:
+        _led[queued.id] = formed
+        leading[queued.id] = formed.nodes
+        return True
+    try:
+        _follow(formed, JobSpec.model_validate(queued.spec), stopping=stopping)
+    finally:
+        formed.leave()
+    return False
+
+
+def leave_node(run_id: str) -> None:
+    """Release node 0 of `run_id` if this worker holds it (its run ended here)."""
+    leading.pop(run_id, None)
+    if (formed := _led.pop(run_id, None)) is not None:
+        formed.leave()
+
+
+def _follow(formed: Gang, spec: JobSpec, *, stopping: threading.Event) -> None:
+    """Train this node's ranks of the run node 0's worker holds; how they ended goes to the
+    run's log only (node 0's worker writes the run's status)."""
+    node = f"node {formed.claim.node_rank} (worker {formed.worker})"
+    run = wait_for_leader(formed, stopping=stopping)
+    if run is None:
+        log.info("run %s: %s: node 0 did not start it; released", formed.claim.run_id, node)
+        return
+    try:
+        train_on_ranks(Lease.of(run), spec, stopping=stopping, nodes=formed.nodes)
+    except Exception as exc:  # noqa: BLE001 - node 0's worker ends the run
+        log.warning("run %s: %s: its ranks ended: %s", run.id, node, exc)
+        db.call(events.add_log, run.id, "warning", f"{node}: its ranks ended: {scrub(str(exc))}")
+        return
+    log.info("run %s: %s: its ranks finished", run.id, node)
