@@ -84,6 +84,23 @@ def test_workers_are_listed_with_the_devices_they_hold(api: TestClient) -> None:
         ("laptop", "cpu", ["0", "1"], ["default"]),
     ]
     assert [w["engines"] for w in items] == [["native", "vllm"], ["native"]]
+    assert [(w["role"], w["serving"]) for w in items] == [("training", None)] * 2
+
+
+def test_a_generation_worker_is_listed_with_what_it_serves(api: TestClient) -> None:
+    """`grpo worker --generation` (worker/generation.py) reports no queue, its role, and the
+    server it runs for a run (issue 41 item 2)."""
+    serving = {"run_id": "r1", "model": "builtin:small", "url": "http://127.0.0.1:41234"}
+    db.call(
+        workers.report_worker,
+        "gen-box", queues="", device="cpu", device_kind="cpu", devices=["0"],
+        engines=["native", "vllm"], free_memory_mb=None, run_id="r1", role="generation",
+        serving=serving,
+    )  # fmt: skip
+    [item] = api.get("/api/workers").json()["items"]
+    assert (item["role"], item["queues"], item["run_id"], item["serving"]) == (
+        "generation", [], "r1", serving,
+    )  # fmt: skip
 
 
 def test_a_run_is_submitted_listed_read_and_its_actions_answer(api: TestClient) -> None:
