@@ -21,7 +21,6 @@ import pytest
 from tests.hosts import Network, network, start_host_worker
 from tests.stack import REDIS_URL, Stack, pg_database, running_stack
 from tests.worker.test_ranks_service import (
-    GROUPS,
     WIDE,
     assert_each_step_stored_once,
     ranks_spec,
@@ -140,7 +139,6 @@ def test_two_workers_on_two_hosts_train_one_run_of_two_nodes(
             single = wait_for_final(client, one.json()["id"], timeout=300)
             assert single["status"] == "succeeded", f"{single['error']}\n{stack.logs()}"
             assert same_share(client, run["id"], single["id"]) >= 0.95
-            assert GROUPS == 4
     finally:
         for worker in workers:
             worker.terminate()
