@@ -35,7 +35,7 @@ from app.store.models import (
 )
 from app.store.wakeup import mark_woken
 from grpo.spec import JobSpec
-from grpo.spec.vllm import needs_generation_worker
+from grpo.spec.vllm import ADDRESS_FIELDS, needs_generation_worker
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -72,6 +72,15 @@ def add_status_event(session: Session, run: Run) -> None:
     session.add(Event(run_id=run.id, kind="status", payload=run_summary(run)))
 
 
+def stored_spec(spec: JobSpec) -> dict[str, Any]:
+    """The spec as a run keeps it: every field set, except a server address the submitter
+    did not give (a run placed on a generation worker), so that a copy of it (the new-run
+    page's "edit as new", `grpo runs get`'s spec resubmitted) is placed the same way rather
+    than pointed at TRL's default 0.0.0.0:8000."""
+    unset = ADDRESS_FIELDS if needs_generation_worker(spec) else frozenset()
+    return spec.model_dump(mode="json", exclude=set(unset))
+
+
 def create_run(
     session: Session,
     spec: JobSpec,
@@ -93,7 +102,7 @@ def create_run(
         id=uuid.uuid4().hex[:16],
         name=spec.display_name,
         status=RunStatus.QUEUED,
-        spec=spec.model_dump(mode="json"),
+        spec=stored_spec(spec),
         package_version=package_version,
         queue=spec.resources.queue,
         idempotency_key=idempotency_key,

@@ -20,6 +20,7 @@ from app.main import create_app
 from app.settings import get_settings
 from app.store import db, runs, workers
 from app.store.models import RunStatus
+from grpo.spec.vllm import ADDRESS_FIELDS
 from tests.store_fixture import store
 from worker.job import run_job
 
@@ -66,6 +67,20 @@ def test_no_address_is_accepted_and_placed_on_a_generation_worker(api: TestClien
     addressed = api.post(f"/api/runs/{placed.json()['id']}/clone", json={"patch": patch})
     assert addressed.status_code == 201, addressed.text
     assert not needs_generation(addressed.json()["id"])
+
+
+def test_the_stored_spec_keeps_no_address_so_a_copy_of_it_is_placed_too(api: TestClient) -> None:
+    """The new-run page's "edit as new" submits a run's stored spec: it must not come back
+    pointed at TRL's default 0.0.0.0:8000."""
+    placed = api.post("/api/runs", json=SPEC).json()
+    assert not ADDRESS_FIELDS & placed["spec"].keys(), placed["spec"]
+    copy = api.post("/api/runs", json={**placed["spec"], "name": "generation-placed (copy)"})
+    assert copy.status_code == 201, copy.text
+    assert needs_generation(copy.json()["id"])
+    given = {**SPEC, "vllm_server_host": "127.0.0.1", "vllm_server_port": 8013}
+    stored = api.post("/api/runs", json=given).json()["spec"]
+    assert (stored["vllm_server_host"], stored["vllm_server_port"]) == ("127.0.0.1", 8013)
+    assert stored["vllm_server_base_url"] is None  # given fields' neighbours are kept set
 
 
 def test_no_address_is_refused_naming_the_field_where_no_server_host_is_allowed(

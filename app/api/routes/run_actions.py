@@ -20,7 +20,6 @@ from app.api.schemas import RunOut
 from app.queue import dispatch_run
 from app.store import checkpoints, runs
 from grpo.spec import JobSpec
-from grpo.spec.vllm import ADDRESS_FIELDS
 
 router = APIRouter(
     prefix="/api/runs",
@@ -91,11 +90,10 @@ def clone_run(
 ) -> RunOut:
     """A new run with the same spec, optionally patched; the patched spec is validated again
     (a 422 listing every problem, as at submit). A clone of a run placed on a generation
-    worker is placed so too, unless the patch gives a server address."""
+    worker is placed so too, unless the patch gives a server address (app/store/runs.py's
+    stored_spec)."""
     patch = body.patch if body else {}
-    spec_data = merge(run.spec, patch)
-    if run.needs_generation:  # a clone of a run given no server address is given none either
-        spec_data = {k: v for k, v in spec_data.items() if k not in ADDRESS_FIELDS or k in patch}
+    spec_data = merge(run.spec, patch)  # a run placed on a generation worker kept no address
     if body is None or "name" not in body.patch:
         spec_data["name"] = f"{run.name} (clone)"[:200]
     refuse(spec_problems(spec_data, settings, session))
