@@ -18,8 +18,12 @@ status. A node's ranks exchange tensors over the network interface that holds
 GRPO_WORKER_ADDRESS (gloo's and NCCL's socket interface, unless the worker's environment
 names one).
 
-Not yet here (issue 42 item 3): a node lost mid-run stops the gang only as far as the
-launcher's collectives break on its exit.
+A lost node stops the whole gang (issue 42 item 3): at each beat a worker reads the other
+nodes' claims, and one that expired (its worker died, or was cut off from the store) or
+was taken over breaks the gang, as does this worker's own claim lost or unreachable for
+GRPO_STALE_AFTER_SECONDS. Each worker then kills its node's ranks at once
+(worker/ranks.py: GangBroke), and node 0's worker hands the run back with one line naming
+the lost node and why; it resumes from its last checkpoint once a gang forms again.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from app.queue import send_run
 from app.settings import get_settings
 from app.store import db, events, nodes, runs
 from app.store.lease import Lease
-from app.store.models import NodeState, Run, RunStatus
+from app.store.models import NodeState, Run, RunNode, RunStatus, utcnow
 from app.store.nodes import NodeClaim, NodeLost
 from grpo.parallel.launch import Nodes
 from grpo.scrub import scrub
@@ -47,18 +51,27 @@ POLL_SECONDS = 0.5
 
 @dataclass
 class Gang:
-    """This worker's node of a run whose gang formed: where the nodes meet, and the thread
-    that beats its claim until `leave`."""
+    """This worker's node of a run whose gang formed: where the nodes meet, the other nodes'
+    claims as they were when it formed (`peers`), and the thread that beats its claim and
+    watches theirs until `leave`."""
 
     claim: NodeClaim
     nodes: Nodes
     worker: str
+    peers: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """The other nodes once the gang formed: node rank -> (its claim's lease, its worker)."""
     _stop: threading.Event = field(default_factory=threading.Event)
     lost: threading.Event = field(default_factory=threading.Event)
+    why: str | None = None
+    """Which node was lost and why, once `lost` is set (one line for the run's log)."""
 
     @property
     def is_leader(self) -> bool:
         return self.claim.node_rank == 0
+
+    def broken(self) -> str | None:
+        """Why the gang broke up (a node was lost), or None while it is whole."""
+        return self.why if self.lost.is_set() else None
 
     def beat(self, state: NodeState) -> None:
         db.call(nodes.beat_node, self.claim, ttl_seconds=_ttl(), state=state)
@@ -67,15 +80,43 @@ class Gang:
         threading.Thread(target=self._beat, name=f"node-{self.claim.run_id}", daemon=True).start()
 
     def _beat(self) -> None:
+        me = f"node {self.claim.node_rank} (worker {self.worker})"
+        beaten = time.monotonic()
         while not self._stop.wait(get_settings().heartbeat_seconds):
             try:
                 self.beat(NodeState.CLAIMED)
-            except NodeLost as exc:
-                log.warning("run %s: %s", self.claim.run_id, exc)
-                self.lost.set()
+                beaten = time.monotonic()
+                self._check_peers()
+            except NodeLost:
+                self._lose(f"{me} was lost: its claim expired or was taken over")
                 return
-            except Exception:  # noqa: BLE001 - a failed beat is tried again
+            except Exception:  # noqa: BLE001 - a failed beat is tried again, for a while
                 log.exception("run %s: node heartbeat failed; retrying", self.claim.run_id)
+                if time.monotonic() - beaten > _ttl():
+                    self._lose(f"{me} was lost: it could not reach the store for {_ttl():g} s "
+                               "(GRPO_STALE_AFTER_SECONDS)")  # fmt: skip
+                    return
+
+    def _check_peers(self) -> None:
+        """Lose the gang when another node's claim expired or was taken over (its worker
+        died, or was cut off); a released node ended its part itself and said why."""
+        if not self.peers:
+            return
+        now = utcnow()
+        rows = {n.node_rank: n for n in db.call(nodes.gang_of, self.claim.run_id)}
+        for rank, (token, worker) in self.peers.items():
+            row = rows.get(rank)
+            if row is not None and row.lease != token:
+                self._lose(f"node {rank} (worker {worker}) was lost: its claim was taken over")
+            elif row is not None and row.expires_at <= now:
+                self._lose(f"node {rank} (worker {worker}) was lost: no heartbeat for "
+                           f"{_ttl():g} s (GRPO_STALE_AFTER_SECONDS)")  # fmt: skip
+
+    def _lose(self, why: str) -> None:
+        if not self.lost.is_set():
+            self.why = why
+            self.lost.set()
+            log.warning("run %s: %s", self.claim.run_id, why)
 
     def leave(self) -> None:
         """Stop beating and release the node (the run ended, or the gang broke up)."""
@@ -105,19 +146,20 @@ def form(queued: Run, *, worker: str, stopping: threading.Event) -> Gang | None:
     gang = Gang(claim, Nodes(count, "", claim.node_rank), worker)
     gang.start_beating()
     try:
-        endpoint = _wait_for_gang(gang, count, stopping=stopping)
+        live = _wait_for_gang(gang, count, stopping=stopping)
     except BaseException:
         gang.leave()
         raise
-    if endpoint is None:
+    if live is None:
         gang.leave()
         return None
-    gang.nodes = Nodes(count, endpoint, claim.node_rank)
+    gang.nodes = Nodes(count, str(live[0].address), claim.node_rank)
+    gang.peers = {n.node_rank: (n.lease, n.worker) for n in live if n.node_rank != claim.node_rank}
     return gang
 
 
-def _wait_for_gang(gang: Gang, count: int, *, stopping: threading.Event) -> str | None:
-    """Node 0's endpoint once all `count` nodes are claimed; None when the run left the
+def _wait_for_gang(gang: Gang, count: int, *, stopping: threading.Event) -> list[RunNode] | None:
+    """The nodes' claims once all `count` are claimed; None when the run left the
     queue, this worker stops, or the gang did not form in time (then said and sent back)."""
     run_id, timeout = gang.claim.run_id, get_settings().gang_formation_seconds
     deadline = time.monotonic() + timeout
@@ -127,7 +169,7 @@ def _wait_for_gang(gang: Gang, count: int, *, stopping: threading.Event) -> str 
             return None
         live = db.call(nodes.live_nodes, run_id)
         if len(live) >= count:
-            return str(live[0].address)
+            return live
         if time.monotonic() > deadline:
             _say(run_id, f"the gang did not form within {timeout:g} s "
                  f"(GRPO_GANG_FORMATION_SECONDS): {db.call(nodes.gang_wait, run_id)}; worker "
@@ -186,7 +228,7 @@ def take_node(queued: Run, *, worker: str, stopping: threading.Event) -> bool:
         return False
     if formed.is_leader:
         _led[queued.id] = formed
-        leading[queued.id] = formed.nodes
+        leading[queued.id] = formed
         return True
     try:
         _follow(formed, JobSpec.model_validate(queued.spec), stopping=stopping)
@@ -211,7 +253,7 @@ def _follow(formed: Gang, spec: JobSpec, *, stopping: threading.Event) -> None:
         log.info("run %s: %s: node 0 did not start it; released", formed.claim.run_id, node)
         return
     try:
-        train_on_ranks(Lease.of(run), spec, stopping=stopping, nodes=formed.nodes)
+        train_on_ranks(Lease.of(run), spec, stopping=stopping, gang=formed)
     except Exception as exc:  # noqa: BLE001 - node 0's worker ends the run
         log.warning("run %s: %s: its ranks ended: %s", run.id, node, exc)
         db.call(events.add_log, run.id, "warning", f"{node}: its ranks ended: {scrub(str(exc))}")

@@ -56,6 +56,7 @@ from worker.placement import (
 )
 from worker.ranks import (
     CodeNotLoaded,
+    GangBroke,
     GaveUpOnDatabase,
     RanksFailed,
     StoppedStarting,
@@ -110,6 +111,9 @@ def run_job(run_id: str) -> None:
         log.warning("run %s: lost it, stopped without writing more: %s", run_id, exc)
     except CancelledWaiting:
         _finish(held, RunStatus.CANCELLED)
+    except GangBroke as exc:  # a node of a run on several machines was lost
+        _part_lost(held, f"{exc}; every node's ranks were stopped", queue=run.queue,
+                   attempts=run.attempts)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         if isinstance(exc, GenerationLost) or is_server_lost(exc, served):
             _generation_lost(held, exc, queue=run.queue, attempts=run.attempts)
@@ -131,6 +135,14 @@ def _generation_lost(held: Lease, exc: Exception, *, queue: str, attempts: int) 
     why = scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     if not isinstance(exc, GenerationLost):
         why = f"its generation server is lost: {why}"
+    _part_lost(held, why, queue=queue, attempts=attempts)
+
+
+def _part_lost(held: Lease, why: str, *, queue: str, attempts: int) -> None:
+    """A part of the run beyond this worker's ranks was lost (`why`: its generation server,
+    a node of a run on several machines): back to the queue with one line saying it,
+    resumed from its last checkpoint; failed once its claims (`attempts`) pass
+    GRPO_MAX_RETRIES, as a run whose worker keeps dying."""
     retries = get_settings().max_retries
     try:
         if attempts > retries:

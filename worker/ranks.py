@@ -38,9 +38,10 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import Future, wait
 from multiprocessing.synchronize import Event as ProcessEvent
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -54,6 +55,7 @@ from grpo.parallel.launch import (
     RankError,
     failure_cause,
     failure_message,
+    is_peer_failure,
     is_rank_failure_record,
     launch_ranks,
     root_failure,
@@ -110,19 +112,36 @@ def ranks_label(spec: JobSpec, held: Devices) -> str:
     return f"{n} ranks · cpu (gloo)"
 
 
-leading: dict[str, Nodes] = {}
-"""The node layout of the run on several machines whose node 0 this worker holds (set by
+class GangBroke(Exception):  # noqa: N818 - a lost machine, not the run's error
+    """A node of the run on several machines was lost (its worker died, or was cut off from
+    the store): every rank here was stopped, and the run goes back to the queue. Worded for
+    the run's log: which node, and why."""
+
+
+class GangNode(Protocol):
+    """This worker's node of a run on several machines (worker/gang.py's Gang)."""
+
+    nodes: Nodes
+
+    def broken(self) -> str | None:
+        """Which node was lost and why, once one was; None while the gang is whole."""
+
+
+leading: dict[str, GangNode] = {}
+"""The node of the run on several machines whose node 0 this worker holds (set by
 worker/gang.py while it trains): its ranks launch as that node."""
 
 
 def train_on_ranks(
-    held: Lease, spec: JobSpec, *, stopping: threading.Event, nodes: Nodes | None = None
+    held: Lease, spec: JobSpec, *, stopping: threading.Event, gang: GangNode | None = None
 ) -> FitResult:
     """Launch the run's ranks and wait for them; rank 0's result. RanksFailed when one dies,
     StoppedStarting when the worker is stopped before rank 0 joined the group,
-    GaveUpOnDatabase when rank 0 gave up on the database. `nodes`: this worker's node of a
-    run on several machines (default: the one `leading` names, else this machine only)."""
-    nodes = nodes or leading.get(held.run_id) or Nodes()
+    GaveUpOnDatabase when rank 0 gave up on the database, GangBroke when a node of the
+    run was lost (its ranks here are killed at once). `gang`: this worker's node of a run
+    on several machines (default: the one `leading` names, else this machine only)."""
+    gang = gang or leading.get(held.run_id)
+    nodes = gang.nodes if gang is not None else Nodes()
     environ = rank_environment(get_settings().worker_address) if nodes.count > 1 else {}
     spawn = multiprocessing.get_context("spawn")
     stop, started, gave_up, loaded = spawn.Event(), spawn.Event(), spawn.Event(), spawn.Event()
@@ -166,6 +185,7 @@ def train_on_ranks(
     log.info("run %s: launching %d rank%s (%s)", held.run_id, ranks, "s" * (ranks > 1), how)
     launcher = threading.Thread(target=launch, name=f"ranks-{held.run_id}")
     launcher.start()
+    broke: str | None = None
     while not launched.done():
         wait([launched], timeout=0.5)  # the main thread stays free for the worker's signals
         if stopping.is_set():
@@ -173,13 +193,23 @@ def train_on_ranks(
             if not started.is_set():
                 _ENDING_STARTING_RANKS.set()
                 _end_starting_ranks(others)
+        if gang is not None and broke is None and (broke := gang.broken()) is not None:
+            # no step boundary to wait for: the ranks may hang in a collective with the
+            # lost node's (gloo's own timeout is minutes)
+            log.warning("run %s: %s; stopping this node's ranks", held.run_id, broke)
+            _ENDING_STARTING_RANKS.set()
+            _end_starting_ranks(others)
     launcher.join()
+    error = launched.exception()
+    if gang is not None and broke is None and error is not None:
+        broke = _broken_within(gang, error)
     _ENDING_STARTING_RANKS.clear()
+    if broke is not None:
+        raise GangBroke(broke) from error
     if stopping.is_set() and not started.is_set():
         # ended here, or by the terminal's Ctrl-C, which reaches ranks not yet in a group
         # of their own: either way a stop, with no step to lose
         raise StoppedStarting("handed the run back to the queue before its ranks started")
-    error = launched.exception()
     if gave_up.is_set():  # the ranks have stopped (the launcher stopped those of several)
         raise GaveUpOnDatabase(
             f"the database did not answer for {get_settings().db_outage_wait_seconds:g} s "
@@ -194,6 +224,20 @@ def train_on_ranks(
         message = failure_message(error, num_processes=ranks * nodes.count)
         raise RanksFailed(message, cause=cause) from error
     return launched.result()  # or the launcher's other error, raised here
+
+
+def _broken_within(gang: GangNode, error: BaseException) -> str | None:
+    """Why the gang broke, when the ranks here failed only because a rank on another node
+    was gone: that node's claim expires within GRPO_STALE_AFTER_SECONDS when its worker
+    died or was cut off. None when no node was lost by then (it ended its part itself,
+    with an error of its own, or the failure is this node's)."""
+    if not isinstance(error, ChildFailedError) or not is_peer_failure(error):
+        return None
+    settings = get_settings()
+    deadline = time.monotonic() + settings.stale_after_seconds + 2 * settings.heartbeat_seconds
+    while (why := gang.broken()) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return why
 
 
 def not_loaded(exc: ChildFailedError, cause: Cause | None) -> str:

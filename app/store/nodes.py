@@ -166,6 +166,12 @@ def release_run(session: Session, run_id: str) -> int:
 
 
 @unit
+def gang_of(session: Session, run_id: str) -> list[RunNode]:
+    """Every claim of the run, expired ones too, by node rank."""
+    return _nodes(session, run_id)
+
+
+@unit
 def live_nodes(session: Session, run_id: str, *, now: datetime | None = None) -> list[RunNode]:
     """The run's claims that have not expired, by node rank."""
     now = now or utcnow()

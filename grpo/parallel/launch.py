@@ -46,6 +46,7 @@ __all__ = [
     "failure_message",
     "init_rank",
     "is_launched",
+    "is_peer_failure",
     "is_rank_failure_record",
     "keep_failure_report",
     "launch_ranks",
@@ -158,6 +159,12 @@ def root_failure(exc: ChildFailedError) -> tuple[int, Any]:
         return (is_peer_lost(_error_text(failure) or ""), failure.timestamp, rank)
 
     return min(exc.failures.items(), key=order)
+
+
+def is_peer_failure(exc: ChildFailedError) -> bool:
+    """Whether the ranks here failed only because a rank elsewhere was gone (their
+    collective broke on its exit): on several machines, maybe a node that was lost."""
+    return is_peer_lost(_error_text(root_failure(exc)[1]) or "")
 
 
 def _error_text(failure: Any) -> str | None:

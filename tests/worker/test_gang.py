@@ -4,13 +4,16 @@ GRPO_WORKER_ADDRESS its host's address, and a run of 2 nodes x 1 rank submitted 
 API. Its task is sent once per node, each worker claims a node in the store
 (app/store/nodes.py), and once the gang is whole both launch their rank with torch's
 elastic launcher on node 0's rendezvous (worker/gang.py): real torch.distributed (gloo)
-ranks talking across the bridge.
+ranks talking across the bridge. Failure is whole-gang (item 3): a cancel stops both nodes,
+and a SIGKILLed node 1 stops node 0's rank within its claim's expiry, the run goes back to
+the queue and resumes on a gang formed again.
 
 Needs root and iproute2, as CI has; nothing here is skipped.
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,14 +22,18 @@ import httpx
 import pytest
 
 from tests.hosts import Network, network, start_host_worker
+from tests.processes import rank_processes
 from tests.stack import REDIS_URL, Stack, pg_database, running_stack
 from tests.worker.test_ranks_service import (
+    LONG,
     WIDE,
     assert_each_step_stored_once,
     ranks_spec,
     same_share,
+    wait_gone,
 )
 from tests.worker.test_run_lifecycle import recorded_checkpoints, wait_for_final
+from tests.worker.test_worker_resilience import wait_for_step
 
 FORMATION_S = 8.0  # GRPO_GANG_FORMATION_SECONDS of the test's workers
 
@@ -78,6 +85,10 @@ def test_one_worker_alone_waits_with_its_reason_and_releases_its_node(
     finally:
         worker.terminate()
         worker.wait(timeout=60)
+
+
+def steps_of(client: httpx.Client, run_id: str) -> list[int]:
+    return [m["step"] for m in client.get(f"/api/runs/{run_id}/metrics").json()["items"]]
 
 
 def _wait_for_log(client: httpx.Client, run_id: str, text: str, timeout: float = 60) -> str:
@@ -144,3 +155,119 @@ def test_two_workers_on_two_hosts_train_one_run_of_two_nodes(
             worker.terminate()
         for worker in workers:
             worker.wait(timeout=60)
+
+
+def two_node_workers(net: Network, stack: Stack, **settings: str) -> list[subprocess.Popen[bytes]]:
+    """A worker in each host, node0 in the first, node1 in the second."""
+    return [
+        start_host_worker(
+            stack,
+            net,
+            host,
+            f"node{i}",
+            extra_env={
+                "GRPO_WORKER_ADDRESS": host.address,
+                "GRPO_GANG_FORMATION_SECONDS": "120",
+                **settings,
+            },
+        )  # fmt: skip
+        for i, host in enumerate(net.hosts)
+    ]
+
+
+def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
+    for worker in workers:
+        if worker.poll() is None:
+            worker.terminate()
+    for worker in workers:
+        worker.wait(timeout=60)
+
+
+def wait_for_each_rank(workers: list[subprocess.Popen[bytes]], timeout: float = 120) -> list[int]:
+    """One rank of each worker, once both have started theirs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ranks = [rank_processes(w.pid) for w in workers]
+        if all(ranks):
+            return [r[0] for r in ranks]
+        time.sleep(0.2)
+    raise TimeoutError(f"not every worker started its rank: {ranks}")
+
+
+def test_a_cancel_stops_both_nodes_and_leaves_no_rank_on_either_host(
+    hosts: tuple[Network, Stack],
+) -> None:
+    net, stack = hosts
+    workers = two_node_workers(net, stack)
+    try:
+        with stack.client() as client:
+            spec = ranks_spec(stack, 1, name="two-nodes-cancel", max_steps=LONG)
+            spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
+            run_id = client.post("/api/runs", json=spec).json()["id"]
+            wait_for_step(client, run_id, 1, timeout=300)
+            ranks = wait_for_each_rank(workers)
+            assert client.post(f"/api/runs/{run_id}/cancel").json()["is_cancel_requested"]
+            run = wait_for_final(client, run_id, timeout=120)
+            assert run["status"] == "cancelled", f"{run['error']}\n{stack.logs()}"
+            assert wait_gone(ranks, timeout=30) == []
+            assert [rank_processes(w.pid) for w in workers] == [[], []]
+            assert steps_of(client, run_id) == list(range(1, run["step"] + 1))
+            assert not [line for line in logs_of(client, run_id) if "its ranks ended" in line]
+    finally:
+        stop_workers(workers)
+
+
+STEPS = 60  # a tiny step takes well under a second: the kill lands mid-run
+
+
+def _node_holder(client: httpx.Client, run_id: str, node: int) -> int:
+    """The index (in the test's list) of the worker that claimed `node` of the run."""
+    (line,) = [ln for ln in logs_of(client, run_id) if f"claimed node {node} of" in ln]
+    return int(line.split()[1].split("-")[0].removeprefix("node"))
+
+
+LOSS = {"GRPO_HEARTBEAT_SECONDS": "1", "GRPO_STALE_AFTER_SECONDS": "6"}
+"""Settings of the loss tests' workers: a node's claim expires 6 s after its last beat."""
+
+
+def test_a_killed_node_stops_the_gang_and_the_run_resumes_once_it_is_back(
+    hosts: tuple[Network, Stack],
+) -> None:
+    net, stack = hosts
+    # every node reads the run's checkpoint at resume: one data directory for both hosts,
+    # as the shared filesystem docs/how-to/scaling.md asks for
+    shared = {**LOSS, "GRPO_DATA_DIR": str(net.base_dir / "shared")}
+    workers = two_node_workers(net, stack, **shared)
+    try:
+        with stack.client() as client:
+            spec = ranks_spec(stack, 1, name="two-nodes-kill", max_steps=STEPS, save_steps=2)
+            spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
+            run_id = client.post("/api/runs", json=spec).json()["id"]
+            wait_for_step(client, run_id, 2, timeout=300)
+            ranks = wait_for_each_rank(workers)
+            node1 = _node_holder(client, run_id, 1)  # the index of the worker holding node 1
+            rank0 = ranks[1 - node1]
+            workers[node1].kill()  # and with it its rank (parent-death signal)
+            killed = time.monotonic()
+            line = _wait_for_log(client, run_id, "was lost", timeout=60)
+            assert wait_gone([rank0], timeout=30) == []
+            # within the claim's expiry (6 s), a heartbeat, and the launcher's reaping
+            assert time.monotonic() - killed < 6 + 1 + 15, line
+            assert f"node 1 (worker node{node1}-" in line and "no heartbeat for 6 s" in line, line
+            assert "every node's ranks were stopped" in line, line
+            assert [ln for ln in logs_of(client, run_id) if "was lost" in ln] == [line]
+            assert client.get(f"/api/runs/{run_id}").json()["status"] == "queued"
+            assert rank_processes(workers[1 - node1].pid) == []
+            assert client.get(f"/api/runs/{run_id}").json()["step"] < STEPS
+
+            workers.append(start_host_worker(stack, net, net.hosts[node1], "nodeb", extra_env={
+                "GRPO_WORKER_ADDRESS": net.hosts[node1].address,
+                "GRPO_GANG_FORMATION_SECONDS": "120", **shared}))  # fmt: skip
+            run = wait_for_final(client, run_id, timeout=300)
+            assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+            assert steps_of(client, run_id) == list(range(1, STEPS + 1))  # every step once
+            lines = logs_of(client, run_id)
+            assert any("nodeb-" in ln and "claimed node" in ln for ln in lines), lines
+            assert any("resum" in ln for ln in lines), lines
+    finally:
+        stop_workers(workers)
