@@ -64,13 +64,21 @@ class Gang:
     lost: threading.Event = field(default_factory=threading.Event)
     why: str | None = None
     """Which node was lost and why, once `lost` is set (one line for the run's log)."""
+    beaten: float = field(default_factory=time.monotonic)
+    """When this node's claim was last beaten (time.monotonic)."""
 
     @property
     def is_leader(self) -> bool:
         return self.claim.node_rank == 0
 
     def broken(self) -> str | None:
-        """Why the gang broke up (a node was lost), or None while it is whole."""
+        """Why the gang broke up (a node was lost), or None while it is whole. A beat that
+        has not come back for GRPO_STALE_AFTER_SECONDS (cut off, the store's connection can
+        hang rather than fail) counts as this node lost: its claim has expired by now."""
+        if not self.lost.is_set() and time.monotonic() - self.beaten > _ttl():
+            me = f"node {self.claim.node_rank} (worker {self.worker})"
+            self._lose(f"{me} was lost: it could not reach the store for {_ttl():g} s "
+                       "(GRPO_STALE_AFTER_SECONDS)")  # fmt: skip
         return self.why if self.lost.is_set() else None
 
     def beat(self, state: NodeState) -> None:
@@ -81,21 +89,16 @@ class Gang:
 
     def _beat(self) -> None:
         me = f"node {self.claim.node_rank} (worker {self.worker})"
-        beaten = time.monotonic()
         while not self._stop.wait(get_settings().heartbeat_seconds):
             try:
                 self.beat(NodeState.CLAIMED)
-                beaten = time.monotonic()
+                self.beaten = time.monotonic()
                 self._check_peers()
             except NodeLost:
                 self._lose(f"{me} was lost: its claim expired or was taken over")
                 return
-            except Exception:  # noqa: BLE001 - a failed beat is tried again, for a while
+            except Exception:  # noqa: BLE001 - a failed beat is tried again
                 log.exception("run %s: node heartbeat failed; retrying", self.claim.run_id)
-                if time.monotonic() - beaten > _ttl():
-                    self._lose(f"{me} was lost: it could not reach the store for {_ttl():g} s "
-                               "(GRPO_STALE_AFTER_SECONDS)")  # fmt: skip
-                    return
 
     def _check_peers(self) -> None:
         """Lose the gang when another node's claim expired or was taken over (its worker
@@ -165,11 +168,13 @@ def _wait_for_gang(gang: Gang, count: int, *, stopping: threading.Event) -> list
     deadline = time.monotonic() + timeout
     while not stopping.is_set() and not gang.lost.is_set():
         run = db.call(runs.get_run, run_id)
-        if run is None or run.status != RunStatus.QUEUED or run.is_cancel_requested:
+        if run is None or run.is_cancel_requested:
             return None
         live = db.call(nodes.live_nodes, run_id)
-        if len(live) >= count:
-            return live
+        if len(live) >= count and run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+            return live  # running: node 0's worker saw the gang whole first and claimed it
+        if run.status != RunStatus.QUEUED:
+            return None
         if time.monotonic() > deadline:
             _say(run_id, f"the gang did not form within {timeout:g} s "
                  f"(GRPO_GANG_FORMATION_SECONDS): {db.call(nodes.gang_wait, run_id)}; worker "
@@ -233,7 +238,11 @@ def take_node(queued: Run, *, worker: str, stopping: threading.Event) -> bool:
     try:
         _follow(formed, JobSpec.model_validate(queued.spec), stopping=stopping)
     finally:
-        formed.leave()
+        try:
+            formed.leave()
+        except Exception:  # noqa: BLE001 - cut off from the store: the claim expires
+            log.warning("run %s: node %d not released (the store did not answer); its claim "
+                        "expires", queued.id, formed.claim.node_rank, exc_info=True)  # fmt: skip
     return False
 
 
@@ -256,6 +265,10 @@ def _follow(formed: Gang, spec: JobSpec, *, stopping: threading.Event) -> None:
         train_on_ranks(Lease.of(run), spec, stopping=stopping, gang=formed)
     except Exception as exc:  # noqa: BLE001 - node 0's worker ends the run
         log.warning("run %s: %s: its ranks ended: %s", run.id, node, exc)
-        db.call(events.add_log, run.id, "warning", f"{node}: its ranks ended: {scrub(str(exc))}")
+        try:
+            db.call(events.add_log, run.id, "warning", f"{node}: its ranks ended: "
+                    f"{scrub(str(exc))}")  # fmt: skip
+        except Exception:  # noqa: BLE001 - cut off from the store: said here only
+            log.warning("run %s: the store did not take the line above", run.id, exc_info=True)
         return
     log.info("run %s: %s: its ranks finished", run.id, node)
