@@ -21,7 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hosts import Network, network, start_host_worker
+from tests.hosts import Host, Network, ip, network, start_host_worker
+from tests.netlock import changing_network
 from tests.processes import rank_processes
 from tests.stack import REDIS_URL, Stack, pg_database, running_stack
 from tests.worker.test_ranks_service import (
@@ -271,3 +272,59 @@ def test_a_killed_node_stops_the_gang_and_the_run_resumes_once_it_is_back(
             assert any("resum" in ln for ln in lines), lines
     finally:
         stop_workers(workers)
+
+
+def test_a_partitioned_node_stops_the_gang_and_leaves_no_process_behind(
+    hosts: tuple[Network, Stack],
+) -> None:
+    net, stack = hosts
+    shared = {**LOSS, "GRPO_DATA_DIR": str(net.base_dir / "shared-cut")}
+    workers = two_node_workers(net, stack, **shared)
+    try:
+        with stack.client() as client:
+            spec = ranks_spec(stack, 1, name="two-nodes-cut", max_steps=STEPS, save_steps=2)
+            spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
+            run_id = client.post("/api/runs", json=spec).json()["id"]
+            wait_for_step(client, run_id, 2, timeout=300)
+            ranks = wait_for_each_rank(workers)
+            node1 = _node_holder(client, run_id, 1)
+            link = net.link_of(net.hosts[node1])
+            with changing_network():
+                ip("link", "set", link, "down")
+            cut = time.monotonic()
+            try:
+                line = _wait_for_log(client, run_id, "was lost", timeout=60)
+                assert f"node 1 (worker node{node1}-" in line, line
+                assert "no heartbeat for 6 s" in line, line
+                # both sides stop their ranks within the expiry: node 1's worker cannot
+                # reach the store, so it takes its own node for lost
+                assert wait_gone(ranks, timeout=30) == []
+                assert time.monotonic() - cut < 6 + 1 + 30
+                assert client.get(f"/api/runs/{run_id}").json()["status"] == "queued"
+            finally:
+                with changing_network():
+                    ip("link", "set", link, "up")
+            run = wait_for_final(client, run_id, timeout=300)
+            assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+            assert steps_of(client, run_id) == list(range(1, STEPS + 1))  # every step once
+            assert [rank_processes(w.pid) for w in workers] == [[], []]
+    finally:
+        stop_workers(workers)
+    for host in net.hosts:  # nothing left in either host once its worker is gone
+        assert _emptied(host) == [], host.name
+
+
+def _emptied(host: Host, timeout: float = 15) -> list[str]:
+    """The processes still in `host` after up to `timeout` s (a worker's fork server and
+    resource tracker exit just after it), as their command lines."""
+    deadline = time.monotonic() + timeout
+    while (left := host.pids()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [f"{pid}: {_cmdline(pid)}" for pid in left]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return "(gone)"
