@@ -40,7 +40,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tests.netlock import changing_network
-from tests.stack import ROOT, Stack
+from tests.stack import REDIS_URL, ROOT, Stack, pg_database, running_stack
 
 PREFIX = "10.77"
 LOCKS = Path("/tmp")
@@ -292,6 +292,24 @@ def network(count: int, base_dir: Path) -> Iterator[Network]:
         lock.close()
         if problems:
             raise HostError("; ".join(problems))
+
+
+@contextmanager
+def hosts_and_api(count: int, base_dir: Path) -> Iterator[tuple[Network, Stack]]:
+    """`count` hosts, and a stack on PostgreSQL and Redis whose API listens on the bridge,
+    with no worker on the machine itself: the workers are the tests' own, in the hosts."""
+    with (
+        network(count, base_dir) as net,
+        pg_database() as url,
+        running_stack(
+            base_dir / "api",
+            database_url=url,
+            broker_url=REDIS_URL,
+            host=net.gateway,
+            with_worker=False,
+        ) as stack,
+    ):
+        yield net, stack
 
 
 def start_host_worker(

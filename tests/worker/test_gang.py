@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hosts import Host, Network, ip, network, start_host_worker
+from tests.hosts import Host, Network, hosts_and_api, ip, start_host_worker
 from tests.netlock import changing_network
 from tests.processes import rank_processes
-from tests.stack import REDIS_URL, Stack, pg_database, running_stack
+from tests.stack import Stack
 from tests.worker.test_ranks_service import (
     LONG,
     WIDE,
@@ -43,18 +43,7 @@ FORMATION_S = 8.0  # GRPO_GANG_FORMATION_SECONDS of the test's workers
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Network, Stack]]:
     """Two hosts, and a stack on PostgreSQL and Redis whose API listens on the bridge; no
     worker on the machine itself."""
-    base = tmp_path_factory.mktemp("gang")
-    with (
-        network(2, base) as net,
-        pg_database() as url,
-        running_stack(
-            base / "api",
-            database_url=url,
-            broker_url=REDIS_URL,
-            host=net.gateway,
-            with_worker=False,
-        ) as stack,
-    ):
+    with hosts_and_api(2, tmp_path_factory.mktemp("gang")) as (net, stack):
         yield net, stack
 
 

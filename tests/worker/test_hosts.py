@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from tests.fixtures.service import tiny_spec
-from tests.hosts import Network, network, start_host_worker
-from tests.stack import REDIS_URL, Stack, free_port, pg_database, running_stack
+from tests.hosts import Network, hosts_and_api, network, start_host_worker
+from tests.stack import REDIS_URL, Stack, free_port
 from tests.worker.test_run_lifecycle import recorded_checkpoints, wait_for_final
 
 
@@ -29,18 +29,7 @@ from tests.worker.test_run_lifecycle import recorded_checkpoints, wait_for_final
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Network, Stack]]:
     """Two hosts, and a stack on PostgreSQL and Redis whose API listens on the bridge; no
     worker on the machine itself."""
-    base = tmp_path_factory.mktemp("hosts")
-    with (
-        network(2, base) as net,
-        pg_database() as url,
-        running_stack(
-            base / "api",
-            database_url=url,
-            broker_url=REDIS_URL,
-            host=net.gateway,
-            with_worker=False,
-        ) as stack,
-    ):
+    with hosts_and_api(2, tmp_path_factory.mktemp("hosts")) as (net, stack):
         yield net, stack
 
 
