@@ -18,13 +18,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 from typing import Any
 
-import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+if __name__ == "__mp_main__":
+    # a worker process of `--workers N` (spawned: it imports this module again first). A
+    # Ctrl-C reaches the whole process group, and one landing while this process still
+    # imports printed a KeyboardInterrupt traceback: ignored until uvicorn installs its own
+    # handlers as it starts serving; meanwhile the supervisor stops it with SIGTERM
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-from app.api.run_feed import hub
-from app.settings import get_settings
+import uvicorn  # noqa: E402 - after the signal set-up above
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: E402
+
+from app.api.run_feed import hub  # noqa: E402
+from app.settings import get_settings  # noqa: E402
 
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):
