@@ -18,7 +18,6 @@ import ctypes
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from app.store import db, generation, workers
 from app.store.generation import GENERATION_ROLE, GenerationClaim
 from grpo.engines.registry import available_engines
 from grpo.spec import JobSpec
+from worker.address import free_port
 from worker.device import device_label, free_memory_mb, held_devices
 
 log = logging.getLogger(__name__)
@@ -193,12 +193,6 @@ def is_up(url: str) -> bool:
         return httpx.get(f"{url}/health", timeout=2).is_success
     except httpx.HTTPError:
         return False
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def tail(logfile: Path, lines: int = 15) -> str:

@@ -17,6 +17,7 @@ from app.settings import get_settings
 from app.store import db, generation, lease
 from app.store.lease import Lease
 from app.store.models import Run, utcnow
+from grpo.engines.vllm_server import lost_words
 from grpo.spec import JobSpec
 
 POLL_S = 1.0
@@ -47,8 +48,8 @@ def generation_problem(queued: Run) -> str | None:
 
 def with_generation_server(held: Lease, spec: JobSpec, *, stopping: threading.Event) -> JobSpec:
     """The spec with vllm_server_base_url the server a generation worker started for this
-    claim, once it answers; GenerationLost past vllm_server_timeout, StoppedWaiting when the
-    worker is told to stop, CancelledWaiting on a cancel."""
+    claim, once it answers; GenerationLost past vllm_server_timeout or when the worker is told
+    to stop, CancelledWaiting on a cancel."""
     deadline = time.monotonic() + spec.vllm_server_timeout
     while (url := db.call(generation.url_for, held.run_id, held.token)) is None:
         if db.call(lease.check, held):
@@ -68,9 +69,7 @@ def with_generation_server(held: Lease, spec: JobSpec, *, stopping: threading.Ev
 
 def is_server_lost(exc: BaseException, url: str | None) -> bool:
     """Whether a run's failure is the loss of its vLLM server at `url`: it is gone or
-    stopped answering (grpo/engines/vllm_server.py's words, which name the URL; the failed
+    stopped answering (grpo/engines/vllm_server.py's lost_words, which name the URL; the failed
     rank's cause is the innermost exception, a connection error, so its words are what is
     read). A server that answers with a refusal has not been lost: the run fails with it."""
-    message = str(exc)
-    lost = (f"vLLM server at {url} is gone", f"vLLM server at {url} stopped answering")
-    return url is not None and any(words in message for words in lost)
+    return url is not None and any(words in str(exc) for words in lost_words(url))

@@ -39,6 +39,13 @@ MAX_REQUESTS_IN_FLIGHT = 64
 """Completions requests sent at once (vLLM batches them itself, up to its max_num_seqs)."""
 
 
+def lost_words(url: str) -> tuple[str, str]:
+    """How a VllmServerError says the server at `url` was lost: gone, or stopped answering.
+    The worker reads them in a failed rank's message to hand the run back rather than fail
+    it (worker/placement.py's is_server_lost); a refusal is worded otherwise."""
+    return f"the vLLM server at {url} is gone", f"the vLLM server at {url} stopped answering"
+
+
 class VllmServerError(StepFailure):
     """The vLLM server did not answer, or refused a call; the message names its URL."""
 
@@ -151,8 +158,8 @@ class VllmServerEngine:
                 for future in pending:
                     future.cancel()
                 raise VllmServerError(
-                    f"the vLLM server at {self.url} stopped answering (no health check "
-                    f"passed for vllm_server_timeout, {self.timeout_s:g} s)"
+                    f"{lost_words(self.url)[1]} (no health check passed for "
+                    f"vllm_server_timeout, {self.timeout_s:g} s)"
                 )
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
@@ -160,7 +167,7 @@ class VllmServerEngine:
             response = self.http.request(method, path, json=body)
         except httpx.HTTPError as exc:
             raise VllmServerError(
-                f"the vLLM server at {self.url} is gone ({type(exc).__name__}: {exc})"
+                f"{lost_words(self.url)[0]} ({type(exc).__name__}: {exc})"
             ) from exc
         if not response.is_success:
             raise VllmServerError(

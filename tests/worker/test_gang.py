@@ -95,19 +95,7 @@ def test_two_workers_on_two_hosts_train_one_run_of_two_nodes(
     hosts: tuple[Network, Stack],
 ) -> None:
     net, stack = hosts
-    workers = [
-        start_host_worker(
-            stack,
-            net,
-            host,
-            f"node{i}",
-            extra_env={
-                "GRPO_WORKER_ADDRESS": host.address,
-                "GRPO_GANG_FORMATION_SECONDS": "120",
-            },
-        )  # fmt: skip
-        for i, host in enumerate(net.hosts)
-    ]
+    workers = two_node_workers(net, stack)
     try:
         with stack.client() as client:
             spec = ranks_spec(stack, 1, name="two-nodes", **WIDE)
@@ -141,10 +129,7 @@ def test_two_workers_on_two_hosts_train_one_run_of_two_nodes(
             assert single["status"] == "succeeded", f"{single['error']}\n{stack.logs()}"
             assert same_share(client, run["id"], single["id"]) >= 0.95
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.wait(timeout=60)
+        stop_workers(workers)
 
 
 def two_node_workers(net: Network, stack: Stack, **settings: str) -> list[subprocess.Popen[bytes]]:
