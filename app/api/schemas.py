@@ -159,6 +159,10 @@ class TrlConfigIn(BaseModel):
     """A TRL GRPOConfig as YAML, with the recipe's script arguments if any."""
     processes: int = Field(1, ge=1, le=4096)
     """Devices the recipe ran on (accelerate's num_processes)."""
+    config_class: Literal["GRPOConfig", "AsyncGRPOConfig"] | None = None
+    """The TRL class the recipe configures: `AsyncGRPOConfig` (TRL's AsyncGRPOTrainer) maps
+    onto `async_generation: true` on a vLLM server (grpo/spec/trl_async.py), as `grpo convert
+    --async` does; None: AsyncGRPOConfig when the config sets a field only that class has."""
 
 
 class TrlConversionOut(BaseModel):

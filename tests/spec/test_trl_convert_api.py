@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -43,6 +44,30 @@ def test_a_converted_recipe_passes_submit(api: TestClient, recipe: str) -> None:
     assert body["unmapped"] and "# Not mapped:" in body["yaml"]
     submitted = api.post("/api/runs", json=body["spec"])
     assert submitted.status_code == 201, submitted.text
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_config_class_says_which_trl_trainer_the_recipe_configures(api: TestClient) -> None:
+    """As `grpo convert --async`: AsyncGRPOConfig maps onto asynchronous GRPO on a vLLM
+    server even when the recipe sets none of that class's own fields; GRPOConfig reads an
+    async recipe's own fields as unmapped; absent, the recipe's fields decide."""
+
+    def convert(recipe: str, config_class: str | None) -> dict[str, Any]:
+        body = {"config": (RECIPES / f"{recipe}.yaml").read_text(), "config_class": config_class}
+        converted = api.post("/api/specs/convert", json=body)
+        assert converted.status_code == 200, converted.text
+        return dict(converted.json())
+
+    as_async = convert("open_r1_math", "AsyncGRPOConfig")["spec"]
+    assert as_async["async_generation"] is True and as_async["vllm_mode"] == "server"
+    assert "async_generation" not in convert("open_r1_math", None)["spec"]
+    as_sync = convert("async_grpo_gsm8k", "GRPOConfig")
+    assert "async_generation" not in as_sync["spec"]
+    assert as_sync["unmapped"]["max_staleness"] == "no equivalent in JobSpec"
+    assert convert("async_grpo_gsm8k", None)["spec"]["async_generation"] is True
+    wrong = api.post("/api/specs/convert", json={"config": "beta: 0", "config_class": "Async"})
+    assert wrong.status_code == 422
+    assert wrong.json()["error"]["fields"][0]["loc"].endswith("config_class")
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)

@@ -69,4 +69,9 @@ def test_a_pasted_trl_config_becomes_the_spec_with_its_unmapped_fields_listed(
     expect(page.locator("#spec-source")).to_have_text("converted from a TRL config")
     expect(page.locator("#spec-text")).to_have_value(re.compile(r"use_vllm: true"))
     expect(page.locator("#trl-unmapped li", has_text="log_completions")).to_have_count(1)
+    assert "async_generation" not in page.locator("#spec-text").input_value()
+    page.select_option("#trl-class", "AsyncGRPOConfig")  # TRL's AsyncGRPOTrainer
+    page.click("#trl-convert")
+    expect(page.locator("#spec-text")).to_have_value(re.compile(r"async_generation: true"))
+    expect(page.locator("#spec-text")).to_have_value(re.compile(r"vllm_mode: server"))
     assert console.unexpected() == []

@@ -33,9 +33,10 @@ MAX_ANSWER_CHARS = 1_000_000
 
 @router.post("/convert", dependencies=[TokenAccess])
 def convert_trl_config(body: TrlConfigIn) -> TrlConversionOut:
-    """The JobSpec of a GRPOConfig YAML (the script arguments of public recipes too:
-    model_name_or_path, dataset_name, dataset_config, dataset_prompt_column, system_prompt,
-    reward_funcs, reward_weights); nothing is stored or run."""
+    """The JobSpec of a GRPOConfig or AsyncGRPOConfig YAML (`config_class`; the script
+    arguments of public recipes too: model_name_or_path, dataset_name, dataset_config,
+    dataset_prompt_column, system_prompt, reward_funcs, reward_weights); nothing is stored
+    or run."""
     try:
         config = load_yaml(body.config, source="config")
     except YamlRefused as exc:
@@ -43,7 +44,8 @@ def convert_trl_config(body: TrlConfigIn) -> TrlConversionOut:
     if not isinstance(config, dict):
         raise _bad("config", "expected a mapping of GRPOConfig fields")
     try:
-        conversion = convert(config, processes=body.processes)
+        is_async = None if body.config_class is None else body.config_class == "AsyncGRPOConfig"
+        conversion = convert(config, processes=body.processes, is_async=is_async)
     except ValueError as exc:
         raise _bad("config", str(exc)) from exc
     text = spec_yaml(conversion)

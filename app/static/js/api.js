@@ -12,6 +12,7 @@ import { getToken } from './token.js';
  * @typedef {import('./openapi').PresetList} PresetList
  * @typedef {import('./openapi').PreflightReport} PreflightReport
  * @typedef {import('./openapi').TrlConversionOut} TrlConversionOut
+ * @typedef {import('./openapi').TrlConfigIn} TrlConfigIn
  * @typedef {import('./openapi').WorkerList} WorkerList
  * @typedef {import('./openapi').WorkerOut} WorkerOut
  * @typedef {import('./openapi').LogList} LogList
@@ -141,9 +142,11 @@ export const listPresets = () => request('GET', '/api/presets');
 /** Every problem POST /api/runs would refuse a spec for, each naming its field; stores nothing. */
 /** @type {(spec: unknown) => Promise<import('./openapi').SpecCheckOut>} */
 export const checkSpec = (spec) => request('POST', '/api/specs/check', { body: spec });
-/** A TRL GRPOConfig YAML as a spec, with the fields it could not map. */
-/** @type {(config: string) => Promise<TrlConversionOut>} */
-export const convertTrlConfig = (config) => request('POST', '/api/specs/convert', { body: { config } });
+/** A TRL GRPOConfig (or AsyncGRPOConfig: `configClass`; null: by its fields) YAML as a
+ * spec, with the fields it could not map. */
+/** @type {(config: string, configClass: TrlConfigIn['config_class']) => Promise<TrlConversionOut>} */
+export const convertTrlConfig = (config, configClass) =>
+  request('POST', '/api/specs/convert', { body: { config, config_class: configClass } });
 
 /** @returns {Promise<PreflightReport>} */
 export const preflightRewards = (body) => request('POST', '/api/rewards/preflight', { body });

@@ -266,7 +266,9 @@ async function submit() {
 async function convertPasted() {
   const list = $('#trl-unmapped');
   try {
-    const converted = await convertTrlConfig(/** @type {HTMLTextAreaElement} */ ($('#trl-config')).value);
+    const chosen = /** @type {HTMLSelectElement} */ ($('#trl-class')).value;
+    const configClass = chosen === 'GRPOConfig' || chosen === 'AsyncGRPOConfig' ? chosen : null;
+    const converted = await convertTrlConfig(/** @type {HTMLTextAreaElement} */ ($('#trl-config')).value, configClass);
     state.active = null;
     setSpec(converted.spec, 'converted from a TRL config');
     const unmapped = Object.entries(converted.unmapped);
