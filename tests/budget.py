@@ -104,6 +104,10 @@ class Tally:
         self.tests: set[str] = set()
         self.by_file: Counter[str] = Counter()
         self.by_fixture: Counter[str] = Counter()
+        self.cpu_by_file: Counter[str] = Counter()
+        """CPU seconds each file's tests used, theirs and their processes' once reaped (a
+        module's services at its last test's teardown); what a session's fixtures and
+        pytest itself use is in no file."""
         self.began = (time.monotonic(), machine_busy_seconds(), cpu_seconds(children=True))
         """(wall clock, the machine's busy CPU, this process's) when the run began."""
 
@@ -119,6 +123,15 @@ class Tally:
         self.seconds += report.duration
         self.tests.add(report.nodeid)
         self.by_file[report.nodeid.split("::")[0]] += report.duration
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None]:
+        """The CPU one test used, with what it started and reaped, added to its file's."""
+        start = cpu_seconds(children=True)
+        try:
+            return (yield)
+        finally:
+            self.cpu_by_file[item.nodeid.split("::")[0]] += cpu_seconds(children=True) - start
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[object]) -> Generator[None]:
@@ -153,6 +166,7 @@ class Tally:
         if is_xdist_worker(self.config):
             output = self.config.workeroutput  # type: ignore[attr-defined]
             output["fixture_seconds"] = dict(self.by_fixture)
+            output["cpu_by_file"] = dict(self.cpu_by_file)
             # the session's fixtures are torn down by now: their processes were waited for
             output["cpu_seconds"] = cpu_seconds(children=True)
             return
@@ -208,6 +222,7 @@ class Tally:
         """An xdist worker's fixture times and CPU seconds, added to the controller's."""
         output = getattr(node, "workeroutput", {})
         self.by_fixture.update(output.get("fixture_seconds", {}))
+        self.cpu_by_file.update(output.get("cpu_by_file", {}))
         self.cpu_of_workers += float(output.get("cpu_seconds", 0.0))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -224,6 +239,9 @@ class Tally:
             write("slowest files: " + ", ".join(f"{f} {s:,.0f} s" for f, s in files))
             fixtures = self.by_fixture.most_common(15)
             write("slowest fixture setups: " + ", ".join(f"{f} {s:,.1f} s" for f, s in fixtures))
+        if self.cpu_by_file:
+            costly = self.cpu_by_file.most_common(25)
+            write("most CPU (files): " + ", ".join(f"{f} {s:,.1f} s" for f, s in costly))
         cpu = self.cpu_seconds()
         write(
             f"suite: {len(self.tests)} tests, {self.seconds:,.1f} s of test time, "

@@ -49,6 +49,9 @@ def test_a_run_over_its_budget_fails_naming_the_budget(workers: list[str]) -> No
                         r"1\.9 s of CPU \(tests/budget\.toml\)", over.stdout)  # fmt: skip
     assert summary, over.stdout
     assert float(summary[1].replace(",", "")) >= 2.0  # the children's seconds at least
+    by_file = re.search(rf"most CPU \(files\): {re.escape(SAMPLE)} ([\d.,]+) s", over.stdout)
+    assert by_file, over.stdout  # the file's tests and their children, from every worker
+    assert float(by_file[1].replace(",", "")) >= 2.0
 
 
 def test_a_part_of_the_suite_ends_with_the_budget_and_passes_within_the_file_budget() -> None:
