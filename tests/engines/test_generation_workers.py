@@ -6,7 +6,8 @@ worker starts a vLLM server for the run's claim (`grpo vllm-serve`), the trainin
 run generates on it as if its URL were given, and once the run ends the server is stopped,
 no process of it left; a cancel stops it too. A SIGKILL of the generation worker takes its
 server with it: the run goes back to the queue (one line saying its generation server is
-lost), not a hang, and trains on on the server of the generation worker started next. Each
+lost), not a hang, and trains on on the server of the generation worker started next (an
+asynchronous run, whose producer samples ahead of the trainer). Each
 server start takes one to three minutes on a 2-core CPU (eager, a small KV cache).
 """
 
@@ -141,11 +142,14 @@ def test_a_server_mode_run_without_an_address_trains_on_the_generation_workers_s
 def test_a_killed_generation_worker_sends_the_run_back_to_the_queue_not_a_hang(
     stack: Stack,
 ) -> None:
-    """Last: it replaces the module's generation worker. Ends with a cancel of the resumed
-    run, which stops its server (once, no process of it left)."""
+    """Last: it replaces the module's generation worker. The run is asynchronous
+    (`async_generation`, one version of staleness): its producer samples on the server
+    ahead of the trainer, so the loss reaches the run from the producer's thread. Ends with
+    a cancel of the resumed run, which stops its server (once, no process of it left)."""
+    spec = server_spec(stack, max_steps=LONG, async_generation=True, max_staleness=1)
     with stack.client() as client:
         wait_for_workers(client)
-        run_id = client.post("/api/runs", json=server_spec(stack, max_steps=LONG)).json()["id"]
+        run_id = client.post("/api/runs", json=spec).json()["id"]
         serving = wait_for_serving(client, run_id)
         assert wait_for_step(client, run_id, 1, timeout=600)["status"] == "running"
         server = server_processes(serving["url"])
@@ -170,8 +174,10 @@ def test_a_killed_generation_worker_sends_the_run_back_to_the_queue_not_a_hang(
         assert client.post(f"/api/runs/{run_id}/cancel").json()["is_cancel_requested"]
         final = wait_for_final(client, run_id, timeout=300)
         assert final["status"] == "cancelled", f"{final['error']}\n{stack.logs()}"
-        steps = [m["step"] for m in client.get(f"/api/runs/{run_id}/metrics").json()["items"]]
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+        steps = [m["step"] for m in metrics]
         assert [s for s in steps if s > 0] == list(range(1, final["step"] + 1))  # each once
+        assert all(m["metrics"]["async/staleness_max"] <= 1 for m in metrics if m["step"] > 0)
         assert wait_gone(server, timeout=60) == [], stack.logs()  # the cancel stopped it
         assert server_processes(again["url"]) == []
         stopped = f"run {run_id}: its claim is over; stopping its vLLM server"
