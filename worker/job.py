@@ -32,7 +32,7 @@ from functools import partial
 
 from app.queue import dispatch_run
 from app.settings import get_settings
-from app.store import db, events, lease, runs
+from app.store import db, events, lease, runs, waiting
 from app.store.db import Session
 from app.store.lease import Lease, LeaseLost
 from app.store.models import Run, RunStatus
@@ -258,14 +258,12 @@ def is_first_decline(run_id: str) -> bool:
 
 
 def _decline(run_id: str, problem: str, *, queue: str) -> None:
-    """Leave the run queued for a worker that fits it; say so once per worker and run."""
+    """Leave the run queued for a worker that fits it; say so once per worker and run, in
+    its log and as what it waits for (unless its gang's wait says more: app/store/waiting.py)."""
     if is_first_decline(run_id):
-        db.call(
-            events.add_log,
-            run_id,
-            "warning",
-            f"worker {worker_name()} left this run queued: {problem}",
-        )
+        said = f"worker {worker_name()} left this run queued: {problem}"
+        db.call(events.add_log, run_id, "warning", said)
+        db.call(waiting.say_waiting, run_id, said)
         log.info("run %s left queued: %s", run_id, problem)
     else:
         log.debug("run %s left queued again", run_id)

@@ -72,6 +72,7 @@ def _report() -> None:
         run_id=held.run_id if held else None,
         threads=threads.threads if threads else None,
         omp_wait_policy=threads.wait_policy if threads else None,
+        address=get_settings().worker_address,
     )
 
 

@@ -68,6 +68,11 @@ class RunOut(BaseModel):
     device: str | None
     attempts: int
     is_cancel_requested: bool
+    waiting_for: str | None = None
+    """What a queued run waits for, in one line: its gang's missing nodes ("1 of 2 nodes
+    claimed: waiting for 1 more worker holding 1 device"), or why a worker left it queued
+    ("worker w1 left this run queued: ..."); null when nothing is said, and once the run
+    is claimed or ends."""
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -277,6 +282,9 @@ class WorkerOut(BaseModel):
     `vllm_mode: server` runs submitted with no server address."""
     serving: ServingOut | None = None
     """A generation worker's server while it runs one."""
+    address: str | None = None
+    """Its GRPO_WORKER_ADDRESS, where other machines reach it: a worker with one can take a
+    node of a run on several machines (`resources.num_nodes` > 1); null: it takes none."""
     started_at: str
     last_seen_at: str
 

@@ -118,6 +118,10 @@ class Run(Base):
     generation_lease: Mapped[int | None] = mapped_column(Integer)
     generation_url: Mapped[str | None] = mapped_column(String(2000))
     """Where that worker's vLLM server answers, once it does."""
+    waiting_for: Mapped[str | None] = mapped_column(Text)
+    """What a queued run waits for, in one line (its gang's nodes, or why a worker left it
+    queued: app/store/waiting.py); NULL when nothing is said. Cleared when it is claimed
+    or ends."""
 
     __table_args__ = (
         Index("ix_run_status_created", "status", "created_at"),
@@ -318,6 +322,9 @@ class WorkerState(Base):
     """`training`, or `generation` (`grpo worker --generation`: it serves runs' vLLM servers)."""
     serving: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     """A generation worker's server while it runs: {run_id, model, url}."""
+    address: Mapped[str | None] = mapped_column(String(300))
+    """Its GRPO_WORKER_ADDRESS: where other machines reach it; NULL: it takes no node of a
+    run on several machines."""
     started_at: Mapped[datetime] = mapped_column(
         UtcDateTime(), default=utcnow, server_default=func.now()
     )

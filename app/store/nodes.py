@@ -9,6 +9,11 @@ to the run's row, as a lease's writes are (app/store/lease.py), on SQLite and Po
 alike. `release_expired` is the sweep that frees the nodes of a gang that did not form in
 time, so two half-formed runs cannot hold each other's workers forever.
 
+Every claim and release also rewrites what the run waits for (run.waiting_for,
+app/store/waiting.py) from the claims, in the same transaction: `gang_wait`'s line while
+nodes are missing, nothing once the gang is whole. Those writes lock the run's row before
+any node's, as a claim does, so a release and a claim of one run cannot deadlock.
+
 Used by the worker's gang (worker/gang.py), which starts the ranks; nothing here does.
 Knows nothing of Celery or HTTP.
 """
@@ -22,7 +27,9 @@ from sqlalchemy import ColumnElement, and_, delete, select, update
 from sqlalchemy.orm import Session
 
 from app.store.db import unit
+from app.store.events import lock_run_events
 from app.store.models import NodeState, Run, RunNode, RunStatus, utcnow
+from app.store.waiting import set_waiting
 
 
 @dataclass(frozen=True)
@@ -62,8 +69,18 @@ def claim_node(
     """Claim the lowest free node of a queued run for `worker`, reachable at `address`, for
     `ttl_seconds` unless beaten; the worker's own live claim if it holds one already (a
     redelivered task); None when the run is not a queued run of several nodes or every node
-    is held by a live claim."""
+    is held by a live claim. A claim rewrites what the run waits for."""
     now = now or utcnow()
+    claim = _claim(session, run_id, worker=worker, address=address, expires=now + timedelta(
+        seconds=ttl_seconds), now=now)  # fmt: skip
+    if claim is not None:
+        _rewait(session, run_id, now=now)
+    return claim
+
+
+def _claim(
+    session: Session, run_id: str, *, worker: str, address: str, expires: datetime, now: datetime
+) -> NodeClaim | None:
     # the write that serialises this run's claims: the row lock (PostgreSQL), the write
     # lock (SQLite); it changes nothing
     touched = session.execute(
@@ -82,7 +99,6 @@ def claim_node(
     for node in held.values():
         if node.worker == worker and node.expires_at > now:
             return NodeClaim.of(node)
-    expires = now + timedelta(seconds=ttl_seconds)
     for rank in range(nodes):
         taken = held.get(rank)
         if taken is None:
@@ -102,6 +118,11 @@ def claim_node(
             session.flush()
             return NodeClaim.of(taken)
     return None
+
+
+def _rewait(session: Session, run_id: str, *, now: datetime | None = None) -> None:
+    """What the queued run waits for, rewritten from its claims (the caller holds its row)."""
+    set_waiting(session, run_id, gang_wait(session, run_id, now=now))
 
 
 def _nodes(session: Session, run_id: str) -> list[RunNode]:
@@ -143,25 +164,38 @@ def beat_node(
 def release_node(session: Session, claim: NodeClaim) -> bool:
     """Give the node up (the run ended, or this worker stops); False when the claim was no
     longer this worker's, which changes nothing."""
+    lock_run_events(session, claim.run_id)
     result = session.execute(
         delete(RunNode).where(RunNode.id == claim.row_id, RunNode.lease == claim.token)
     )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    if not result.rowcount:  # type: ignore[attr-defined]
+        return False
+    _rewait(session, claim.run_id)
+    return True
 
 
 @unit
 def release_expired(session: Session, *, now: datetime | None = None) -> list[tuple[str, int]]:
     """Release every claim past its expiry (the sweep): the (run, node rank)s freed."""
     now = now or utcnow()
-    stmt = delete(RunNode).where(RunNode.expires_at <= now)
+    expired = select(RunNode.run_id).where(RunNode.expires_at <= now).distinct()
+    run_ids = sorted(session.scalars(expired))
+    for run_id in run_ids:  # in one order: two sweeps cannot deadlock
+        lock_run_events(session, run_id)
+    stmt = delete(RunNode).where(RunNode.expires_at <= now, RunNode.run_id.in_(run_ids))
     freed = session.execute(stmt.returning(RunNode.run_id, RunNode.node_rank))
-    return sorted((str(run_id), int(rank)) for run_id, rank in freed)
+    released = sorted((str(run_id), int(rank)) for run_id, rank in freed)
+    for run_id in run_ids:
+        _rewait(session, run_id, now=now)
+    return released
 
 
 @unit
 def release_run(session: Session, run_id: str) -> int:
     """Release every node of a run (it ended, or its gang broke up): how many were held."""
+    lock_run_events(session, run_id)
     result = session.execute(delete(RunNode).where(RunNode.run_id == run_id))
+    _rewait(session, run_id)
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 

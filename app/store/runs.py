@@ -60,6 +60,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "device": run.device,
         "attempts": run.attempts,
         "is_cancel_requested": run.is_cancel_requested,
+        "waiting_for": run.waiting_for if run.status == RunStatus.QUEUED else None,
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
@@ -118,6 +119,7 @@ def create_run(
         generation_worker=None,
         generation_lease=None,
         generation_url=None,
+        waiting_for=None,
     )
     try:
         _insert_run(session, run)
@@ -214,6 +216,7 @@ def claim_run(session: Session, run_id: str, *, worker: str, device: str) -> Run
             lease=Run.lease + 1,
             error=None,
             cause=None,
+            waiting_for=None,
         )
     )
     return _changed(session, result, run_id)
@@ -231,6 +234,7 @@ def finish_run(
     run.status = status
     run.error = error
     run.finished_at = utcnow()
+    run.waiting_for = None
     add_status_event(session, run)
     return run
 
@@ -245,6 +249,7 @@ def request_cancel(session: Session, run_id: str) -> Run | None:
     if run.status == RunStatus.QUEUED:
         run.status = RunStatus.CANCELLED
         run.finished_at = utcnow()
+        run.waiting_for = None
     add_status_event(session, run)
     return run
 
@@ -279,6 +284,7 @@ def requeue_run(session: Session, run_id: str) -> Run | None:
             is_cancel_requested=False,
             attempts=0,  # the retry count starts again; the lease token does not
             dispatched_at=utcnow(),
+            waiting_for=None,
         )
     )
     return _changed(session, result, run_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import delete, select
@@ -27,9 +28,10 @@ def report_worker(
     omp_wait_policy: str | None = None,
     role: str = "training",
     serving: dict[str, str] | None = None,
+    address: str | None = None,
 ) -> None:
     """`role`: `training`, or `generation` with `serving` its server ({run_id, model, url})
-    while it runs one."""
+    while it runs one; `address`: its GRPO_WORKER_ADDRESS, if set."""
     row = session.get(WorkerState, name)
     if row is None:
         row = WorkerState(name=name, started_at=utcnow())
@@ -39,7 +41,7 @@ def report_worker(
     row.threads, row.omp_wait_policy = threads, omp_wait_policy
     row.engines = engines or ["native"]
     row.run_id, row.last_seen_at = run_id, utcnow()
-    row.role, row.serving = role, serving
+    row.role, row.serving, row.address = role, serving, address
 
 
 @unit
@@ -53,3 +55,28 @@ def list_workers(session: Session, *, seen_after: datetime) -> list[WorkerState]
         select(WorkerState).where(WorkerState.last_seen_at >= seen_after).order_by(WorkerState.name)
     )
     return list(session.scalars(stmt))
+
+
+@dataclass(frozen=True)
+class NodeHolders:
+    """The registered training workers (`registered`) and how many of them could hold a node
+    of a run on several machines (`able`)."""
+
+    registered: int
+    able: int
+
+
+@unit
+def node_holders(session: Session, *, queue: str, num_processes: int) -> NodeHolders:
+    """Count the training workers registered (a row here: written as a worker starts and at
+    every beat, deleted when it stops cleanly; a worker that died keeps its row, as it may
+    come back under its name), and those of them that could each hold one node of a run on
+    `queue` with `num_processes` ranks a node: listening on the queue, with an address
+    (GRPO_WORKER_ADDRESS) and at least `num_processes` devices."""
+    rows = session.scalars(select(WorkerState).where(WorkerState.role == "training")).all()
+    able = [
+        w
+        for w in rows
+        if w.address and queue in w.queues.split(",") and len(w.devices) >= num_processes
+    ]
+    return NodeHolders(registered=len(rows), able=len(able))

@@ -180,3 +180,25 @@ def test_a_long_run_is_drawn_thinned_and_a_zoom_reads_every_step_of_its_window(
     # the doctor read the stored run a stretch at a time and says when it is done
     expect(page.locator("#doctor")).to_have_attribute("data-current", "true", timeout=60_000)
     assert console.unexpected() == []
+
+
+def test_a_queued_run_says_what_it_waits_for_beside_its_status(
+    page: Any, ui_api: httpx.Client, console: Console
+) -> None:
+    """`waiting_for` (issue 42 item 1): the worker that leaves a run queued says why, and the
+    run page shows it beside the status, live, until the run ends; the runs table too."""
+    run = submit(ui_api, small_spec(name="browser-waiting", resources={"min_free_memory_gb": 1e5}))
+    page.goto(f"/runs/{run['id']}")
+    waiting = page.locator("#run-head #run-waiting")
+    expect(waiting).to_contain_text("left this run queued: needs 100000 GiB free", timeout=60_000)
+    said = ui_api.get(f"/api/runs/{run['id']}").json()["waiting_for"]
+    expect(waiting).to_have_text(said)
+    page.goto("/")
+    expect(page.locator(f"tr[data-run-id='{run['id']}'] .run-waiting")).to_have_text(said)
+
+    page.goto(f"/runs/{run['id']}")
+    expect(waiting).to_have_text(said)
+    assert ui_api.post(f"/api/runs/{run['id']}/cancel").json()["status"] == "cancelled"
+    expect(page.locator("#run-head .pill")).to_have_text(re.compile("cancelled", re.I))
+    expect(waiting).to_have_count(0)
+    assert console.unexpected() == []

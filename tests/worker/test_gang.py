@@ -20,7 +20,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
 
+from app.store import workers
 from tests.hosts import Host, Network, hosts_and_api, ip, start_host_worker
 from tests.netlock import changing_network
 from tests.processes import rank_processes
@@ -54,6 +57,9 @@ def logs_of(client: httpx.Client, run_id: str) -> list[str]:
 def test_one_worker_alone_waits_with_its_reason_and_releases_its_node(
     hosts: tuple[Network, Stack],
 ) -> None:
+    """With one worker, submit refuses a run of 2 nodes (no set of workers could hold it);
+    with the other registered but gone (it died, and may come back), it takes the run, and
+    the run says what it waits for, in its log and as its `waiting_for`."""
     net, stack = hosts
     host = net.hosts[0]
     settings = {"GRPO_WORKER_ADDRESS": host.address,
@@ -61,20 +67,65 @@ def test_one_worker_alone_waits_with_its_reason_and_releases_its_node(
     worker = start_host_worker(stack, net, host, "alone", extra_env=settings)
     try:
         with stack.client() as client:
+            wait_listed(client, 1)
             spec = ranks_spec(stack, 1, name="alone", max_steps=1)
             spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
-            run_id = client.post("/api/runs", json=spec).json()["id"]
+            refused = client.post("/api/runs", json=spec)  # one worker: it could never form
+            assert refused.status_code == 422, refused.text
+            assert [f["loc"] for f in refused.json()["error"]["fields"]] == ["resources.num_nodes"]
+            registered_worker(stack, "gone", net.hosts[1].address)  # it may come back
+            submitted = client.post("/api/runs", json=spec)
+            assert submitted.status_code == 201, submitted.text
+            run_id = submitted.json()["id"]
             reason = "1 of 2 nodes claimed: waiting for 1 more worker holding 1 device"
             _wait_for_log(client, run_id, reason)
-            assert client.get(f"/api/runs/{run_id}").json()["status"] == "queued"
+            run = client.get(f"/api/runs/{run_id}").json()
+            assert (run["status"], run["waiting_for"]) == ("queued", reason)
             released = _wait_for_log(client, run_id, "released node 0", FORMATION_S + 30)
             assert "did not form within 8 s (GRPO_GANG_FORMATION_SECONDS)" in released
             assert client.get(f"/api/runs/{run_id}").json()["status"] == "queued"
             assert client.post(f"/api/runs/{run_id}/cancel").status_code in (200, 202)
-            assert wait_for_final(client, run_id, timeout=60)["status"] == "cancelled"
+            final = wait_for_final(client, run_id, timeout=60)
+            assert (final["status"], final["waiting_for"]) == ("cancelled", None)
     finally:
+        forget_worker(stack, "gone")
         worker.terminate()
         worker.wait(timeout=60)
+
+
+def wait_listed(client: httpx.Client, count: int, timeout: float = 120) -> None:
+    """Until `count` workers with an address are listed: submit checks a run of several
+    nodes against the workers registered (app/api/checks/nodes.py), and a worker started
+    here registers once it is up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        items = client.get("/api/workers").json()["items"]
+        if len([w for w in items if w["address"]]) >= count:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"fewer than {count} workers with an address listed: {items}")
+
+
+def registered_worker(stack: Stack, name: str, address: str) -> None:
+    """A worker's row, as one that registered and then died leaves it (no process)."""
+    engine = create_engine(stack.env["GRPO_DATABASE_URL"])
+    try:
+        with Session(engine) as session:
+            workers.report_worker(
+                session, name, queues=stack.queue, device="cpu", device_kind="cpu",
+                devices=["0"], free_memory_mb=None, run_id=None, address=address,
+            )  # fmt: skip
+    finally:
+        engine.dispose()
+
+
+def forget_worker(stack: Stack, name: str) -> None:
+    engine = create_engine(stack.env["GRPO_DATABASE_URL"])
+    try:
+        with Session(engine) as session:
+            workers.forget_worker(session, name)
+    finally:
+        engine.dispose()
 
 
 def steps_of(client: httpx.Client, run_id: str) -> list[int]:
@@ -100,6 +151,7 @@ def test_two_workers_on_two_hosts_train_one_run_of_two_nodes(
         with stack.client() as client:
             spec = ranks_spec(stack, 1, name="two-nodes", **WIDE)
             spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
+            wait_listed(client, 2)
             two = client.post("/api/runs", json=spec)
             assert two.status_code == 201, two.text
             run = wait_for_final(client, two.json()["id"], timeout=300)
@@ -178,6 +230,7 @@ def test_a_cancel_stops_both_nodes_and_leaves_no_rank_on_either_host(
         with stack.client() as client:
             spec = ranks_spec(stack, 1, name="two-nodes-cancel", max_steps=LONG)
             spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
+            wait_listed(client, 2)
             run_id = client.post("/api/runs", json=spec).json()["id"]
             wait_for_step(client, run_id, 1, timeout=300)
             ranks = wait_for_each_rank(workers)
@@ -216,6 +269,7 @@ def start_two_node_run(
     worker index), and the index of the worker holding node 1."""
     spec = ranks_spec(stack, 1, name=name, max_steps=STEPS, save_steps=2)
     spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
+    wait_listed(client, 2)
     run_id = client.post("/api/runs", json=spec).json()["id"]
     wait_for_step(client, run_id, 2, timeout=300)
     ranks = wait_for_each_rank(workers)

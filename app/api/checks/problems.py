@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.api.checks.engine import engine_problems
+from app.api.checks.nodes import node_problems
 from app.api.checks.refusal import Problem
 from app.api.checks.rewards import reward_problems
 from app.api.checks.spec import path_problems
@@ -37,6 +38,7 @@ def server_problems(spec: JobSpec, settings: Settings, session: Session) -> list
         *tool_problems(spec, settings),
         *tracker_problems(spec),
         *engine_problems(spec, settings),
+        *node_problems(spec, session),
     ]
 
 

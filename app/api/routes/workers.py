@@ -33,6 +33,7 @@ def list_workers(settings: SettingsDep, session: SessionDep) -> WorkerList:
                 run_id=w.run_id,
                 role="generation" if w.role == "generation" else "training",
                 serving=ServingOut.model_validate(w.serving) if w.serving else None,
+                address=w.address,
                 started_at=w.started_at.isoformat(),
                 last_seen_at=w.last_seen_at.isoformat(),
             )

@@ -19,6 +19,7 @@ export function renderHeader(el, run, { onAction }) {
       { class: 'run-title' },
       h('h1', { id: 'run-name' }, run.name),
       statusPill(run.status, { cancelling: run.is_cancel_requested }),
+      waitingFor(run),
       h('code', { title: 'run id' }, run.id),
     ),
     h('div', { class: 'head-actions' }, exportMenu(run), runActions(run, { onDone: onAction })),
@@ -40,6 +41,18 @@ export function renderHeader(el, run, { onAction }) {
     h('div', { class: 'run-stats', id: 'run-stats' }),
   );
   if (isMenuOpen) el.querySelector('details.menu').open = true;
+}
+
+/** What a queued run waits for (its gang's nodes, or why a worker left it queued), beside
+ * its status; nothing once it is claimed or ends (the API then says null).
+ * @param {import('./openapi').RunOut} run */
+export function waitingFor(run) {
+  if (!run.waiting_for) return null;
+  return h(
+    'span',
+    { class: 'run-waiting', id: 'run-waiting', title: 'what this queued run waits for' },
+    run.waiting_for,
+  );
 }
 
 function specChips(spec) {

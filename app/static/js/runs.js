@@ -178,6 +178,7 @@ function row(run) {
       { class: 'col-status' },
       statusPill(run.status, { cancelling: run.is_cancel_requested }),
       run.error ? h('div', { class: 'sub error-text', title: run.error }, run.error) : null,
+      run.waiting_for ? h('div', { class: 'sub run-waiting', title: run.waiting_for }, run.waiting_for) : null,
     ),
     h('td', null, progressBar(run)),
     h('td', { class: 'num' }, num(metrics.reward)),

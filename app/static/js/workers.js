@@ -19,6 +19,13 @@ function item(worker) {
     h('b', null, worker.name),
     h('span', { class: 'worker-devices', title: worker.device }, devicesText(worker)),
     h('span', { class: 'muted' }, `queues ${worker.queues.join(', ')}`),
+    worker.address
+      ? h(
+          'span',
+          { class: 'worker-address', title: 'GRPO_WORKER_ADDRESS: it takes nodes of runs on several machines' },
+          `at ${worker.address}`,
+        )
+      : null,
     worker.role === 'generation' ? h('span', { class: 'worker-role' }, 'generation') : null,
     activity(worker),
     h('span', { class: 'muted', title: worker.last_seen_at }, `seen ${since(worker.last_seen_at)}`),
