@@ -11,8 +11,15 @@ share of it), are timed on their own.
     .venv/bin/python bench/vllm_push.py --model builtin:small --url http://127.0.0.1:8123
 
 The weights pushed are the model's own, changed a little each time (so the server really
-copies new values); the server's answer to one greedy completion is checked against the
-file path's after the last push of each path.
+copies new values).
+
+A server on another machine takes only the gloo push, as runs choose
+(`is_this_machine`): the file path and its write are left out. Between two hosts of
+tests/hosts.py (network namespaces on a bridge, `with network(2, DIR) as net:` holding
+them; 10.77.X.11 and 10.77.X.12):
+
+    ip netns exec grpoXn2 .venv/bin/grpo vllm-serve builtin:small --host 10.77.X.12 ... &
+    ip netns exec grpoXn1 .venv/bin/python bench/vllm_push.py --url http://10.77.X.12:8123
 """
 
 from __future__ import annotations
@@ -28,7 +35,13 @@ import httpx
 import torch
 from safetensors.torch import save_file
 
-from grpo.engines.vllm_push import GlooPush, push_directory, push_file, unshared_weights
+from grpo.engines.vllm_push import (
+    GlooPush,
+    is_this_machine,
+    push_directory,
+    push_file,
+    unshared_weights,
+)
 from grpo.engines.weights import policy_weights
 from grpo.models.loading import load_policy
 
@@ -49,13 +62,16 @@ def main() -> None:
         return response.json()
 
     directory = push_directory()
-    gloo = GlooPush(rpc, urlparse(args.url).hostname or "127.0.0.1", 60.0)
+    host = urlparse(args.url).hostname or "127.0.0.1"
+    gloo = GlooPush(rpc, host, 60.0)
     paths = {
         "file": lambda: push_file(rpc, policy_weights(model), directory),
         "gloo": lambda: gloo.push(policy_weights(model)),
         "reset": lambda: http.post("/reset_prefix_cache").raise_for_status(),
         "file write alone": lambda: write_only(model, directory),
     }
+    if not is_this_machine(host):  # another machine: no file reaches it
+        del paths["file"], paths["file write alone"]
     seconds: dict[str, list[float]] = {name: [] for name in paths}
     for round_ in range(args.pushes + 1):
         for name, push in paths.items():
@@ -68,7 +84,8 @@ def main() -> None:
                 seconds[name].append(time.perf_counter() - started)
     shutil.rmtree(directory)
     megabytes = sum(t.numel() * t.element_size() for _, t in policy_weights(model)) / 2**20
-    print(f"{args.model}: {megabytes:.1f} MiB of weights, {args.pushes} pushes each")
+    where = "this machine" if is_this_machine(host) else f"another machine, from {gloo.address}"
+    print(f"{args.model}: {megabytes:.1f} MiB of weights, {args.pushes} pushes each, to {where}")
     for name, values in seconds.items():
         print(
             f"  {name}: median {1000 * statistics.median(values):.1f} ms "

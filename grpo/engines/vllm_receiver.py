@@ -13,6 +13,7 @@ process. Without this extension the server still takes weights from a file
 from __future__ import annotations
 
 import json
+import socket
 from datetime import timedelta
 from typing import Any
 
@@ -20,14 +21,35 @@ import torch
 from torch import Tensor
 
 TRAINER, WORKER = 0, 1
+RECEIVER = f"{__name__}.WeightReceiver"
+"""What `--worker-extension-cls` names (`grpo vllm-serve` adds it)."""
 
 
 def gloo_group(host: str, port: int, rank: int, timeout_s: float) -> Any:
-    """A two-rank gloo group over a TCPStore on host:port (the trainer hosts the store)."""
+    """A two-rank gloo group over a TCPStore on host:port (the trainer hosts the store).
+    Each side's gloo device is its own address on the route to `host` (the trainer's: its
+    own address, `host` itself), not the one gloo would take by default (what the machine's
+    host name resolves to, or GLOO_SOCKET_IFNAME's interface), which the other machine may
+    not reach."""
+    timeout = timedelta(seconds=timeout_s)
     store = torch.distributed.TCPStore(  # type: ignore[attr-defined]  # public, not re-exported
-        host, port, world_size=2, is_master=rank == TRAINER, timeout=timedelta(seconds=timeout_s)
+        host, port, world_size=2, is_master=rank == TRAINER, timeout=timeout
     )
-    return torch.distributed.ProcessGroupGloo(store, rank, 2, timedelta(seconds=timeout_s))
+    gloo = torch.distributed.ProcessGroupGloo
+    options = gloo._Options()  # type: ignore[attr-defined]  # in torch, not in its stubs
+    options._devices = [gloo.create_device(hostname=address_towards(host))]
+    options._timeout = timeout
+    return gloo(store, rank, 2, options)
+
+
+def address_towards(host: str) -> str:
+    """This machine's address on the route to `host` (loopback for this machine's own
+    loopback or unspecified address): where the kernel would send from. Sends nothing."""
+    target = "127.0.0.1" if host in ("", "0.0.0.0", "localhost") else host.strip("[]")
+    family, _, _, _, address = socket.getaddrinfo(target, 9, type=socket.SOCK_DGRAM)[0]
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.connect(address)
+        return str(sock.getsockname()[0])
 
 
 def unpack(flat: Tensor, layout: list[tuple[str, str, list[int]]]) -> list[tuple[str, Tensor]]:
@@ -47,6 +69,10 @@ class WeightReceiver:
     """Methods vLLM's worker gains: join the trainer's group, receive one push."""
 
     grpo_group: Any = None
+
+    def grpo_is_receiver(self) -> bool:
+        """True: the trainer asks it first, to tell a server without this extension."""
+        return True
 
     def grpo_join(self, host: str, port: str, timeout_s: str) -> None:
         self.grpo_group = gloo_group(host, int(port), WORKER, float(timeout_s))

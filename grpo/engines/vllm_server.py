@@ -8,10 +8,12 @@ request per completion, seeded from its group's seed, so what is sampled does no
 on batching; the model's EOS ids and stop strings end it and are kept; vLLM's log-prob of
 each sampled token comes back per token (`logprobs: 0`, processed) and the token ids
 themselves (`return_token_ids`). After each update the weights are pushed
-(grpo/engines/vllm_push.py), the prefix cache is reset, and the policy version goes up by
-one. A server that stops answering fails the call within vllm_server_timeout, naming its
-URL: a lost connection at once, a server that no longer answers its health check once it
-has been silent that long. Its host is one the operator allows (GRPO_VLLM_SERVER_HOSTS):
+(grpo/engines/vllm_push.py: a file in /dev/shm when the server's host is this machine, a
+gloo broadcast over the network otherwise, which needs `grpo vllm-serve`'s worker
+extension), the prefix cache is reset, and the policy version goes up by one. A server
+that stops answering fails the call within vllm_server_timeout, naming its URL: a lost
+connection at once, a server that no longer answers its health check once it has been
+silent that long. Its host is one the operator allows (GRPO_VLLM_SERVER_HOSTS):
 the trainer checks that before it starts the engine (the `vllm-server` kind's check,
 grpo/engines/registry.py). HTTP only (httpx); never imports vllm.
 """
@@ -20,15 +22,20 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+from torch import Tensor
 
 from grpo.engines.context import EngineContext
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.vllm import completion_seed, completions_rollout, prompt_rows, sampling_knobs
-from grpo.engines.vllm_push import push_directory, push_file
+from grpo.engines.vllm_push import GlooPush, is_this_machine, push_directory, push_file
+from grpo.engines.vllm_receiver import RECEIVER
 from grpo.engines.weights import policy_weights
 from grpo.failures import StepFailure
 from grpo.rollout.rollout import Rollout
@@ -60,13 +67,14 @@ class VllmServerEngine:
         self.url, self.timeout_s = spec.vllm_server_url, spec.vllm_server_timeout
         self.http = httpx.Client(base_url=self.url, timeout=httpx.Timeout(None, connect=10.0))
         self.pool = ThreadPoolExecutor(MAX_REQUESTS_IN_FLIGHT, thread_name_prefix="vllm-server")
-        self.directory = push_directory()
+        self.directory: Path | None = None
         self.policy_version = 0
         """Pushes since the run's start; 0: the weights the run started from."""
         policy.log("info", f"waiting for the vLLM server at {self.url} (vllm_mode server)")
         try:
             self._wait_until_up()
             self.model_name = self._call("GET", "/v1/models")["data"][0]["id"]
+            self.push_weights = self._push_path()
             self._push(policy.model)  # the server may hold other weights (a checkpoint, a base)
         except BaseException:
             self.close()
@@ -103,8 +111,49 @@ class VllmServerEngine:
         return self.policy_version
 
     def _push(self, model: Any) -> None:
-        push_file(self._rpc, policy_weights(model), self.directory)
+        self.push_weights(policy_weights(model))
         self._call("POST", "/reset_prefix_cache")
+
+    def _push_path(self) -> Callable[[Iterable[tuple[str, Tensor]]], None]:
+        """How the weights reach the server, said once in the run's log: a file when its
+        host is this machine, the network (gloo) otherwise."""
+        host = urlsplit(self.url).hostname or "127.0.0.1"
+        if is_this_machine(host):
+            directory = self.directory = push_directory()
+            self.policy.log("info", f"weights go to the vLLM server at {self.url} as a file in "
+                            f"{directory}: its host {host} is this machine")  # fmt: skip
+            return lambda weights: push_file(self._rpc, weights, directory)
+        self._require_receiver()
+        try:
+            gloo = GlooPush(self._rpc, host, self.timeout_s)
+        except VllmServerError:
+            raise
+        except Exception as exc:
+            raise VllmServerError(
+                f"the vLLM server at {self.url} did not join the weight push's gloo group "
+                f"within vllm_server_timeout ({self.timeout_s:g} s): the two machines must "
+                "reach each other's TCP ports (the group's store on this one, gloo's on "
+                f"both: docs/how-to/deployment.md) ({type(exc).__name__}: {exc})"
+            ) from exc
+        self.policy.log("info", f"weights go to the vLLM server at {self.url} over the network "
+                        f"(a gloo group from {gloo.address}:{gloo.port}): its host {host} is "
+                        "not this machine")  # fmt: skip
+        return gloo.push
+
+    def _require_receiver(self) -> None:
+        """A server on another machine takes weights only through grpo's worker extension."""
+        try:
+            self._rpc("grpo_is_receiver", {})
+        except VllmServerError as exc:
+            if any(words in str(exc) for words in lost_words(self.url)):
+                raise
+            raise VllmServerError(
+                f"the vLLM server at {self.url} is on another machine and has no weight "
+                "receiver: a push over the network needs grpo's worker extension. Start it "
+                "with `grpo vllm-serve MODEL --host ADDRESS` on its machine (or add `"
+                f"--worker-extension-cls {RECEIVER}` to its `vllm serve`, with grpo installed "
+                f"there). Its answer: {exc}"
+            ) from exc
 
     def _rpc(self, method: str, kwargs: dict[str, str]) -> Any:
         body = {"method": method, "kwargs": kwargs, "timeout": self.timeout_s}
@@ -114,7 +163,8 @@ class VllmServerEngine:
         """Stop asking the server (it is not ours to stop); remove the push directory."""
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.http.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _wait_until_up(self) -> None:
         deadline = time.monotonic() + self.timeout_s

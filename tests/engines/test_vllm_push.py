@@ -13,8 +13,9 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor
 
-from grpo.engines.vllm_push import GlooPush, push_file
-from grpo.engines.vllm_receiver import WeightReceiver
+from grpo.cli import vllm_serve
+from grpo.engines.vllm_push import GlooPush, is_this_machine, push_file
+from grpo.engines.vllm_receiver import RECEIVER, WeightReceiver, address_towards
 
 
 def tied_weights() -> list[tuple[str, Tensor]]:
@@ -66,3 +67,21 @@ def test_the_gloo_push_hands_every_weight_to_the_workers_receiver() -> None:
         assert list(received) == [name for name, _ in weights]
         for name, value in weights:
             assert torch.equal(received[name], value) and received[name].dtype == value.dtype
+
+
+def test_only_loopback_and_this_machines_own_addresses_are_this_machine() -> None:
+    """The push path's choice by address (a file here, the network elsewhere); a host's own
+    non-loopback address against another host's: tests/engines/test_generation_hosts.py."""
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]", "0.0.0.0"):
+        assert is_this_machine(host), host
+    own = address_towards("127.0.0.1")
+    assert own == "127.0.0.1" and is_this_machine(own)
+    for host in ("192.0.2.77", "2001:db8::7", "no-such-host.invalid"):  # documentation nets
+        assert not is_this_machine(host), host
+
+
+def test_grpo_vllm_serve_adds_the_receiver_this_module_defines() -> None:
+    """A server on another machine takes weights only through it (its name is written out in
+    grpo/cli, which must not load torch)."""
+    assert RECEIVER == f"{WeightReceiver.__module__}.{WeightReceiver.__name__}"
+    assert vllm_serve.RECEIVER == RECEIVER
