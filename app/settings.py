@@ -75,7 +75,8 @@ class Settings(BaseSettings):
     run's rendezvous on it (a free port), and every node's ranks exchange tensors over the
     network interface that holds it. Unset: this worker takes no part in runs of several
     machines (it leaves them queued for workers that have one); runs on one machine need
-    none."""
+    none. A generation worker's vLLM servers listen on it (unless `--serve-host` says
+    otherwise; unset: 127.0.0.1), so training workers on other machines reach them."""
     gang_formation_seconds: float = Field(120.0, gt=0)
     """How long a worker holding a node of a run on several machines waits for the other
     nodes to be claimed before it releases its node and sends the run back to its queue."""

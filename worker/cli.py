@@ -41,9 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--serve-host",
-        default="127.0.0.1",
+        default=None,
         help="with --generation: the address its vLLM servers listen on and that training "
-        "workers reach them at (a host GRPO_VLLM_SERVER_HOSTS allows; default 127.0.0.1)",
+        "workers reach them at (a host GRPO_VLLM_SERVER_HOSTS allows; default "
+        "GRPO_WORKER_ADDRESS, for training workers on other machines, else 127.0.0.1)",
     )
     parser.add_argument(
         "--serve-args",
@@ -131,7 +132,8 @@ def _generation(args: argparse.Namespace) -> int:
     name = (args.hostname or f"generation@{socket.gethostname()}").replace(
         "%h", socket.gethostname()
     )
-    return serve_generation(name, host=args.serve_host, serve_args=args.serve_args)
+    host = args.serve_host or get_settings().worker_address or "127.0.0.1"
+    return serve_generation(name, host=host, serve_args=args.serve_args)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,13 @@ succeeded, failed, was cancelled, handed back or claimed again. One server at a 
 
 It is no Celery worker: it takes runs from the store, polling. It reports itself as the
 training workers do, with role `generation` and what it serves (run id, model, URL), so
-GET /api/workers lists it. A server that exits on its own is one warning line (with the
-end of its log) and its URL is withdrawn: the trainer's next call fails within
-vllm_server_timeout and the run goes back to the queue (worker/placement.py). The server
-dies with this process, its whole process group (`GUARD`), and is ended so on every stop.
+GET /api/workers lists it. Its servers listen on its host (`--serve-host`, default
+GRPO_WORKER_ADDRESS, else 127.0.0.1): with its machine's address, training workers on other
+machines train on them (the weights then go over the network: grpo/engines/vllm_push.py).
+A server that exits on its own is one warning line (with the end of its log) and its URL is
+withdrawn: the trainer's next call fails within vllm_server_timeout and the run goes back to
+the queue (worker/placement.py). The server dies with this process, its whole process group
+(`GUARD`), and is ended so on every stop.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class GenerationWorker:
     added to every server's `vllm serve` options."""
 
     def __init__(self, name: str, *, host: str, serve_args: str) -> None:
-        self.name, self.host, self.serve_args = name, host, serve_args
+        self.name, self.host, self.serve_args = name, host.strip("[]"), serve_args
         self.stop = threading.Event()
         self.serving: dict[str, str] | None = None
 
@@ -101,7 +104,7 @@ class GenerationWorker:
         claim is over, the server exits, or this worker is told to stop."""
         spec = JobSpec.model_validate(claim.spec)
         port = free_port(self.host)
-        url = f"http://{self.host}:{port}"
+        url = f"http://[{self.host}]:{port}" if ":" in self.host else f"http://{self.host}:{port}"
         logfile = Path.cwd() / f"vllm-{claim.run_id}-{claim.lease}.log"
         process = start_server(server_command(spec, self.host, port, self.serve_args), logfile)
         self.serving = {"run_id": claim.run_id, "model": spec.model, "url": url}
