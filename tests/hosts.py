@@ -312,6 +312,21 @@ def hosts_and_api(count: int, base_dir: Path) -> Iterator[tuple[Network, Stack]]
         yield net, stack
 
 
+def host_env(
+    stack: Stack, net: Network, host: Host, extra_env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """What a worker of `stack` inside `host` sets on top of the stack's environment: the
+    host's data directory, the stack's database and broker over the bridge (the stack must
+    be on PostgreSQL and Redis: the embedded store and broker are files, which another
+    machine could not share), and `extra_env`."""
+    env = {"GRPO_DATA_DIR": str(host.data_dir), **(extra_env or {})}
+    for key in ("GRPO_DATABASE_URL", "GRPO_BROKER_URL"):
+        if key not in stack.env:
+            raise ValueError(f"a host's worker needs a network service: the stack has no {key}")
+        env[key] = net.over_bridge(stack.env[key])
+    return env
+
+
 def start_host_worker(
     stack: Stack, net: Network, host: Host, name: str, extra_env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
@@ -319,11 +334,7 @@ def start_host_worker(
     reaches the stack's database and broker over the bridge. The stack must be on
     PostgreSQL and Redis: the embedded store and broker are files, which another machine
     could not share. `extra_env`: more of the worker's settings (GRPO_WORKER_ADDRESS)."""
-    env = {"GRPO_DATA_DIR": str(host.data_dir), **(extra_env or {})}
-    for key in ("GRPO_DATABASE_URL", "GRPO_BROKER_URL"):
-        if key not in stack.env:
-            raise ValueError(f"a host's worker needs a network service: the stack has no {key}")
-        env[key] = net.over_bridge(stack.env[key])
+    env = host_env(stack, net, host, extra_env)
     proc = stack.start_worker(name, extra_env=env, wrapper=host.prefix)
     host.wait_inside(proc)
     return proc

@@ -32,12 +32,20 @@ from tests.worker.test_worker_resilience import wait_for_step
 SERVE_ARGS = "--kv-cache-memory-bytes 30000000"
 
 
-def start_generation_worker(stack: Stack, name: str = "generation") -> subprocess.Popen[bytes]:
+def start_generation_worker(
+    stack: Stack,
+    name: str = "generation",
+    *,
+    extra_env: dict[str, str] | None = None,
+    wrapper: list[str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """`grpo worker --generation` named `name@test`; `extra_env` on top of the stack's
+    environment, `wrapper` a command it runs under (a host's `ip netns exec`)."""
     log = open(stack.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
     process = subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "--generation", "--hostname", f"{name}@test",
-         "--serve-args", SERVE_ARGS],
-        cwd=ROOT, env=stack.env, stdout=log, stderr=subprocess.STDOUT,
+        [*(wrapper or []), sys.executable, "-m", "worker.cli", "--generation", "--hostname",
+         f"{name}@test", "--serve-args", SERVE_ARGS],
+        cwd=ROOT, env={**stack.env, **(extra_env or {})}, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     stack.processes[name] = process
     return process
