@@ -21,9 +21,10 @@ from app.store.models import Run, RunNode, RunStatus, utcnow
 from app.store.runs import add_status_event
 
 
+@unit
 def set_waiting(session: Session, run_id: str, text: str | None) -> bool:
     """Store `text` as what the queued run waits for (None: nothing), in the caller's
-    transaction; False when the run is not queued or already says it."""
+    transaction when it has one; False when the run is not queued or already says it."""
     lock_run_events(session, run_id)
     run = session.get(Run, run_id)
     if run is None or run.status != RunStatus.QUEUED or run.waiting_for == text:

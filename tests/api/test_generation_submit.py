@@ -105,6 +105,8 @@ def test_a_training_worker_leaves_it_queued_while_no_generation_worker_is_free(
     assert run is not None and run.status == RunStatus.QUEUED and run.attempts == 0
     logs = [m["message"] for m in api.get(f"/api/runs/{run_id}/logs").json()["items"]]
     assert any("no free generation worker (`grpo worker --generation`)" in m for m in logs), logs
+    waiting = api.get(f"/api/runs/{run_id}").json()["waiting_for"]  # the same line
+    assert waiting in logs and "no free generation worker" in waiting
 
 
 def test_no_server_in_time_hands_the_run_back_then_fails_it_past_the_retries(

@@ -13,9 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.settings import get_settings
 from app.store import db, nodes, runs, workers
 from grpo.spec import JobSpec
 from tests.store_fixture import store
+from worker.job import run_job
 
 __all__ = ["store"]
 
@@ -126,3 +128,21 @@ def test_a_queued_run_says_what_it_waits_for_until_it_is_claimed(api: TestClient
     assert api.get(f"/api/runs/{run_id}").json()["waiting_for"] is None  # the gang is whole
     assert db.call(runs.claim_run, run_id, worker="w1", device="cpu") is not None
     assert api.get(f"/api/runs/{run_id}").json()["waiting_for"] is None
+
+
+def test_a_worker_without_an_address_says_why_it_leaves_the_run_queued(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's own path (worker/job.py), in this process: it declines the run and
+    stores its reason as what the run waits for."""
+    monkeypatch.setenv("GRPO_DECLINE_PAUSE_SECONDS", "0")
+    get_settings.cache_clear()
+    run_id = api.post("/api/runs", json=TWO_NODES).json()["id"]
+    run_job(run_id)
+    run = api.get(f"/api/runs/{run_id}").json()
+    assert run["status"] == "queued"
+    assert run["waiting_for"].endswith(
+        "left this run queued: resources.num_nodes is 2 but this worker has no "
+        "GRPO_WORKER_ADDRESS (the address other machines reach it by), so it takes no node "
+        "of a run on several machines"
+    )
