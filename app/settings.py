@@ -79,7 +79,14 @@ class Settings(BaseSettings):
     otherwise; unset: 127.0.0.1), so training workers on other machines reach them."""
     gang_formation_seconds: float = Field(120.0, gt=0)
     """How long a worker holding a node of a run on several machines waits for the other
-    nodes to be claimed before it releases its node and sends the run back to its queue."""
+    nodes to be claimed before it releases its node and sends the run back to its queue,
+    and how long the nodes' launchers wait for each other at the rendezvous once the gang
+    formed (a node lost then is seen sooner, by its claim's heartbeat)."""
+    gang_storage_seconds: float = Field(60.0, gt=0)
+    """How long a node of a run on several machines waits to see another node's marker in
+    the run's directory before it fails the run for not sharing GRPO_DATA_DIR
+    (worker/shared_storage.py): a network filesystem may take its attribute cache's time
+    (NFS: up to 60 s) to show another machine's new file."""
     check_hub_models: bool = True
     """Refuse at submit a Hugging Face model id that is neither in this machine's Hugging
     Face cache nor answered for by the hub within seconds (grpo/spec/hub.py), instead of

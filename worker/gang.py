@@ -9,12 +9,13 @@ GRPO_GANG_FORMATION_SECONDS is given up: the worker releases its node, says so i
 run's log, and sends its task back to the queue for a later worker; the run stays queued.
 
 Once the gang is whole, node 0's worker claims the run as any run is claimed (its lease,
-its heartbeat, its final status: worker/job.py) and every node launches its ranks with
-torch's elastic launcher (grpo/parallel/launch.py): node n of a static rendezvous whose
-store node 0 serves at the endpoint in its row, so that node 0 holds global rank 0, which
-alone writes to the store. The other nodes' workers hold only their node: their ranks
-write nothing, and what they end with is said in the run's log, not written as its
-status. A node's ranks exchange tensors over the network interface that holds
+its heartbeat, its final status: worker/job.py) and, once every node showed that it sees
+the files the nodes share (worker/gang_check.py: no rank starts anywhere before), every node
+launches its ranks with torch's elastic launcher (grpo/parallel/launch.py): node n of a
+static rendezvous whose store node 0 serves at the endpoint in its row, so that node 0
+holds global rank 0, which alone writes to the store. The other nodes' workers hold only
+their node: their ranks write nothing, and what they end with is said in the run's log,
+not written as its status. A node's ranks exchange tensors over the network interface that holds
 GRPO_WORKER_ADDRESS (gloo's and NCCL's socket interface, unless the worker's environment
 names one).
 
@@ -43,6 +44,7 @@ from grpo.parallel.launch import Nodes
 from grpo.scrub import scrub
 from grpo.spec import JobSpec
 from worker.address import free_port
+from worker.gang_check import check_as_follower
 from worker.ranks import leading, train_on_ranks
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,8 @@ class Gang:
     """Which node was lost and why, once `lost` is set (one line for the run's log)."""
     beaten: float = field(default_factory=time.monotonic)
     """When this node's claim was last beaten (time.monotonic)."""
+    state: NodeState = NodeState.CLAIMED
+    """What its beats write on its claim: checked, then running (worker/gang_check.py)."""
 
     @property
     def is_leader(self) -> bool:
@@ -91,7 +95,7 @@ class Gang:
         me = f"node {self.claim.node_rank} (worker {self.worker})"
         while not self._stop.wait(get_settings().heartbeat_seconds):
             try:
-                self.beat(NodeState.CLAIMED)
+                self.beat(self.state)
                 self.beaten = time.monotonic()
                 self._check_peers()
             except NodeLost:
@@ -260,6 +264,9 @@ def _follow(formed: Gang, spec: JobSpec, *, stopping: threading.Event) -> None:
     run = wait_for_leader(formed, stopping=stopping)
     if run is None:
         log.info("run %s: %s: node 0 did not start it; released", formed.claim.run_id, node)
+        return
+    if not check_as_follower(formed, spec, run, stopping=stopping):
+        log.info("run %s: %s: no rank started", run.id, node)
         return
     try:
         train_on_ranks(Lease.of(run), spec, stopping=stopping, gang=formed)

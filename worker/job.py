@@ -46,6 +46,7 @@ from grpo.training.trainer import FitResult
 from worker import environment, gang
 from worker.db_outage import OutageWait
 from worker.device import device_label, fit_problem, held_devices
+from worker.gang_check import check_as_leader
 from worker.lifecycle import current_run, stopping, worker_name
 from worker.placement import (
     CancelledWaiting,
@@ -63,6 +64,7 @@ from worker.ranks import (
     ranks_label,
     train_on_ranks,
 )
+from worker.shared_storage import NotShared
 from worker.training import outcome_of
 
 log = logging.getLogger(__name__)
@@ -112,8 +114,13 @@ def run_job(run_id: str) -> None:
     except CancelledWaiting:
         _finish(held, RunStatus.CANCELLED)
     except GangBroke as exc:  # a node of a run on several machines was lost
-        _part_lost(held, f"{exc}; every node's ranks were stopped", queue=run.queue,
-                   attempts=run.attempts)  # fmt: skip
+        _part_lost(held, str(exc), queue=run.queue, attempts=run.attempts)
+    except NotShared as exc:  # its nodes do not see the same files: no retry mends that
+        log.warning("run %s failed: %s", run_id, exc)
+        try:
+            _finish(held, RunStatus.FAILED, error=scrub(str(exc)))
+        except LeaseLost as lost:
+            log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         if isinstance(exc, GenerationLost) or is_server_lost(exc, served):
             _generation_lost(held, exc, queue=run.queue, attempts=run.attempts)
@@ -170,6 +177,7 @@ def _cause(exc: Exception) -> Cause | None:
 
 def _train_on_ranks(held: Lease, spec: JobSpec, *, queue: str) -> None:
     try:
+        check_as_leader(held, spec, stopping=stopping)  # a run on several machines' nodes
         result = train_on_ranks(held, spec, stopping=stopping)
     except (StoppedStarting, GaveUpOnDatabase, CodeNotLoaded) as stopped:
         if until_answered.call(lease.check, held):  # a cancel asked for meanwhile wins

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, wait
+from dataclasses import replace
 from multiprocessing.synchronize import Event as ProcessEvent
 from typing import Any, Protocol
 
@@ -141,7 +142,7 @@ def train_on_ranks(
     run was lost (its ranks here are killed at once). `gang`: this worker's node of a run
     on several machines (default: the one `leading` names, else this machine only)."""
     gang = gang or leading.get(held.run_id)
-    nodes = gang.nodes if gang is not None else Nodes()
+    nodes = Nodes() if gang is None else replace(gang.nodes, join_seconds=_join_seconds())
     environ = rank_environment(get_settings().worker_address) if nodes.count > 1 else {}
     spawn = multiprocessing.get_context("spawn")
     stop, started, gave_up, loaded = spawn.Event(), spawn.Event(), spawn.Event(), spawn.Event()
@@ -198,6 +199,8 @@ def train_on_ranks(
             # lost node's (gloo's own timeout is minutes)
             log.warning("run %s: %s; stopping this node's ranks", held.run_id, broke)
             _ENDING_STARTING_RANKS.set()
+        if broke is not None:  # and those the launcher starts later: still meeting the lost
+            # node, it ends within its rendezvous's wait (_join_seconds)
             _end_starting_ranks(others)
     launcher.join()
     error = launched.exception()
@@ -205,7 +208,10 @@ def train_on_ranks(
         broke = _broken_within(gang, error)
     _ENDING_STARTING_RANKS.clear()
     if broke is not None:
-        raise GangBroke(broke) from error
+        stopped = (
+            "every node's ranks were stopped" if started.is_set() else "before any rank started"
+        )
+        raise GangBroke(f"{broke}; {stopped}") from error
     if stopping.is_set() and not started.is_set():
         # ended here, or by the terminal's Ctrl-C, which reaches ranks not yet in a group
         # of their own: either way a stop, with no step to lose
@@ -224,6 +230,14 @@ def train_on_ranks(
         message = failure_message(error, num_processes=ranks * nodes.count)
         raise RanksFailed(message, cause=cause) from error
     return launched.result()  # or the launcher's other error, raised here
+
+
+def _join_seconds() -> int:
+    """How long the launchers of a run on several machines wait for each other at the
+    rendezvous: GRPO_GANG_FORMATION_SECONDS. Every node passed its check moments before
+    (worker/gang_check.py), so they meet at once unless one is lost, which its claim's
+    heartbeat tells sooner; this bounds the launcher's own wait, torch's 600 s otherwise."""
+    return max(1, round(get_settings().gang_formation_seconds))
 
 
 def _broken_within(gang: GangNode, error: BaseException) -> str | None:

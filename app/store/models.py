@@ -228,10 +228,14 @@ class Event(Base):
 
 class NodeState(StrEnum):
     """Where one node of a run on several machines is (issue 42): claimed by a worker that
-    holds its devices while the gang forms, then running its ranks."""
+    holds its devices while the gang forms, checked once it showed it sees the files the
+    nodes share, then running its ranks."""
 
     CLAIMED = "claimed"
+    CHECKED = "checked"
+    """Its marker is written in the run's directory (worker/gang_check.py)."""
     RUNNING = "running"
+    """Node 0: every node passed the check and may launch its ranks; the others: launched."""
 
 
 class RunNode(Base):

@@ -122,31 +122,46 @@ def materialise(
     return target
 
 
+def builtin_dir_name(name: str) -> str:
+    """The directory under the cache dir that holds built-in model `name` once built (what
+    the nodes of a run on several machines compare: worker/shared_storage.py)."""
+    match name:
+        case "builtin:small":
+            return f"builtin-small-{SMALL_VERSION}"
+        case "builtin:small-arith":
+            return f"builtin-small-arith-{SMALL_VERSION}-{SMALL_ARITH_VERSION}"
+        case "builtin:tiny":
+            return f"builtin-tiny-{TINY_VERSION}"
+        case "builtin:tiny-arith":
+            return f"builtin-tiny-arith-{RECIPE_VERSION}"
+        case "builtin:tiny-tools":
+            return f"builtin-tiny-tools-{TOOLS_RECIPE_VERSION}"
+    raise ValueError(f"unknown built-in model {name!r}")
+
+
 def builtin_dir(name: str, cache_dir: Path, *, progress: bool, log: Log | None = None) -> Path:
     """Directory of a built-in model, created on first use (said to `log`): the two random
     bases (builtin:small, builtin:tiny) and the models warmed up from them."""
 
-    def built(directory: str, build: Callable[[Path], None], what: str) -> Path:
-        return materialise(cache_dir / directory, build, log=log, what=what)
+    def built(what: str, build: Callable[[Path], None]) -> Path:
+        return materialise(cache_dir / builtin_dir_name(what), build, log=log, what=what)
 
+    target = builtin_dir_name(name)  # an unknown name raises here
     if name.startswith("builtin:small"):
-        small = built(f"builtin-small-{SMALL_VERSION}", build_small, "builtin:small")
-        if name == "builtin:small":
-            return small
+        small = built("builtin:small", build_small)
         if name == "builtin:small-arith":
             warm = partial(build_warmed_up, small, progress=progress, log=log, recipe=SMALL_ARITH)
-            return built(f"builtin-small-arith-{SMALL_VERSION}-{SMALL_ARITH_VERSION}", warm, name)
-        raise ValueError(f"unknown built-in model {name!r}")
-    tiny = built(f"builtin-tiny-{TINY_VERSION}", build_tiny, "builtin:tiny")
-    if name == "builtin:tiny":
-        return tiny
+            return built(name, warm)
+        return small
+    tiny = built("builtin:tiny", build_tiny)
     if name == "builtin:tiny-arith":
         warm_arith = partial(build_warmed_up, tiny, progress=progress, log=log)
-        return built(f"builtin-tiny-arith-{RECIPE_VERSION}", warm_arith, name)
+        return built(name, warm_arith)
     if name == "builtin:tiny-tools":
         warm_tools = partial(build_tiny_tools, tiny, progress=progress, log=log)
-        return built(f"builtin-tiny-tools-{TOOLS_RECIPE_VERSION}", warm_tools, name)
-    raise ValueError(f"unknown built-in model {name!r}")
+        return built(name, warm_tools)
+    assert target == tiny.name
+    return tiny
 
 
 @contextmanager

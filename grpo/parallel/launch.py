@@ -72,6 +72,9 @@ class Nodes:
     count: int = 1
     endpoint: str = "localhost:0"
     rank: int | None = None
+    join_seconds: int | None = None
+    """With `rank`: how long node 0's rendezvous store waits for every other node to join,
+    and another node keeps trying to reach it (torch's static rendezvous: 600 s unset)."""
 
 
 def launch_ranks(
@@ -103,13 +106,20 @@ def launch_ranks(
         run_id=run_id,
         rdzv_backend="c10d" if nodes.rank is None else "static",
         rdzv_endpoint=nodes.endpoint,
-        rdzv_configs={} if nodes.rank is None else {"rank": nodes.rank},
+        rdzv_configs=_rendezvous_configs(nodes),
         max_restarts=0,
         monitor_interval=0.5,
         start_method=start_method,
     )
     returned = elastic_launch(config, entry)(*args)  # {global rank: value} of this node's ranks
     return returned[min(returned)]
+
+
+def _rendezvous_configs(nodes: Nodes) -> dict[str, Any]:
+    if nodes.rank is None:
+        return {}
+    joined = {} if nodes.join_seconds is None else {"timeout": nodes.join_seconds}
+    return {"rank": nodes.rank, **joined}
 
 
 def is_launched() -> bool:

@@ -2,7 +2,8 @@
 here (tests/hosts.py, network namespaces on a bridge), a real `celery worker` in each with
 GRPO_WORKER_ADDRESS its host's address, and a run of 2 nodes x 1 rank submitted through the
 API. Its task is sent once per node, each worker claims a node in the store
-(app/store/nodes.py), and once the gang is whole both launch their rank with torch's
+(app/store/nodes.py), and once the gang is whole and has shown that both hosts see one data
+directory (worker/gang_check.py) both launch their rank with torch's
 elastic launcher on node 0's rendezvous (worker/gang.py): real torch.distributed (gloo)
 ranks talking across the bridge. Failure is whole-gang (item 3): a cancel stops both nodes,
 and a SIGKILLed node 1 stops node 0's rank within its claim's expiry, the run goes back to
@@ -165,13 +166,14 @@ def test_two_workers_on_two_hosts_train_one_run_of_two_nodes(
             assert any("claimed node 0 of 2" in c for c in claims)
             assert any("claimed node 1 of 2" in c for c in claims)
             assert not [line for line in lines if "its ranks ended" in line]
-            # node 0's worker is the run's; its host holds the checkpoints
+            # node 0's worker is the run's; its rank 0 wrote the checkpoints, in the data
+            # directory both hosts share, where each node left its marker before its rank
             leader = next(c.split()[1] for c in claims if "node 0 of 2" in c)
             assert run["worker"] == leader
-            (leader_host,) = [h for h in net.hosts if leader.startswith(
-                f"node{net.hosts.index(h)}-")]  # fmt: skip
             saved = recorded_checkpoints(stack, run["id"])
-            assert saved and all(Path(c.path).is_relative_to(leader_host.data_dir) for c in saved)
+            assert saved and all(Path(c.path).is_relative_to(shared_dir(net)) for c in saved)
+            nodes = shared_dir(net) / "runs" / run["id"] / "nodes"
+            assert sorted(p.name for p in nodes.iterdir()) == ["node-0.json", "node-1.json"]
 
             # layout invariance: the same spec on one node samples the same step 1
             one = client.post("/api/runs", json={**spec, "name": "one-node", "resources": {
@@ -184,8 +186,17 @@ def test_two_workers_on_two_hosts_train_one_run_of_two_nodes(
         stop_workers(workers)
 
 
-def two_node_workers(net: Network, stack: Stack, **settings: str) -> list[subprocess.Popen[bytes]]:
-    """A worker in each host, node0 in the first, node1 in the second."""
+def shared_dir(net: Network) -> Path:
+    """The data directory the hosts share, as docs/how-to/scaling.md asks of a deployment."""
+    return net.base_dir / "shared"
+
+
+def two_node_workers(
+    net: Network, stack: Stack, *, is_shared: bool = True, **settings: str
+) -> list[subprocess.Popen[bytes]]:
+    """A worker in each host, node0 in the first, node1 in the second; both on one data
+    directory (`shared_dir`) unless `is_shared` is false: then each host's own."""
+    shared = {"GRPO_DATA_DIR": str(shared_dir(net))} if is_shared else {}
     return [
         start_host_worker(
             stack,
@@ -195,6 +206,7 @@ def two_node_workers(net: Network, stack: Stack, **settings: str) -> list[subpro
             extra_env={
                 "GRPO_WORKER_ADDRESS": host.address,
                 "GRPO_GANG_FORMATION_SECONDS": "120",
+                **shared,
                 **settings,
             },
         )  # fmt: skip
