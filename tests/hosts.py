@@ -328,13 +328,23 @@ def host_env(
 
 
 def start_host_worker(
-    stack: Stack, net: Network, host: Host, name: str, extra_env: dict[str, str] | None = None
+    stack: Stack,
+    net: Network,
+    host: Host,
+    name: str,
+    extra_env: dict[str, str] | None = None,
+    *,
+    queue: str | None = None,
+    cpus: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """A `celery worker` of `stack` inside `host`: its data directory is the host's, and it
     reaches the stack's database and broker over the bridge. The stack must be on
     PostgreSQL and Redis: the embedded store and broker are files, which another machine
-    could not share. `extra_env`: more of the worker's settings (GRPO_WORKER_ADDRESS)."""
+    could not share. `extra_env`: more of the worker's settings (GRPO_WORKER_ADDRESS);
+    `queue`: the queues it consumes (comma-separated; the stack's by default); `cpus`: the
+    cores it and its ranks run on (`taskset -c CPUS`: it then holds one CPU slot a core)."""
     env = host_env(stack, net, host, extra_env)
-    proc = stack.start_worker(name, extra_env=env, wrapper=host.prefix)
+    pinned = ["taskset", "-c", cpus] if cpus else []
+    proc = stack.start_worker(name, queue=queue, extra_env=env, wrapper=[*pinned, *host.prefix])
     host.wait_inside(proc)
     return proc
