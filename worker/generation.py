@@ -11,7 +11,9 @@ GRPO_WORKER_ADDRESS, else 127.0.0.1): with its machine's address, training worke
 machines train on them (the weights then go over the network: grpo/engines/vllm_push.py).
 A server that exits on its own is one warning line (with the end of its log) and its URL is
 withdrawn: the trainer's next call fails within vllm_server_timeout and the run goes back to
-the queue (worker/placement.py). The server dies with this process, its whole process group
+the queue (worker/placement.py). It refuses to start (exit code 2) on a serve host that
+GRPO_VLLM_SERVER_HOSTS does not allow on every port: training workers would refuse its
+servers' URLs. The server dies with this process, its whole process group
 (`GUARD`), and is ended so on every stop.
 """
 
@@ -24,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -33,6 +36,7 @@ from app.store import db, generation, workers
 from app.store.generation import GENERATION_ROLE, GenerationClaim
 from grpo.engines.registry import available_engines
 from grpo.spec import JobSpec
+from grpo.spec.endpoints import endpoint_url_problem, is_allowed_host
 from worker.address import free_port
 from worker.device import device_label, free_memory_mb, held_devices
 
@@ -104,7 +108,7 @@ class GenerationWorker:
         claim is over, the server exits, or this worker is told to stop."""
         spec = JobSpec.model_validate(claim.spec)
         port = free_port(self.host)
-        url = f"http://[{self.host}]:{port}" if ":" in self.host else f"http://{self.host}:{port}"
+        url = server_url(self.host, port)
         logfile = Path.cwd() / f"vllm-{claim.run_id}-{claim.lease}.log"
         process = start_server(server_command(spec, self.host, port, self.serve_args), logfile)
         self.serving = {"run_id": claim.run_id, "model": spec.model, "url": url}
@@ -138,6 +142,31 @@ class GenerationWorker:
                 log.info("run %s: its vLLM server answers at %s", claim.run_id, url)
             self.stop.wait(POLL_S)
         log.info("run %s: this worker is stopping; stopping its vLLM server", claim.run_id)
+
+
+def server_url(host: str, port: int | None = None) -> str:
+    """The URL of a server on `host` (an IPv6 one bracketed) and `port` (None: no port)."""
+    netloc = f"[{host}]" if ":" in host else host
+    return f"http://{netloc}" if port is None else f"http://{netloc}:{port}"
+
+
+def serve_host_problem(host: str, allowed: Sequence[str]) -> str | None:
+    """Why training workers would refuse the URLs of servers on `host`, checked as they check
+    a run's server (grpo/spec/vllm.py's vllm_server_refusal) against `allowed`, this
+    machine's GRPO_VLLM_SERVER_HOSTS; None when they take them. The URL names no port: each
+    server takes a free one, so only an entry for the host itself (every port) allows all."""
+    url = server_url(host.strip("[]"))
+    if (problem := endpoint_url_problem(url)) is not None:
+        return f"--serve-host {host!r} is no host a URL can name: {problem}"
+    if is_allowed_host(url, allowed):
+        return None
+    return (
+        f"its vLLM servers would listen on {host!r}, which GRPO_VLLM_SERVER_HOSTS does not "
+        f"allow on every port (allowed: {', '.join(allowed) or 'none'}): training workers "
+        "would refuse their URLs, failing the runs. Add the host (no port: each server takes "
+        "a free one) to GRPO_VLLM_SERVER_HOSTS, here and on the training workers, or give "
+        "--serve-host (or GRPO_WORKER_ADDRESS) a host it lists"
+    )
 
 
 def server_command(spec: JobSpec, host: str, port: int, serve_args: str) -> list[str]:
@@ -206,8 +235,12 @@ def tail(logfile: Path, lines: int = 15) -> str:
 
 
 def serve_generation(name: str, *, host: str, serve_args: str) -> int:
-    """Run a generation worker named `name` until told to stop; 2 without vLLM."""
+    """Run a generation worker named `name` until told to stop; 2 without vLLM, or when its
+    servers' host is one GRPO_VLLM_SERVER_HOSTS does not allow (`serve_host_problem`)."""
     if "vllm" not in available_engines():
         print("grpo worker --generation: vLLM is not installed here", file=sys.stderr)
+        return 2
+    if (problem := serve_host_problem(host, get_settings().vllm_server_host_list)) is not None:
+        print(f"grpo worker --generation: {problem}", file=sys.stderr)
         return 2
     return GenerationWorker(name, host=host, serve_args=serve_args).run()
