@@ -4,11 +4,14 @@ in GET /api/workers as one, and while it serves a run, with the run, model and U
 `vllm_mode: server` run submitted with no server address is placed on both: the generation
 worker starts a vLLM server for the run's claim (`grpo vllm-serve`), the training worker's
 run generates on it as if its URL were given, and once the run ends the server is stopped,
-no process of it left; a cancel stops it too. A SIGKILL of the generation worker takes its
-server with it: the run goes back to the queue (one line saying its generation server is
-lost), not a hang, and trains on on the server of the generation worker started next (an
-asynchronous run, whose producer samples ahead of the trainer). Each
-server start takes one to three minutes on a 2-core CPU (eager, a small KV cache).
+no process of it left; a cancel stops it too. A SIGKILL or SIGTERM of the training worker
+sends the run back to the queue as any run's (the stale sweep, a hand-back with a
+checkpoint): the server of the claim that is over is stopped, the next claim gets one, and
+the run resumes, each step stored once. A SIGKILL of the generation worker takes its server
+with it, a SIGTERM stops it: the run goes back to the queue (one line saying its generation
+server is lost), not a hang, and trains on on the server of the generation worker started
+next (an asynchronous run, whose producer samples ahead of the trainer). Each server start
+takes one to three minutes on a 2-core CPU (eager, a small KV cache): the tests share them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from tests.worker.test_run_lifecycle import wait_for_final
 from tests.worker.test_worker_resilience import wait_for_step
 
 SERVE_ARGS = "--kv-cache-memory-bytes 30000000"
+SWEEP = {"GRPO_HEARTBEAT_SECONDS": "2", "GRPO_STALE_AFTER_SECONDS": "20"}
+"""A killed training worker's run requeued within half a minute, not the default's minutes."""
 
 
 def start_generation_worker(
@@ -53,7 +58,7 @@ def start_generation_worker(
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with running_stack(tmp_path_factory.mktemp("generation")) as running:
+    with running_stack(tmp_path_factory.mktemp("generation"), extra_env=SWEEP) as running:
         start_generation_worker(running)
         yield running
 
@@ -123,37 +128,68 @@ def test_a_generation_worker_is_listed_as_one(stack: Stack) -> None:
 def test_a_server_mode_run_without_an_address_trains_on_the_generation_workers_server(
     stack: Stack,
 ) -> None:
+    """Its training worker SIGKILLed mid-run, as today's runs: the stale sweep requeues the
+    run, the generation worker stops the server of the claim that is over and starts one for
+    the next claim (another training worker's), and the run resumes from its checkpoint and
+    succeeds: each step stored once, the trainer's log-prob gap small on the new server too
+    (it was sent the trained weights, not the base model's)."""
     with stack.client() as client:
         wait_for_workers(client)
-        response = client.post("/api/runs", json=server_spec(stack, max_steps=2))
+        spec = server_spec(stack, max_steps=12, save_steps=2)
+        response = client.post("/api/runs", json=spec)
         assert response.status_code == 201, response.text
         run_id = response.json()["id"]
         serving = wait_for_serving(client, run_id)
         assert serving["model"] == "builtin:small"
         assert serving["url"].startswith("http://127.0.0.1:")
         assert workers_by_role(client)["generation"]["run_id"] == run_id
+        before = wait_for_step(client, run_id, 3, timeout=600)  # past the checkpoint of step 2
+        assert before["status"] == "running", f"{before['error']}\n{stack.logs()}"
+        server = server_processes(serving["url"])
+        assert server and alive(server) == server
+        stack.processes["worker"].kill()  # SIGKILL: no hand-back of its own
+        stack.processes["worker"].wait()
+        stack.start_worker("worker2")
+        assert wait_gone(server, timeout=180) == [], stack.logs()  # the claim is over
+        again = wait_for_new_server(client, run_id, serving["url"])
         run = wait_for_final(client, run_id, timeout=900)
         assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+        assert run["attempts"] == 2
         logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
-        assert any(f"generating on the vLLM server at {serving['url']}" in m for m in logs), logs
+        assert any("stopped responding; requeued: it resumes from step" in m for m in logs), logs
+        for url in (serving["url"], again["url"]):
+            assert any(f"generating on the vLLM server at {url}" in m for m in logs), logs
         metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
-        assert [m["step"] for m in metrics if m["step"] > 0] == [1, 2]
-        for row in metrics[1:]:  # sampled by the server: its log-probs, the trainer's gap
-            assert row["metrics"]["generation/logprob_diff_max"] < 1e-3
-        assert wait_gone(server_processes(serving["url"]), timeout=60) == []
+        assert [m["step"] for m in metrics if m["step"] > 0] == list(range(1, 13))  # each once
+        for row in metrics[1:]:  # sampled by the servers: their log-probs, the trainer's gap
+            assert row["metrics"]["generation/logprob_diff_max"] < 1e-3, row
+        assert wait_gone(server_processes(again["url"]), timeout=60) == []
         deadline = time.monotonic() + 30
         while serving_of(client, "generation@test") is not None:
             assert time.monotonic() < deadline, stack.logs()
             time.sleep(0.5)
+        stopped = f"run {run_id}: its claim is over; stopping its vLLM server"
+        assert (stack.data_dir / "generation.log").read_text().count(stopped) == 2
+
+
+def wait_for_new_server(
+    client: httpx.Client, run_id: str, old_url: str, name: str = "generation@test"
+) -> dict[str, str]:
+    """What `name` serves for the run once it is a server other than the one at `old_url`."""
+    deadline = time.monotonic() + 300
+    while (serving := wait_for_serving(client, run_id, name, timeout=300))["url"] == old_url:
+        assert time.monotonic() < deadline, client.get("/api/workers").json()
+        time.sleep(0.5)
+    return serving
 
 
 def test_a_killed_generation_worker_sends_the_run_back_to_the_queue_not_a_hang(
     stack: Stack,
 ) -> None:
-    """Last: it replaces the module's generation worker. The run is asynchronous
-    (`async_generation`, one version of staleness): its producer samples on the server
-    ahead of the trainer, so the loss reaches the run from the producer's thread. Ends with
-    a cancel of the resumed run, which stops its server (once, no process of it left)."""
+    """It replaces the module's generation worker (the next test uses its second). The run
+    is asynchronous (`async_generation`, one version of staleness): its producer samples on
+    the server ahead of the trainer, so the loss reaches the run from the producer's thread.
+    Ends with a cancel of the resumed run, which stops its server (once, no process of it left)."""
     spec = server_spec(stack, max_steps=LONG, async_generation=True, max_staleness=1)
     with stack.client() as client:
         wait_for_workers(client)
@@ -190,3 +226,55 @@ def test_a_killed_generation_worker_sends_the_run_back_to_the_queue_not_a_hang(
         assert server_processes(again["url"]) == []
         stopped = f"run {run_id}: its claim is over; stopping its vLLM server"
         assert (stack.data_dir / "generation2.log").read_text().count(stopped) == 1
+
+
+def live(stack: Stack, prefix: str) -> str:
+    """The name of the stack's live process whose name starts with `prefix`."""
+    (name,) = [n for n, p in stack.processes.items() if n.startswith(prefix) and p.poll() is None]
+    return name
+
+
+def test_a_sigterm_of_either_side_hands_the_run_back_as_todays_runs(stack: Stack) -> None:
+    """After the kill test (its second generation worker serves this run). A SIGTERM of the
+    training worker: it hands the run back at the next step boundary with a checkpoint and
+    exits; the generation worker stops that claim's server and starts one for the next claim,
+    on which the run resumes. Then a SIGTERM of the generation worker: it stops its server
+    itself, leaves GET /api/workers and exits 0; the run goes back to the queue with one line
+    saying its server is lost, not a hang, and waits, queued, for a generation worker."""
+    generation = live(stack, "generation")
+    name = f"{generation}@test"
+    with stack.client() as client:
+        wait_for_workers(client)
+        spec = server_spec(stack, max_steps=LONG, save_steps=1)
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        serving = wait_for_serving(client, run_id, name, timeout=300)
+        assert wait_for_step(client, run_id, 1, timeout=600)["status"] == "running"
+        server = server_processes(serving["url"])
+        stack.processes[live(stack, "worker")].terminate()
+        assert wait_gone(server, timeout=300) == [], stack.logs()  # handed back: claim over
+        stack.start_worker("worker3")
+        again = wait_for_new_server(client, run_id, serving["url"], name)
+        run = client.get(f"/api/runs/{run_id}").json()
+        resumed = wait_for_step(client, run_id, run["step"] + 1, timeout=600)
+        assert resumed["status"] == "running", f"{resumed['error']}\n{stack.logs()}"
+        server = server_processes(again["url"])
+        stack.processes[generation].terminate()
+        assert stack.processes[generation].wait(timeout=120) == 0, stack.logs()
+        assert wait_gone(server, timeout=60) == [], stack.logs()
+        assert name not in {w["name"] for w in client.get("/api/workers").json()["items"]}
+        deadline = time.monotonic() + 300
+        while not (run := client.get(f"/api/runs/{run_id}").json())["waiting_for"]:
+            assert run["status"] in ("running", "queued"), f"{run['error']}\n{stack.logs()}"
+            assert time.monotonic() < deadline, stack.logs()
+            time.sleep(0.5)
+        assert run["status"] == "queued" and "no free generation worker" in run["waiting_for"]
+        logs = [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
+        handed = [m for m in logs if "is stopping: handed the run back to the queue at step" in m]
+        lost = [m for m in logs if "handed the run back: its generation server is lost" in m]
+        assert len(handed) == 1 and len(lost) == 1 and again["url"] in lost[0], logs
+        assert client.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+        metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
+        steps = [m["step"] for m in metrics if m["step"] > 0]
+        assert steps == list(range(1, run["step"] + 1))  # each once
+    stopping = f"run {run_id}: this worker is stopping; stopping its vLLM server"
+    assert (stack.data_dir / f"{generation}.log").read_text().count(stopping) == 1
