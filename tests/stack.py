@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
+from sqlalchemy import create_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -123,6 +125,17 @@ class Stack:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+    def rows(self, stmt: Any) -> list[Any]:
+        """The rows a SELECT finds in the stack's store (PostgreSQL, or its SQLite file), read
+        past the API as a test's check of what was stored."""
+        url = self.env.get("GRPO_DATABASE_URL") or f"sqlite:///{self.data_dir / 'grpo.db'}"
+        engine = create_engine(url)
+        try:
+            with engine.connect() as connection:
+                return list(connection.execute(stmt))
+        finally:
+            engine.dispose()
 
     def logs(self) -> str:
         return "\n".join(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, select
+from sqlalchemy import select
 
 from app.store.models import RunNode
 from tests.hosts import Network, hosts_and_api, ip
@@ -52,13 +52,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Network, S
 
 def node_rows(stack: Stack, run_id: str) -> list[RunNode]:
     """The run's node claims in the stack's store, by node rank."""
-    engine = create_engine(stack.env["GRPO_DATABASE_URL"])
-    try:
-        with engine.connect() as connection:
-            stmt = select(RunNode).where(RunNode.run_id == run_id).order_by(RunNode.node_rank)
-            return list(connection.execute(stmt))  # type: ignore[arg-type]
-    finally:
-        engine.dispose()
+    return stack.rows(select(RunNode).where(RunNode.run_id == run_id).order_by(RunNode.node_rank))
 
 
 def wait_for_rows(stack: Stack, run_id: str, states: list[str], timeout: float = 120) -> None:

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import httpx
-from sqlalchemy import create_engine, select
+from sqlalchemy import select
 
 from app.store.models import Checkpoint
 from tests.fixtures.service import tiny_spec
@@ -28,14 +28,9 @@ def wait_for_final(client: httpx.Client, run_id: str, timeout: float = 300) -> d
 
 def recorded_checkpoints(stack: Stack, run_id: str) -> list[Checkpoint]:
     """The stack's checkpoint rows, read as the checkpoints endpoint of issue 16 will."""
-    url = stack.env.get("GRPO_DATABASE_URL") or f"sqlite:///{stack.data_dir / 'grpo.db'}"
-    engine = create_engine(url)
-    try:
-        with engine.connect() as connection:
-            stmt = select(Checkpoint).where(Checkpoint.run_id == run_id).order_by(Checkpoint.step)
-            return list(connection.execute(stmt))  # type: ignore[arg-type]
-    finally:
-        engine.dispose()
+    return stack.rows(
+        select(Checkpoint).where(Checkpoint.run_id == run_id).order_by(Checkpoint.step)
+    )
 
 
 def test_submitted_run_trains_and_stores_every_step_once(stack: Stack) -> None:
