@@ -7,10 +7,10 @@ The hosts are tests/hosts.py's: network namespaces on a bridge, each with its ow
 PostgreSQL, Redis and the API reached over the bridge only (the API and the forwarders run
 on the machine itself, unpinned). One `celery worker` in each host, both on one data
 directory (a gang's nodes must share it), each pinned to its own core (`taskset -c`; it
-then holds one CPU slot, and its rank runs on that core). The spec is submitted as `num_nodes: 2` (a gang of both workers, one gloo rank
-each, across the bridge) and as one node (on a queue only host 0's worker consumes, so on
-its one core); one run at a time, the sides alternating (2 nodes first in even repeats),
-`--repeats` times.
+then holds one CPU slot, and its rank runs on that core). The spec is submitted as
+`num_nodes: 2` (a gang of both workers, one gloo rank each, across the bridge) and as one
+node (on a queue only host 0's worker consumes, so on its one core); one run at a time,
+the sides alternating (2 nodes first in even repeats), `--repeats` times.
 
 A run's speed is 1 / the median of its stored steps' `time/step` after the first (warm-up,
 as bench/scaling.py; on 2 nodes the max over ranks, as the trainer reports it); the repeat's
