@@ -33,6 +33,10 @@ def door_digits(completions, **kwargs):
 '''
 CLOCKED = ("time/", "tokens_per_second", "memory/")
 """Scalars that measure this machine's clock or memory, not the run."""
+FP32_NOISE = 1e-5
+"""How far the two doors' values may differ: a clean-clone run (ci20) saw step 1's entropy
+4.590126991 from the service and 4.590126514 from `grpo train` (1e-7 relative, a float32
+reduction in another order); a different sample or update is off by far more."""
 
 
 def board(directory: Path) -> dict[str, Any]:
@@ -86,9 +90,10 @@ def test_grpo_train_writes_the_tensorboard_run_the_service_writes(
     assert set(here["scalars"]) == set(service["scalars"])
     assert "rewards/digits/mean" in here["scalars"]  # the plugin's reward, from the folder
     for tag, values in service["scalars"].items():
-        if not tag.startswith(CLOCKED):
-            assert here["scalars"][tag] == values, tag
-        assert [step for step, _ in here["scalars"][tag]] == [1, 2]
+        if not tag.startswith(CLOCKED):  # the same run, to fp32 noise (two processes' kernels)
+            ours, theirs = [v for _, v in here["scalars"][tag]], [v for _, v in values]
+            assert ours == pytest.approx(theirs, rel=FP32_NOISE, abs=1e-6), tag
+        assert [step for step, _ in here["scalars"][tag]] == [1, 2] == [s for s, _ in values]
     assert here["histograms"] == service["histograms"]
     assert len(set(here["scalars"]["reward"])) == 2  # not all-zero: the rewards vary
 
