@@ -104,6 +104,7 @@ class Tally:
         self.tests: set[str] = set()
         self.by_file: Counter[str] = Counter()
         self.by_fixture: Counter[str] = Counter()
+        self.last_teardown = 0.0
         self.cpu_by_file: Counter[str] = Counter()
         """CPU seconds each file's tests used, theirs and their processes' once reaped (a
         module's services at its last test's teardown); what a session's fixtures and
@@ -126,12 +127,29 @@ class Tally:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None]:
-        """The CPU one test used, with what it started and reaped, added to its file's."""
+        """The CPU one test used, with what it started and reaped, added to its file's; the
+        teardown after a process's last test (every fixture left: the session's services,
+        the browser) goes to LAST_TEARDOWN, not to whichever file happened to run last."""
+        start = cpu_seconds(children=True)
+        self.last_teardown = 0.0
+        try:
+            return (yield)
+        finally:
+            used = cpu_seconds(children=True) - start - self.last_teardown
+            self.cpu_by_file[item.nodeid.split("::")[0]] += used
+            if self.last_teardown:
+                self.cpu_by_file[LAST_TEARDOWN] += self.last_teardown
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None]:
         start = cpu_seconds(children=True)
         try:
             return (yield)
         finally:
-            self.cpu_by_file[item.nodeid.split("::")[0]] += cpu_seconds(children=True) - start
+            if nextitem is None:
+                self.last_teardown = cpu_seconds(children=True) - start
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[object]) -> Generator[None]:
@@ -251,6 +269,7 @@ class Tally:
 
 
 TALLY = pytest.StashKey[Tally]()
+LAST_TEARDOWN = "(each process's last teardown: session fixtures)"
 
 
 def pytest_configure(config: pytest.Config) -> None:
