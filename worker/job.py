@@ -117,22 +117,24 @@ def run_job(run_id: str) -> None:
         _part_lost(held, str(exc), queue=run.queue, attempts=run.attempts)
     except NotShared as exc:  # its nodes do not see the same files: no retry mends that
         log.warning("run %s failed: %s", run_id, exc)
-        try:
-            _finish(held, RunStatus.FAILED, error=scrub(str(exc)))
-        except LeaseLost as lost:
-            log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
+        _fail(held, scrub(str(exc)))
     except Exception as exc:  # noqa: BLE001 - every failure must end as a failed run
         if isinstance(exc, GenerationLost) or is_server_lost(exc, served):
             _generation_lost(held, exc, queue=run.queue, attempts=run.attempts)
             return
         log.exception("run %s failed", run_id)
-        try:
-            _finish(held, RunStatus.FAILED, error=scrub(user_message(exc)), cause=_cause(exc))
-        except LeaseLost as lost:
-            log.warning("run %s: lost it, its failure is not recorded: %s", run_id, lost)
+        _fail(held, scrub(user_message(exc)), cause=_cause(exc))
     finally:
         current_run["lease"] = None
         gang.leave_node(run_id)  # node 0 of a run on several machines
+
+
+def _fail(held: Lease, error: str, *, cause: Cause | None = None) -> None:
+    """End the run as failed with `error`; a lease lost meanwhile leaves it to the new owner."""
+    try:
+        _finish(held, RunStatus.FAILED, error=error, cause=cause)
+    except LeaseLost as lost:
+        log.warning("run %s: lost it, its failure is not recorded: %s", held.run_id, lost)
 
 
 def _generation_lost(held: Lease, exc: Exception, *, queue: str, attempts: int) -> None:

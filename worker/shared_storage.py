@@ -54,7 +54,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app.settings import get_settings
-from grpo.checkpoints.files import latest_checkpoint
+from grpo.checkpoints.files import latest_checkpoint, step_of
 from grpo.models.loading import builtin_dir_name
 from grpo.spec import JobSpec
 from grpo.spec.sources import parse_data_source, parse_model_name, uploaded_dataset_path
@@ -112,7 +112,7 @@ def own_marker(run_id: str, spec: JobSpec, *, node: int, claim: str, worker: str
     model_dir = _builtin_dir(spec, settings.resolved_cache_dir)
     return Marker(
         node=node, claim=claim, worker=worker, path=str(marker_path(run_id, node)),
-        resume_step=int(latest.name.removeprefix("step-")) if latest else 0,
+        resume_step=step_of(latest) if latest else 0,
         datasets={d: _digest_dataset(d, settings.datasets_dir) for d in uploaded_datasets(spec)},
         model=None if model_dir is None else _digest_dir(model_dir),
         model_dir=None if model_dir is None else str(model_dir),
@@ -161,11 +161,8 @@ def _digest_dataset(dataset_id: str, datasets_dir: Path) -> str:
 
 
 def _digest_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return f"sha256:{digest.hexdigest()}"
+        return f"sha256:{hashlib.file_digest(handle, 'sha256').hexdigest()}"
 
 
 def _digest_dir(directory: Path) -> str:

@@ -6,8 +6,11 @@ A claim takes the lowest node rank that is free: never claimed, released, or who
 expired (then the row is taken over and its lease token goes up, so the worker that let
 it expire gets `NodeLost` at its next beat). Claims of one run are serialised by a write
 to the run's row, as a lease's writes are (app/store/lease.py), on SQLite and PostgreSQL
-alike. `release_expired` is the sweep that frees the nodes of a gang that did not form in
-time, so two half-formed runs cannot hold each other's workers forever.
+alike. A gang that does not form in time is freed by its own workers, each releasing its
+node when GRPO_GANG_FORMATION_SECONDS pass (worker/gang.py); an expired claim of a worker
+that died is taken over by the next claim. `release_expired` frees every expired claim at
+once, but no sweep calls it: a node whose claim vanished would read to its gang as one
+that left on its own, not as one lost.
 
 Every claim and release also rewrites what the run waits for (run.waiting_for,
 app/store/waiting.py) from the claims, in the same transaction: `gang_wait`'s line while

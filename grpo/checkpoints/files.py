@@ -120,12 +120,13 @@ def _space_named(root: Path, step: int) -> Iterator[None]:
 
 def saved_checkpoint(path: Path, *, is_final: bool) -> SavedCheckpoint:
     """What save_checkpoint left at `path`, and which checkpoints its pruning kept."""
-    kept = [_step_of(p) for p in _complete_checkpoints(path.parent)]
+    kept = [step_of(p) for p in _complete_checkpoints(path.parent)]
     num_bytes = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-    return SavedCheckpoint(_step_of(path), str(path), num_bytes, is_final, tuple(kept))
+    return SavedCheckpoint(step_of(path), str(path), num_bytes, is_final, tuple(kept))
 
 
-def _step_of(path: Path) -> int:
+def step_of(path: Path) -> int:
+    """The step of the checkpoint directory `path` (`step-NNNNNN`)."""
     match = _STEP_DIR.match(path.name)
     assert match, path
     return int(match.group(1))
