@@ -36,7 +36,7 @@ from app.store import db, generation, workers
 from app.store.generation import GENERATION_ROLE, GenerationClaim
 from grpo.engines.registry import available_engines
 from grpo.spec import JobSpec
-from grpo.spec.endpoints import endpoint_url_problem, is_allowed_host
+from grpo.spec.endpoints import endpoint_url_problem, is_allowed_host, url_host
 from worker.address import free_port
 from worker.device import device_label, free_memory_mb, held_devices
 
@@ -146,7 +146,7 @@ class GenerationWorker:
 
 def server_url(host: str, port: int | None = None) -> str:
     """The URL of a server on `host` (an IPv6 one bracketed) and `port` (None: no port)."""
-    netloc = f"[{host}]" if ":" in host else host
+    netloc = url_host(host)
     return f"http://{netloc}" if port is None else f"http://{netloc}:{port}"
 
 

@@ -132,6 +132,11 @@ EndpointUrl = Annotated[
 """The type of every URL field of a spec."""
 
 
+def url_host(host: str) -> str:
+    """`host` as a URL names it: an IPv6 address bracketed (`::1` -> `[::1]`), others as given."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def endpoint_host(url: str) -> str:
     """`host[:port]` of a URL, lower-case, as GRPO_REWARD_HOSTS lists hosts; for a URL that
     breaks the rule, the text between `//` and the path (for messages: no list matches it)."""

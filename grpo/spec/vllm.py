@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from grpo.spec.config import SECTION_CONFIG, OptionalSpecInt, SpecInt
-from grpo.spec.endpoints import endpoint_host, endpoint_url_problem, is_allowed_host
+from grpo.spec.endpoints import endpoint_host, endpoint_url_problem, is_allowed_host, url_host
 
 DEFAULT_VLLM_SERVER_HOSTS = ("127.0.0.1", "::1", "localhost", "0.0.0.0")
 """GRPO_VLLM_SERVER_HOSTS unset: this machine only. 0.0.0.0 is TRL's and our default
@@ -74,9 +74,7 @@ class VllmKnobs(BaseModel):
     @property
     def vllm_server_url(self) -> str:
         """The vLLM server's base URL (server mode), without a trailing slash."""
-        host = self.vllm_server_host
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"  # an IPv6 address, as ::1
+        host = url_host(self.vllm_server_host)
         url = self.vllm_server_base_url or f"http://{host}:{self.vllm_server_port}"
         return url.rstrip("/")
 
