@@ -107,6 +107,14 @@ class Host:
         """Every process inside this host, its children's children included."""
         return [int(p) for p in ip("netns", "pids", self.name, check=False).split()]
 
+    def leftovers(self, timeout: float = 15) -> list[str]:
+        """The processes still in this host after up to `timeout` s (a worker's fork server
+        and resource tracker exit just after it), as their command lines."""
+        deadline = time.monotonic() + timeout
+        while (left := self.pids()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return [f"{pid}: {_cmdline(pid)}" for pid in left]
+
     def connect_error(self, address: str, port: int, timeout: float = 3) -> str | None:
         """None when a TCP connection from inside this host to address:port opens; else the
         error it got (refused, unreachable, timed out)."""
@@ -119,6 +127,13 @@ class Host:
         )
         done = self.run([sys.executable, "-c", code], timeout=timeout + 30)
         return None if done.returncode == 0 else done.stderr.strip()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return "(gone)"
 
 
 @dataclass

@@ -34,7 +34,7 @@ from tests.engines.test_generation_workers import (
 from tests.engines.test_vllm_server import CACHE
 from tests.hosts import Network, host_env, hosts_and_api, start_host_worker
 from tests.stack import ROOT, Stack
-from tests.worker.test_gang import _emptied, logs_of, stop_workers
+from tests.worker.test_gang import logs_of, stop_workers
 from tests.worker.test_ranks_service import wait_gone
 from tests.worker.test_run_lifecycle import wait_for_final
 
@@ -96,7 +96,7 @@ def test_a_run_trains_on_a_generation_worker_on_another_host_pushing_over_the_ne
     finally:
         stop_workers(workers)
     for host in net.hosts:  # nothing left in either host once its worker is gone
-        assert _emptied(host) == [], host.name
+        assert host.leftovers() == [], host.name
 
 
 PLAIN_VLLM = """

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from app.store import workers
-from tests.hosts import Host, Network, hosts_and_api, ip, start_host_worker
+from tests.hosts import Network, hosts_and_api, ip, start_host_worker
 from tests.netlock import changing_network
 from tests.processes import rank_processes
 from tests.stack import Stack
@@ -357,20 +357,4 @@ def test_a_partitioned_node_stops_the_gang_and_leaves_no_process_behind(
     finally:
         stop_workers(workers)
     for host in net.hosts:  # nothing left in either host once its worker is gone
-        assert _emptied(host) == [], host.name
-
-
-def _emptied(host: Host, timeout: float = 15) -> list[str]:
-    """The processes still in `host` after up to `timeout` s (a worker's fork server and
-    resource tracker exit just after it), as their command lines."""
-    deadline = time.monotonic() + timeout
-    while (left := host.pids()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return [f"{pid}: {_cmdline(pid)}" for pid in left]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-    except OSError:
-        return "(gone)"
+        assert host.leftovers() == [], host.name
