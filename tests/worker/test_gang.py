@@ -51,6 +51,38 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Network, S
         yield net, stack
 
 
+@pytest.fixture(scope="module")
+def pair(hosts: tuple[Network, Stack]) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The gang tests' two node workers (node0 in host 1, node1 in host 2), started once for
+    the module: a worker and its fork server cost an import of torch each, and these tests
+    differ only in their runs. Their claims expire fast (LOSS) for the loss tests, and they
+    share one data directory. A test that kills or stops one leaves the slot for
+    `live_pair` to fill again."""
+    net, stack = hosts
+    workers = two_node_workers(net, stack, **LOSS)
+    try:
+        yield workers
+    finally:
+        stop_workers(workers)
+
+
+def live_pair(
+    hosts: tuple[Network, Stack], pair: list[subprocess.Popen[bytes]]
+) -> list[subprocess.Popen[bytes]]:
+    """`pair`, a fresh worker in the slot of each that is no longer running."""
+    net, stack = hosts
+    for i, worker in enumerate(pair):
+        if worker.poll() is not None:
+            pair[i] = start_node_worker(net, stack, i, **LOSS)
+    return pair
+
+
+def worker_name(worker: subprocess.Popen[bytes]) -> str:
+    """The name a worker started by Stack.start_worker gives itself (its --hostname)."""
+    args = [str(a) for a in worker.args]  # type: ignore[union-attr]
+    return args[args.index("--hostname") + 1].split("@")[0]
+
+
 def logs_of(client: httpx.Client, run_id: str) -> list[str]:
     return [m["message"] for m in client.get(f"/api/runs/{run_id}/logs").json()["items"]]
 
@@ -94,7 +126,7 @@ def test_one_worker_alone_waits_with_its_reason_and_releases_its_node(
         worker.wait(timeout=60)
 
 
-def wait_listed(client: httpx.Client, count: int, timeout: float = 120) -> None:
+def wait_listed(client: httpx.Client, count: int, timeout: float = 300) -> None:
     """Until `count` workers with an address are listed: submit checks a run of several
     nodes against the workers registered (app/api/checks/nodes.py), and a worker started
     here registers once it is up."""
@@ -144,46 +176,44 @@ def _wait_for_log(client: httpx.Client, run_id: str, text: str, timeout: float =
 
 
 def test_two_workers_on_two_hosts_train_one_run_of_two_nodes(
-    hosts: tuple[Network, Stack],
+    hosts: tuple[Network, Stack], pair: list[subprocess.Popen[bytes]]
 ) -> None:
     net, stack = hosts
-    workers = two_node_workers(net, stack)
-    try:
-        with stack.client() as client:
-            spec = ranks_spec(stack, 1, name="two-nodes", **WIDE)
-            spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
-            wait_listed(client, 2)
-            two = client.post("/api/runs", json=spec)
-            assert two.status_code == 201, two.text
-            run = wait_for_final(client, two.json()["id"], timeout=300)
-            assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
-            assert_each_step_stored_once(client, run["id"])
-            lines = logs_of(client, run["id"])
-            claims = sorted(line for line in lines if " claimed node " in line)
-            assert len(claims) == 2, lines
-            takers = {line.split()[1].split("-")[0] for line in claims}
-            assert takers == {"node0", "node1"}  # one node each, one worker each
-            assert any("claimed node 0 of 2" in c for c in claims)
-            assert any("claimed node 1 of 2" in c for c in claims)
-            assert not [line for line in lines if "its ranks ended" in line]
-            # node 0's worker is the run's; its rank 0 wrote the checkpoints, in the data
-            # directory both hosts share, where each node left its marker before its rank
-            leader = next(c.split()[1] for c in claims if "node 0 of 2" in c)
-            assert run["worker"] == leader
-            saved = recorded_checkpoints(stack, run["id"])
-            assert saved and all(Path(c.path).is_relative_to(shared_dir(net)) for c in saved)
-            nodes = shared_dir(net) / "runs" / run["id"] / "nodes"
-            assert sorted(p.name for p in nodes.iterdir()) == ["node-0.json", "node-1.json"]
+    workers = live_pair(hosts, pair)
+    with stack.client() as client:
+        spec = ranks_spec(stack, 1, name="two-nodes", **WIDE)
+        spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
+        wait_listed(client, 2)
+        two = client.post("/api/runs", json=spec)
+        assert two.status_code == 201, two.text
+        run = wait_for_final(client, two.json()["id"], timeout=300)
+        assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+        assert_each_step_stored_once(client, run["id"])
+        lines = logs_of(client, run["id"])
+        claims = sorted(line for line in lines if " claimed node " in line)
+        assert len(claims) == 2, lines
+        takers = {line.split()[1].split("@")[0] for line in claims}
+        assert takers == {worker_name(w) for w in workers}  # one node each, one worker each
+        assert any("claimed node 0 of 2" in c for c in claims)
+        assert any("claimed node 1 of 2" in c for c in claims)
+        assert not [line for line in lines if "its ranks ended" in line]
+        # node 0's worker is the run's; its rank 0 wrote the checkpoints, in the data
+        # directory both hosts share, where each node left its marker before its rank
+        leader = next(c.split()[1] for c in claims if "node 0 of 2" in c)
+        assert run["worker"] == leader
+        saved = recorded_checkpoints(stack, run["id"])
+        assert saved and all(Path(c.path).is_relative_to(shared_dir(net)) for c in saved)
+        nodes = shared_dir(net) / "runs" / run["id"] / "nodes"
+        assert sorted(p.name for p in nodes.iterdir()) == ["node-0.json", "node-1.json"]
 
-            # layout invariance: the same spec on one node samples the same step 1
-            one = client.post("/api/runs", json={**spec, "name": "one-node", "resources": {
-                "queue": stack.queue}})  # fmt: skip
-            assert one.status_code == 201, one.text
-            single = wait_for_final(client, one.json()["id"], timeout=300)
-            assert single["status"] == "succeeded", f"{single['error']}\n{stack.logs()}"
-            assert same_share(client, run["id"], single["id"]) >= 0.95
-    finally:
-        stop_workers(workers)
+        # layout invariance: the same spec on one node samples the same step 1
+        one = client.post("/api/runs", json={**spec, "name": "one-node", "resources": {
+            "queue": stack.queue}})  # fmt: skip
+        assert one.status_code == 201, one.text
+        single = wait_for_final(client, one.json()["id"], timeout=300)
+        assert single["status"] == "succeeded", f"{single['error']}\n{stack.logs()}"
+        assert same_share(client, run["id"], single["id"]) >= 0.95
+        assert all(w.poll() is None for w in workers)
 
 
 def shared_dir(net: Network) -> Path:
@@ -196,22 +226,30 @@ def two_node_workers(
 ) -> list[subprocess.Popen[bytes]]:
     """A worker in each host, node0 in the first, node1 in the second; both on one data
     directory (`shared_dir`) unless `is_shared` is false: then each host's own."""
-    shared = {"GRPO_DATA_DIR": str(shared_dir(net))} if is_shared else {}
     return [
-        start_host_worker(
-            stack,
-            net,
-            host,
-            f"node{i}",
-            extra_env={
-                "GRPO_WORKER_ADDRESS": host.address,
-                "GRPO_GANG_FORMATION_SECONDS": "120",
-                **shared,
-                **settings,
-            },
-        )  # fmt: skip
-        for i, host in enumerate(net.hosts)
+        start_node_worker(net, stack, i, is_shared=is_shared, **settings)
+        for i in range(len(net.hosts))
     ]
+
+
+def start_node_worker(
+    net: Network, stack: Stack, i: int, *, is_shared: bool = True, **settings: str
+) -> subprocess.Popen[bytes]:
+    """Worker `node{i}` in host i, as `two_node_workers` starts each."""
+    host = net.hosts[i]
+    shared = {"GRPO_DATA_DIR": str(shared_dir(net))} if is_shared else {}
+    return start_host_worker(
+        stack,
+        net,
+        host,
+        f"node{i}",
+        extra_env={
+            "GRPO_WORKER_ADDRESS": host.address,
+            "GRPO_GANG_FORMATION_SECONDS": "120",
+            **shared,
+            **settings,
+        },
+    )  # fmt: skip
 
 
 def stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
@@ -234,27 +272,25 @@ def wait_for_each_rank(workers: list[subprocess.Popen[bytes]], timeout: float = 
 
 
 def test_a_cancel_stops_both_nodes_and_leaves_no_rank_on_either_host(
-    hosts: tuple[Network, Stack],
+    hosts: tuple[Network, Stack], pair: list[subprocess.Popen[bytes]]
 ) -> None:
-    net, stack = hosts
-    workers = two_node_workers(net, stack)
-    try:
-        with stack.client() as client:
-            spec = ranks_spec(stack, 1, name="two-nodes-cancel", max_steps=LONG)
-            spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
-            wait_listed(client, 2)
-            run_id = client.post("/api/runs", json=spec).json()["id"]
-            wait_for_step(client, run_id, 1, timeout=300)
-            ranks = wait_for_each_rank(workers)
-            assert client.post(f"/api/runs/{run_id}/cancel").json()["is_cancel_requested"]
-            run = wait_for_final(client, run_id, timeout=120)
-            assert run["status"] == "cancelled", f"{run['error']}\n{stack.logs()}"
-            assert wait_gone(ranks, timeout=30) == []
-            assert [rank_processes(w.pid) for w in workers] == [[], []]
-            assert steps_of(client, run_id) == list(range(1, run["step"] + 1))
-            assert not [line for line in logs_of(client, run_id) if "its ranks ended" in line]
-    finally:
-        stop_workers(workers)
+    _, stack = hosts
+    workers = live_pair(hosts, pair)
+    with stack.client() as client:
+        spec = ranks_spec(stack, 1, name="two-nodes-cancel", max_steps=LONG)
+        spec["resources"] = {**spec["resources"], "num_nodes": 2}  # type: ignore[dict-item]
+        wait_listed(client, 2)
+        run_id = client.post("/api/runs", json=spec).json()["id"]
+        wait_for_step(client, run_id, 1, timeout=300)
+        ranks = wait_for_each_rank(workers)
+        assert client.post(f"/api/runs/{run_id}/cancel").json()["is_cancel_requested"]
+        run = wait_for_final(client, run_id, timeout=120)
+        assert run["status"] == "cancelled", f"{run['error']}\n{stack.logs()}"
+        assert wait_gone(ranks, timeout=30) == []
+        assert [rank_processes(w.pid) for w in workers] == [[], []]
+        assert steps_of(client, run_id) == list(range(1, run["step"] + 1))
+        assert not [line for line in logs_of(client, run_id) if "its ranks ended" in line]
+        assert all(w.poll() is None for w in workers)  # the workers go on
 
 
 STEPS = 60  # a tiny step takes well under a second: the kill lands mid-run
@@ -289,48 +325,42 @@ def start_two_node_run(
 
 
 def test_a_killed_node_stops_the_gang_and_the_run_resumes_once_it_is_back(
-    hosts: tuple[Network, Stack],
+    hosts: tuple[Network, Stack], pair: list[subprocess.Popen[bytes]]
 ) -> None:
-    net, stack = hosts
-    # every node reads the run's checkpoint at resume: one data directory for both hosts,
-    # as the shared filesystem docs/how-to/scaling.md asks for
-    shared = {**LOSS, "GRPO_DATA_DIR": str(net.base_dir / "shared")}
-    workers = two_node_workers(net, stack, **shared)
-    try:
-        with stack.client() as client:
-            run_id, ranks, node1 = start_two_node_run(client, stack, workers, "two-nodes-kill")
-            rank0 = ranks[1 - node1]
-            workers[node1].kill()  # and with it its rank (parent-death signal)
-            killed = time.monotonic()
-            line = _wait_for_log(client, run_id, "was lost", timeout=60)
-            assert wait_gone([rank0], timeout=30) == []
-            assert time.monotonic() - killed < STOPPED_WITHIN_S, line
-            assert f"node 1 (worker node{node1}-" in line and "no heartbeat for 6 s" in line, line
-            assert "every node's ranks were stopped" in line, line
-            assert [ln for ln in logs_of(client, run_id) if "was lost" in ln] == [line]
-            assert client.get(f"/api/runs/{run_id}").json()["status"] == "queued"
-            assert rank_processes(workers[1 - node1].pid) == []
-            assert client.get(f"/api/runs/{run_id}").json()["step"] < STEPS
+    # every node reads the run's checkpoint at resume: the pair's one data directory, as
+    # the shared filesystem docs/how-to/scaling.md asks for
+    _, stack = hosts
+    workers = live_pair(hosts, pair)
+    with stack.client() as client:
+        run_id, ranks, node1 = start_two_node_run(client, stack, workers, "two-nodes-kill")
+        rank0 = ranks[1 - node1]
+        workers[node1].kill()  # and with it its rank (parent-death signal)
+        killed = time.monotonic()
+        workers[node1].wait(timeout=60)
+        line = _wait_for_log(client, run_id, "was lost", timeout=60)
+        assert wait_gone([rank0], timeout=30) == []
+        assert time.monotonic() - killed < STOPPED_WITHIN_S, line
+        assert f"node 1 (worker node{node1}-" in line and "no heartbeat for 6 s" in line, line
+        assert "every node's ranks were stopped" in line, line
+        assert [ln for ln in logs_of(client, run_id) if "was lost" in ln] == [line]
+        assert client.get(f"/api/runs/{run_id}").json()["status"] == "queued"
+        assert rank_processes(workers[1 - node1].pid) == []
+        assert client.get(f"/api/runs/{run_id}").json()["step"] < STEPS
 
-            workers.append(start_host_worker(stack, net, net.hosts[node1], "nodeb", extra_env={
-                "GRPO_WORKER_ADDRESS": net.hosts[node1].address,
-                "GRPO_GANG_FORMATION_SECONDS": "120", **shared}))  # fmt: skip
-            run = wait_for_final(client, run_id, timeout=300)
-            assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
-            assert steps_of(client, run_id) == list(range(1, STEPS + 1))  # every step once
-            lines = logs_of(client, run_id)
-            assert any("nodeb-" in ln and "claimed node" in ln for ln in lines), lines
-            assert any("resum" in ln for ln in lines), lines
-    finally:
-        stop_workers(workers)
+        back = live_pair(hosts, pair)[node1]  # a new worker in the lost node's host
+        run = wait_for_final(client, run_id, timeout=300)
+        assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+        assert steps_of(client, run_id) == list(range(1, STEPS + 1))  # every step once
+        lines = logs_of(client, run_id)
+        assert any(f"worker {worker_name(back)}@" in ln and "claimed node" in ln for ln in lines)
+        assert any("resum" in ln for ln in lines), lines
 
 
 def test_a_partitioned_node_stops_the_gang_and_leaves_no_process_behind(
-    hosts: tuple[Network, Stack],
+    hosts: tuple[Network, Stack], pair: list[subprocess.Popen[bytes]]
 ) -> None:
     net, stack = hosts
-    shared = {**LOSS, "GRPO_DATA_DIR": str(net.base_dir / "shared-cut")}
-    workers = two_node_workers(net, stack, **shared)
+    workers = live_pair(hosts, pair)
     try:
         with stack.client() as client:
             run_id, ranks, node1 = start_two_node_run(client, stack, workers, "two-nodes-cut")
@@ -355,6 +385,6 @@ def test_a_partitioned_node_stops_the_gang_and_leaves_no_process_behind(
             assert steps_of(client, run_id) == list(range(1, STEPS + 1))  # every step once
             assert [rank_processes(w.pid) for w in workers] == [[], []]
     finally:
-        stop_workers(workers)
+        stop_workers(workers)  # live_pair starts new ones for a test after this one
     for host in net.hosts:  # nothing left in either host once its worker is gone
         assert host.leftovers() == [], host.name
