@@ -128,12 +128,17 @@ def update(
     return torch.cat([p.detach().flatten() for p in full]), result.metrics
 
 
-def _rank_main(rank: int, port: int, data_path: str, out_dir: str) -> None:
-    """One spawned rank: every job on its groups, results saved for the parent."""
+def _rank_main(rank: int, ports: tuple[int, int], data_path: str, out_dir: str) -> None:
+    """One spawned rank, in two process groups one after the other (a spawn imports torch
+    and the trainer again, a group costs nothing): the sharded reference of
+    test_a_rank_without_groups_still_gathers_the_sharded_reference in a fresh group, then
+    every job on its groups; results saved for the parent."""
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    data = torch.load(data_path, weights_only=False)
+    _reference_rank(rank, ports[0], data, out_dir)
+    address = f"tcp://127.0.0.1:{ports[1]}"
+    dist.init_process_group("gloo", init_method=address, rank=rank, world_size=2)
     try:
-        data = torch.load(data_path, weights_only=False)
         ranks = Ranks(rank, 2)
         results = {
             name: update(data, spec, adv, ranks, blind=name.startswith("blind/"))
@@ -153,11 +158,18 @@ def data(tmp_path_factory, grpo_cache_dir) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def rank_results(data, tmp_path_factory) -> list[dict[str, Any]]:
+def ranks_folder(data, tmp_path_factory) -> Path:
+    """Where the 2 spawned ranks left their results (_rank_main)."""
     folder = tmp_path_factory.mktemp("ranks")
     torch.save(data, folder / "data.pt")
-    mp.spawn(_rank_main, args=(free_port(), str(folder / "data.pt"), str(folder)), nprocs=2)
-    return [torch.load(folder / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    ports = (free_port(), free_port())
+    mp.spawn(_rank_main, args=(ports, str(folder / "data.pt"), str(folder)), nprocs=2)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def rank_results(ranks_folder) -> list[dict[str, Any]]:
+    return [torch.load(ranks_folder / f"rank{r}.pt", weights_only=False) for r in range(2)]
 
 
 @pytest.mark.parametrize(
@@ -198,17 +210,16 @@ def group_threads() -> list[str]:
     return sorted(n for n in names if any(part in n for part in GROUP_THREADS))
 
 
-def _reference_rank(rank: int, port: int, data_path: str, out_dir: str) -> None:
+def _reference_rank(rank: int, port: int, data: dict[str, Any], out_dir: str) -> None:
     """A sharded reference on 2 ranks, rank 1 without groups (dynamic sampling can leave a
     rank none): both must take part in gathering its weights. The rank then leaves the
     group as a run's rank does, and the group's threads must have ended there, not run on
     into the interpreter's shutdown (see leave_group)."""
-    torch.set_num_threads(1)
     address = f"tcp://127.0.0.1:{port}"
     timeout = timedelta(seconds=60)  # the old code hung here: fail instead
     dist.init_process_group("gloo", init_method=address, rank=rank, world_size=2, timeout=timeout)
     try:
-        logps = _reference_logps(rank, torch.load(data_path, weights_only=False))
+        logps = _reference_logps(rank, data)
         threads = {"in group": group_threads()}
     finally:
         leave_group()
@@ -227,13 +238,10 @@ def _reference_logps(rank: int, data: dict[str, Any]) -> torch.Tensor:
     return reference.logps(model, mine, temperature=1.5, micro_batch_size=None)
 
 
-def test_a_rank_without_groups_still_gathers_the_sharded_reference(data, tmp_path):
-    torch.save(data, tmp_path / "data.pt")
-    args = (free_port(), str(tmp_path / "data.pt"), str(tmp_path))
-    mp.spawn(_reference_rank, args=args, nprocs=2)
+def test_a_rank_without_groups_still_gathers_the_sharded_reference(data, ranks_folder):
     with torch.no_grad():
         expected = completion_logps(data["model"], data["rollout"], temperature=1.5)
-    results = [torch.load(tmp_path / f"ref{r}.pt") for r in range(2)]
+    results = [torch.load(ranks_folder / f"ref{r}.pt") for r in range(2)]
     torch.testing.assert_close(results[0]["logps"], expected, atol=1e-6, rtol=0)
     assert results[1]["logps"].shape == (0, expected.shape[1])
     for rank, result in enumerate(results):
