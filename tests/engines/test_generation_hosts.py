@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo.engines.vllm_push import is_this_machine
 from grpo.engines.vllm_server import VllmServerError
 from grpo.spec import JobSpec
 from grpo.training.reach import RunReach
@@ -33,7 +34,7 @@ from tests.engines.test_generation_workers import (
 )
 from tests.engines.test_vllm_server import CACHE
 from tests.hosts import Network, host_env, hosts_and_api, start_host_worker
-from tests.stack import ROOT, Stack
+from tests.stack import Stack
 from tests.worker.test_gang import logs_of, stop_workers
 from tests.worker.test_ranks_service import wait_gone
 from tests.worker.test_run_lifecycle import wait_for_final
@@ -46,17 +47,15 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Network, S
 
 
 def test_a_host_tells_its_own_addresses_from_another_hosts(hosts: tuple[Network, Stack]) -> None:
-    """The push path's choice (`is_this_machine`), run inside host 1: its own address and
-    loopback are this machine; host 2's and the bridge's (this machine's) are not."""
+    """The push path's choice (`is_this_machine`), run inside host 1 (a thread of this
+    process in its network namespace): its own address and loopback are this machine;
+    host 2's and the bridge's (this machine's) are not."""
     net, _ = hosts
     one, two = net.hosts
-    code = (
-        "import sys\nfrom grpo.engines.vllm_push import is_this_machine\n"
-        "print([is_this_machine(h) for h in sys.argv[1:]])"
-    )
     asked = [one.address, "127.0.0.1", "localhost", two.address, net.gateway]
-    done = one.run([sys.executable, "-c", code, *asked], cwd=ROOT, timeout=120)
-    assert done.stdout.strip() == "[True, True, True, False, False]", done.stderr
+    assert [one.call(is_this_machine, h) for h in asked] == [True, True, True, False, False]
+    # and on this machine's side of the bridge, the other way round for the bridge's address
+    assert [is_this_machine(h) for h in (one.address, net.gateway)] == [False, True]
 
 
 def test_a_run_trains_on_a_generation_worker_on_another_host_pushing_over_the_network(
