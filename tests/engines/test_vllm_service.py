@@ -95,8 +95,8 @@ def test_the_small_arith_demo_runs_on_vllm_with_eval(embedded_stack: Stack) -> N
     stack = embedded_stack
     demo = yaml.safe_load(Path("examples/small-arith-demo.yaml").read_text(encoding="utf-8"))
     spec = {
-        **demo, "max_steps": 2, "prompts_per_step": 4, "save_steps": 0, "use_vllm": True,
-        "vllm_enforce_eager": True, "eval": {"every_steps": 2, "max_examples": 8},
+        **demo, "max_steps": 2, "prompts_per_step": 2, "save_steps": 0, "use_vllm": True,
+        "vllm_enforce_eager": True, "eval": {"every_steps": 2, "max_examples": 4},
         "resources": {"queue": stack.queue},
     }  # fmt: skip
     with stack.client() as client:
