@@ -7,14 +7,16 @@ heartbeat is shortened so a lost worker is noticed in seconds.
 from __future__ import annotations
 
 import json
-import os
-import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
+import psutil
 import pytest
 from mlflow.entities import Run
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -22,6 +24,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from app.queue import TRAIN_TASK, make_celery
 from app.settings import Settings
 from tests.fixtures.service import tiny_spec
+from tests.rewards.test_rewards_service import RewardHandler, judge
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
 from tests.tracker_logs import (
     mlflow_history,
@@ -40,12 +43,72 @@ FAST = {
 }
 
 
+class StepGate(RewardHandler):
+    """A reward endpoint that holds the first request for step N on a path ending in /N until
+    the test opens that path: a run waits there, mid-step, for the test's kill, however
+    fast the machine (a tiny step takes ~75 ms: a kill timed by polling the run's step
+    once landed 30 steps late, so the killed runs needed 100 steps of room)."""
+
+    reached: ClassVar[dict[str, threading.Event]] = {}
+    opened: ClassVar[dict[str, threading.Event]] = {}
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        held = int(self.path.rsplit("/", 1)[1])
+        if body["step"] == held and not gate(self.path, "reached").is_set():
+            gate(self.path, "reached").set()
+            gate(self.path, "opened").wait(timeout=300)
+        groups = body["groups"]
+        try:
+            self._answer(200, {"rewards": [[judge(t) for t in g["completions"]] for g in groups]})
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the held request of a rank the test killed
+
+
+def gate(path: str, kind: str) -> threading.Event:
+    """The StepGate event `kind` ("reached" or "opened") of `path`."""
+    events = StepGate.reached if kind == "reached" else StepGate.opened
+    return events.setdefault(path, threading.Event())
+
+
+@pytest.fixture(scope="module")
+def step_gate() -> Iterator[str]:
+    """A StepGate on 127.0.0.1 (its host:port), for the module's stacks."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StepGate)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        for event in list(StepGate.opened.values()):
+            event.set()
+        server.shutdown()
+
+
+def gated_reward(host: str, name: str, *, held_step: int) -> tuple[dict[str, object], str]:
+    """A reward from the StepGate at `host` on a path of its own that holds `held_step`,
+    and that path."""
+    path = f"/{name}-{uuid.uuid4().hex[:6]}/{held_step}"
+    return {"name": "http", "url": f"http://{host}{path}", "timeout_s": 300}, path
+
+
+def kill_worker(stack: Stack, name: str) -> None:
+    """SIGKILL the stack's worker `name` and wait until its ranks (forked from its fork
+    server, which end a moment after it) have ended too: nothing of it can store a step."""
+    worker = psutil.Process(stack.processes[name].pid)
+    tree = [worker, *worker.children(recursive=True)]
+    worker.kill()
+    stack.processes[name].wait()
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, alive
+
+
 @pytest.fixture(scope="module", params=["postgres", "embedded"])
 def fast_stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, step_gate: str
 ) -> Iterator[Stack]:
     data_dir = tmp_path_factory.mktemp(f"resilient-{request.param}")
     env = {**FAST, "GRPO_MODEL_ROOTS": str(data_dir / "models"), **mlflow_file_store(data_dir)}
+    env["GRPO_REWARD_HOSTS"] = step_gate
     if request.param == "embedded":
         with running_stack(data_dir, extra_env=env) as stack:
             yield stack
@@ -79,6 +142,10 @@ def tracked_run(stack: Stack, run_id: str) -> Run:
         time.sleep(0.2)
 
 
+def step_of(client: httpx.Client, run_id: str) -> int:
+    return int(client.get(f"/api/runs/{run_id}").json()["step"])
+
+
 def wait_for_step(client: httpx.Client, run_id: str, step: int, timeout: float = 300) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -90,23 +157,24 @@ def wait_for_step(client: httpx.Client, run_id: str, step: int, timeout: float =
 
 
 def test_killed_worker_run_resumes_on_another_worker_with_every_step_once(
-    fast_stack: Stack,
+    fast_stack: Stack, step_gate: str
 ) -> None:
     with fast_stack.client() as client:
-        # 100 steps, killed once the run page says step 3: a tiny step takes ~75 ms, and a
-        # rank forked with its code preloaded (worker/preload.py) did all of 8, and under a
-        # loaded CI all of 30, before the kill landed (the page's step trails the rank's)
+        # killed while step 4's reward is held: steps 1-3 stored, the checkpoint at 2, so
+        # the next attempt re-does step 3 (which the trackers must not hold twice)
+        reward, path = gated_reward(step_gate, "killed", held_step=4)
         spec = tiny_spec(
-            fast_stack, max_steps=100, save_steps=2, name="killed",
+            fast_stack, max_steps=6, save_steps=2, name="killed", rewards=[reward],
+            reward_preflight_records=0,
             logging={"report_to": ["tensorboard", "mlflow", "wandb"]},
         )  # fmt: skip
         run_id = client.post("/api/runs", json=spec).json()["id"]
-        before = wait_for_step(client, run_id, 3)
+        assert gate(path, "reached").wait(timeout=300), fast_stack.logs()
+        before = client.get(f"/api/runs/{run_id}").json()
         assert before["status"] == "running", before
-        first_worker = fast_stack.processes["worker"]
-        os.kill(first_worker.pid, signal.SIGKILL)
+        kill_worker(fast_stack, "worker")
         killed_at = time.monotonic()
-        first_worker.wait()
+        gate(path, "opened").set()
         fast_stack.start_worker("worker2")
 
         # the stale limit (6 s), a housekeeping period and a worker start: ~20 s; 300 s is a hang
@@ -124,7 +192,7 @@ def test_killed_worker_run_resumes_on_another_worker_with_every_step_once(
         assert final["attempts"] == 2
 
         metrics = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
-        assert [m["step"] for m in metrics] == list(range(1, 101))
+        assert [m["step"] for m in metrics] == list(range(1, 7))
         assert_tracked_once(fast_stack, run_id, {m["step"]: m["metrics"] for m in metrics})
         groups = client.get(f"/api/runs/{run_id}/steps/3/groups").json()["items"]
         assert [g["index"] for g in groups] == [0, 1]
@@ -132,7 +200,8 @@ def test_killed_worker_run_resumes_on_another_worker_with_every_step_once(
             line["message"] for line in client.get(f"/api/runs/{run_id}/logs").json()["items"]
         )
         assert "requeued" in logs and "resum" in logs.lower()  # by the stale sweep, resumed
-        print(f"\nkill -> running again on worker2: {requeued_at - killed_at:.1f} s")
+        print(f"\nkill at step {before['step']} -> running again on worker2: "
+              f"{requeued_at - killed_at:.1f} s")  # fmt: skip
 
 
 def assert_tracked_once(stack: Stack, run_id: str, stored: dict[int, dict[str, float]]) -> None:
@@ -382,7 +451,7 @@ def test_a_run_too_big_for_one_worker_reaches_the_worker_that_fits_it(fast_stack
 
 @pytest.mark.parametrize("fast_stack", ["embedded"], indirect=True)
 def test_an_async_run_killed_with_batches_queued_trains_every_prompt_of_its_epoch_once(
-    fast_stack: Stack,
+    fast_stack: Stack, step_gate: str
 ) -> None:
     """Asynchronous GRPO (issue 41 item 4) on a dataset of exactly one epoch: a trainer four
     updates a step (num_iterations) behind a producer that may run three steps ahead
@@ -390,15 +459,18 @@ def test_an_async_run_killed_with_batches_queued_trains_every_prompt_of_its_epoc
     run resumes from its checkpoint on another worker, and in the end every step is stored
     once and every prompt of the epoch trained exactly once: the queued batches died with
     the worker and their steps were sampled again from the same prompts (what a step
-    samples depends only on the seed and the step)."""
-    steps, per_step = 40, 2
+    samples depends only on the seed and the step). The producer's reward for step 13 is
+    held until the kill, so the run cannot end before it, however fast the machine."""
+    steps, per_step, held = 16, 2, 13
     prompts = [f"{i}+{i % 7}=" for i in range(steps * per_step)]
     records = [{"prompt": p, "answer": str(i + i % 7)} for i, p in enumerate(prompts)]
     source = _write_dataset(fast_stack, "one-epoch", records)
+    reward, path = gated_reward(step_gate, "async-killed", held_step=held)
     spec = tiny_spec(
         fast_stack, name="async-killed", data={"source": source}, max_steps=steps,
         prompts_per_step=per_step, save_steps=2, max_completion_length=12,
-        async_generation=True, max_staleness=2, num_iterations=4,
+        async_generation=True, max_staleness=2, num_iterations=4, rewards=[reward],
+        reward_preflight_records=0,
     )  # fmt: skip
     with fast_stack.client() as client:
         run_id = client.post("/api/runs", json=spec).json()["id"]
@@ -407,16 +479,18 @@ def test_an_async_run_killed_with_batches_queued_trains_every_prompt_of_its_epoc
             items = client.get(f"/api/runs/{run_id}/metrics").json()["items"]
             return any(m["metrics"].get("async/queue_depth", 0) >= 1 for m in items)
 
+        def is_stalled() -> bool:  # every step before the held one trained: nothing left
+            return gate(path, "reached").is_set() and step_of(client, run_id) >= held - 1
+
         deadline = time.monotonic() + 300
-        while not queued_behind() and time.monotonic() < deadline:
+        while not queued_behind() and not is_stalled() and time.monotonic() < deadline:
             time.sleep(0.1)
         before = client.get(f"/api/runs/{run_id}").json()
         assert before["status"] == "running" and before["step"] < steps, before
         # the worker that holds it (an earlier test of the module may have replaced the first)
         (name,) = [n for n in fast_stack.processes if before["worker"].startswith(f"{n}-")]
-        holder = fast_stack.processes[name]
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.wait()
+        kill_worker(fast_stack, name)
+        gate(path, "opened").set()
         fast_stack.start_worker(name)  # another worker process under the same name
         final = wait_for_final(client, run_id)
         assert final["status"] == "succeeded", f"{final['error']}\n{fast_stack.logs()}"
