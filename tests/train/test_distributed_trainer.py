@@ -8,6 +8,8 @@ run with a message naming it and leaves no rank behind.
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import shutil
 import signal
@@ -36,7 +38,7 @@ from grpo.spec import JobSpec, RegexReward
 from grpo.training.trainer import TrainingLoop
 from tests.processes import rank_processes
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "preloaded_fork_server")
 
 STEP_REL = 1e-4
 """Whole runs (mu 2, lr 0.05) with AdamW's epsilon at 1e-4: its first step moves a weight by
@@ -76,10 +78,46 @@ def job(ranks: int, **overrides: Any) -> JobSpec:
     return JobSpec(**{**knobs, **overrides})
 
 
+@pytest.fixture(scope="module")
+def preloaded_fork_server() -> Any:
+    """The ranks this module launches are forked from multiprocessing's fork server with this
+    module (torch, transformers, the trainer) imported once, as the worker forks a run's
+    ranks (worker/preload.py), instead of each spawned rank importing it again: about 5 s
+    of CPU a rank, 9 launches of 2. `grpo train` (spawned ranks) is tested below through
+    the CLI. A server some earlier test started without this module is replaced; ours is
+    stopped and waited for at the end, so its ranks' CPU is counted (tests/budget.py)."""
+    server = multiprocessing.forkserver._forkserver
+    preloaded = list(getattr(server, "_preload_modules", ["__main__"]))
+    stop_fork_server()
+    multiprocessing.set_forkserver_preload([__name__])
+    multiprocessing.forkserver.ensure_running()
+    yield
+    stop_fork_server()
+    multiprocessing.set_forkserver_preload(preloaded)
+
+
+def stop_fork_server() -> None:
+    server = multiprocessing.forkserver._forkserver
+    if getattr(server, "_forkserver_pid", None) is not None:
+        getattr(server, "_stop")()  # noqa: B009 - private, not in typeshed (worker/preload.py)
+
+
+def launch(entry: Any, args: tuple[Any, ...], **kwargs: Any) -> Any:
+    """launch_ranks on 2 ranks forked from the preloaded fork server."""
+    return launch_ranks(entry, args, num_processes=2, start_method="forkserver", **kwargs)
+
+
 def fit(spec: JobSpec, workdir: Path, cache: Path) -> list[StepReport]:
     reports: list[StepReport] = []
     TrainingLoop(spec, workdir=workdir, cache_dir=cache).fit(reports.append)
     return reports
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory, grpo_cache_dir) -> tuple[list[StepReport], Path]:
+    """job(1)'s whole run in this process and its workdir: what the ranks' runs must match."""
+    workdir = tmp_path_factory.mktemp("one")
+    return fit(job(1), workdir, grpo_cache_dir), workdir
 
 
 def fit_rank(spec: JobSpec, workdir: Path, cache: Path, die_at: int | None) -> Any:
@@ -101,10 +139,12 @@ def completions(report: StepReport) -> list[tuple[str, float]]:
     return [(c.text, c.reward) for g in report.groups for c in g.completions]
 
 
-def test_two_ranks_sample_report_and_train_what_one_process_does(tmp_path, grpo_cache_dir):
-    one = fit(job(1), tmp_path / "one", grpo_cache_dir)
+def test_two_ranks_sample_report_and_train_what_one_process_does(
+    tmp_path, grpo_cache_dir, one_process
+):
+    one, one_dir = one_process
     args = (job(2), tmp_path / "two", grpo_cache_dir, None)
-    two = launch_ranks(fit_rank, args, num_processes=2, run_id="test-two")
+    two = launch(fit_rank, args, run_id="test-two")
     assert [r.step for r in two] == [1, 2]
     assert [g.index for g in two[0].groups] == [0, 1, 2]
     expected, got = completions(one[0]), completions(two[0])
@@ -116,7 +156,7 @@ def test_two_ranks_sample_report_and_train_what_one_process_does(tmp_path, grpo_
     assert completions(two[1]) == completions(one[1])  # step 2 samples the same weights
     for key in ("loss", "kl", "grad_norm"):
         assert two[1].scalars[key] == pytest.approx(one[1].scalars[key], rel=STEP_REL), key
-    trained, reference = checkpoint_weights(tmp_path / "two"), checkpoint_weights(tmp_path / "one")
+    trained, reference = checkpoint_weights(tmp_path / "two"), checkpoint_weights(one_dir)
     for name, value in reference.items():
         torch.testing.assert_close(trained[name], value, atol=WEIGHTS_ATOL, rtol=0, msg=name)
 
@@ -124,7 +164,7 @@ def test_two_ranks_sample_report_and_train_what_one_process_does(tmp_path, grpo_
 def test_a_rank_that_dies_fails_the_run_and_stops_the_others(tmp_path, grpo_cache_dir):
     args = (job(2), tmp_path / "run", grpo_cache_dir, 1)
     with pytest.raises(ChildFailedError) as info:
-        launch_ranks(fit_rank, args, num_processes=2, run_id="test-die")
+        launch(fit_rank, args, run_id="test-die")
     assert "Signal 9" in str(info.value) or "SIGKILL" in str(info.value)
     message = failure_message(info.value, num_processes=2)
     assert message.startswith("rank 1 of 2 (pid ") and "was killed by SIGKILL" in message
@@ -143,9 +183,7 @@ def raise_on_rank_1() -> None:
 
 def test_a_rank_that_raises_fails_the_run_with_its_message(tmp_path):
     with pytest.raises(ChildFailedError) as info:
-        launch_ranks(
-            raise_on_rank_1, (), num_processes=2, run_id="test-raise", log_dir=tmp_path / "ranks"
-        )
+        launch(raise_on_rank_1, (), run_id="test-raise", log_dir=tmp_path / "ranks")
     message = failure_message(info.value, num_processes=2)
     # rank 0's barrier breaks when rank 1 exits: the message names the cause, not that
     assert message.startswith("rank 1 of 2")
@@ -176,10 +214,12 @@ def test_a_trainer_refuses_a_spec_for_more_ranks_than_it_has(tmp_path, grpo_cach
         TrainingLoop(job(2), workdir=tmp_path, cache_dir=grpo_cache_dir)
 
 
-def test_a_run_checkpointed_on_two_ranks_resumes_exactly_on_one(tmp_path, grpo_cache_dir):
-    uninterrupted = fit(job(1), tmp_path / "one", grpo_cache_dir)
+def test_a_run_checkpointed_on_two_ranks_resumes_exactly_on_one(
+    tmp_path, grpo_cache_dir, one_process
+):
+    uninterrupted, _ = one_process
     args = (job(2, max_steps=1, save_steps=1), tmp_path / "run", grpo_cache_dir, None)
-    launch_ranks(fit_rank, args, num_processes=2, run_id="test-resume")
+    launch(fit_rank, args, run_id="test-resume")
     resumed = fit(job(1), tmp_path / "run", grpo_cache_dir)
     assert [r.step for r in resumed] == [2]
     assert completions(resumed[0]) == completions(uninterrupted[1])
@@ -241,7 +281,7 @@ def test_dynamic_sampling_on_two_ranks_keeps_the_groups_one_process_keeps(
     )
     (one,) = fit(job(1, **knobs), tmp_path / "one", grpo_cache_dir)
     args = (job(2, **knobs), tmp_path / "two", grpo_cache_dir, None)
-    (two,) = launch_ranks(fit_rank, args, num_processes=2, run_id="test-dynamic")
+    (two,) = launch(fit_rank, args, run_id="test-dynamic")
     assert one.scalars["dynamic_sampling/rounds"] == max_rounds
     assert one.scalars["dynamic_sampling/signal_groups"] == signal_groups
     assert one.scalars["dynamic_sampling/dropped_groups"] > 0
@@ -264,7 +304,7 @@ def test_fsdp_on_two_ranks_trains_what_one_process_does_and_resumes_either_way(
     one = fit(job(1, save_steps=1, **sync), tmp_path / "one", grpo_cache_dir)
     fsdp = dict(resources={"num_processes": 2, "sharding": "fsdp"}, **sync)
     args = (job(2, max_steps=1, save_steps=1, **fsdp), tmp_path / "two", grpo_cache_dir, None)
-    (two,) = launch_ranks(fit_rank, args, num_processes=2, run_id="test-fsdp")
+    (two,) = launch(fit_rank, args, run_id="test-fsdp")
     assert completions(two) == completions(one[0])
     for key in ("reward", "loss", "kl", "grad_norm", "clip_ratio/region"):
         assert two.scalars[key] == pytest.approx(one[0].scalars[key], rel=STEP_REL), key
@@ -287,7 +327,7 @@ def test_fsdp_on_two_ranks_trains_what_one_process_does_and_resumes_either_way(
     start = tmp_path / "three" / "checkpoints" / "step-000001"
     shutil.copytree(tmp_path / "one" / "checkpoints" / "step-000001", start)
     args = (job(2, **fsdp), tmp_path / "three", grpo_cache_dir, None)
-    (again,) = launch_ranks(fit_rank, args, num_processes=2, run_id="test-fsdp-resume")
+    (again,) = launch(fit_rank, args, run_id="test-fsdp-resume")
     assert again.step == 2 and completions(again) == completions(one[1])  # 1 -> 2 fsdp ranks
     for key in ("loss", "kl", "grad_norm"):
         assert again.scalars[key] == pytest.approx(one[1].scalars[key], rel=STEP_REL), key
@@ -318,7 +358,7 @@ def trajectories(report: StepReport) -> list[Any]:
 def test_two_ranks_sample_the_same_tool_trajectories_as_one(tmp_path, grpo_cache_dir):
     one = fit(tools_job(1), tmp_path / "one", grpo_cache_dir)
     args = (tools_job(2), tmp_path / "two", grpo_cache_dir, None)
-    two = launch_ranks(fit_rank, args, num_processes=2, run_id="test-tools")
+    two = launch(fit_rank, args, run_id="test-tools")
     assert len(trajectories(one[0])) == 12 and all(trajectories(one[0]))
     assert trajectories(two[0]) == trajectories(one[0])  # every turn, call and result
     assert completions(two[0]) == completions(one[0])
