@@ -114,7 +114,7 @@ class Stack:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        wait_healthy(self.url)
+        wait_healthy(self.url, process=self.processes["api"])
 
     def stop(self) -> None:
         for proc in self.processes.values():
@@ -214,7 +214,7 @@ def grpo_up(
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_healthy(url, timeout=90)
+        wait_healthy(url, process=proc)
         yield proc, url
     finally:
         if proc.poll() is None:
@@ -223,7 +223,12 @@ def grpo_up(
         log.close()
 
 
-def wait_healthy(url: str, timeout: float = 60) -> None:
+def wait_healthy(
+    url: str, timeout: float = 240, process: subprocess.Popen[Any] | None = None
+) -> None:
+    """Until the API at `url` answers its health check. The bound is for an API that never
+    comes up, not a slow one: one start took over 60 s beside four other test runs on this
+    2-core machine. A `process` that exits ends the wait at once."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -231,6 +236,8 @@ def wait_healthy(url: str, timeout: float = 60) -> None:
                 return
         except httpx.HTTPError:
             pass
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the service at {url} exited ({process.returncode}) unhealthy")
         time.sleep(0.3)
     raise TimeoutError(f"service at {url} not healthy after {timeout}s")
 
