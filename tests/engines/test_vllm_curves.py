@@ -23,12 +23,12 @@ def test_the_logprob_gap_card_draws_a_vllm_runs_metrics(
 ) -> None:
     # eager: the card is the subject, not vLLM's compiled path (tests/engines/test_vllm_engine.py)
     spec = small_spec(name="browser-vllm", model="builtin:small", use_vllm=True,
-                      vllm_enforce_eager=True, precision="fp32", max_steps=3,
+                      vllm_enforce_eager=True, precision="fp32", max_steps=2,
                       save_steps=0)  # fmt: skip
     run = finish(ui_api, submit(ui_api, spec)["id"], timeout=900)
     metrics = [m for m in ui_api.get(f"/api/runs/{run['id']}/metrics").json()["items"]
                if KEYS[0] in m["metrics"]]  # fmt: skip
-    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert [m["step"] for m in metrics] == [1, 2]
     page.goto(f"/runs/{run['id']}")
     expect(page.locator("#card-logprob-gap")).to_be_visible(timeout=30_000)
     page.locator("#card-logprob-gap").scroll_into_view_if_needed()
