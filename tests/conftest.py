@@ -4,6 +4,7 @@ plugins of tests/fixtures/ (the real service, the browser, a tiny model), for ev
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,13 @@ pytest_plugins = [
     "tests.fixtures.tiny_model",  # a tiny random model: tokenizer, model
     "tests.budget",  # the suite's CPU budget, checked last
 ]
+
+# Compiled bytecode is cached (__pycache__) by this process and every one the suite starts,
+# even where the shell exports PYTHONDONTWRITEBYTECODE (this machine's does): compiling every
+# module from source in each process cost a third of a service test's CPU
+# (docs/how-to/development.md).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Every vLLM engine a test starts gets the KV cache its spec needs
 # (grpo/engines/vllm.py kv_cache_bytes), not 30% of the machine's memory; with an explicit
