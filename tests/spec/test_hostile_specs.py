@@ -8,9 +8,8 @@ real worker process's memory is read with psutil. Nothing of ours is mocked.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import psutil
@@ -18,6 +17,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.fixtures.service import tiny_spec
+from tests.local_http import serving
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
 from tests.worker.test_run_lifecycle import wait_for_final
 
@@ -53,12 +53,8 @@ class Listener(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def listener() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Listener)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with serving(Listener) as host:
+        yield host
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
@@ -24,6 +23,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from app.queue import TRAIN_TASK, make_celery
 from app.settings import Settings
 from tests.fixtures.service import tiny_spec
+from tests.local_http import serving
 from tests.rewards.test_rewards_service import RewardHandler, judge
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
 from tests.tracker_logs import (
@@ -74,14 +74,12 @@ def gate(path: str, kind: str) -> threading.Event:
 @pytest.fixture(scope="module")
 def step_gate() -> Iterator[str]:
     """A StepGate on 127.0.0.1 (its host:port), for the module's stacks."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StepGate)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        for event in list(StepGate.opened.values()):
-            event.set()
-        server.shutdown()
+    with serving(StepGate) as host:
+        try:
+            yield host
+        finally:  # a held request ends before the server stops
+            for event in list(StepGate.opened.values()):
+                event.set()
 
 
 def gated_reward(host: str, name: str, *, held_step: int) -> tuple[dict[str, object], str]:
