@@ -7,12 +7,10 @@ heartbeat is shortened so a lost worker is noticed in seconds.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 import httpx
 import psutil
@@ -24,8 +22,8 @@ from app.queue import TRAIN_TASK, make_celery
 from app.settings import Settings
 from tests.fixtures.service import tiny_spec
 from tests.local_http import serving
-from tests.rewards.test_rewards_service import RewardHandler, judge
 from tests.stack import REDIS_URL, Stack, create_pg_database, drop_pg_database, running_stack
+from tests.step_gate import StepGate, gate, gated_reward
 from tests.tracker_logs import (
     mlflow_history,
     mlflow_runs,
@@ -43,34 +41,6 @@ FAST = {
 }
 
 
-class StepGate(RewardHandler):
-    """A reward endpoint that holds the first request for step N on a path ending in /N until
-    the test opens that path: a run waits there, mid-step, for the test's kill, however
-    fast the machine (a tiny step takes ~75 ms: a kill timed by polling the run's step
-    once landed 30 steps late, so the killed runs needed 100 steps of room)."""
-
-    reached: ClassVar[dict[str, threading.Event]] = {}
-    opened: ClassVar[dict[str, threading.Event]] = {}
-
-    def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        held = int(self.path.rsplit("/", 1)[1])
-        if body["step"] == held and not gate(self.path, "reached").is_set():
-            gate(self.path, "reached").set()
-            gate(self.path, "opened").wait(timeout=300)
-        groups = body["groups"]
-        try:
-            self._answer(200, {"rewards": [[judge(t) for t in g["completions"]] for g in groups]})
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the held request of a rank the test killed
-
-
-def gate(path: str, kind: str) -> threading.Event:
-    """The StepGate event `kind` ("reached" or "opened") of `path`."""
-    events = StepGate.reached if kind == "reached" else StepGate.opened
-    return events.setdefault(path, threading.Event())
-
-
 @pytest.fixture(scope="module")
 def step_gate() -> Iterator[str]:
     """A StepGate on 127.0.0.1 (its host:port), for the module's stacks."""
@@ -80,13 +50,6 @@ def step_gate() -> Iterator[str]:
         finally:  # a held request ends before the server stops
             for event in list(StepGate.opened.values()):
                 event.set()
-
-
-def gated_reward(host: str, name: str, *, held_step: int) -> tuple[dict[str, object], str]:
-    """A reward from the StepGate at `host` on a path of its own that holds `held_step`,
-    and that path."""
-    path = f"/{name}-{uuid.uuid4().hex[:6]}/{held_step}"
-    return {"name": "http", "url": f"http://{host}{path}", "timeout_s": 300}, path
 
 
 def kill_worker(stack: Stack, name: str) -> None:
