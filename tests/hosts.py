@@ -32,9 +32,9 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,28 +111,18 @@ class Host:
         """`fn(*args)` inside this host's network, in this process: on a thread of its own
         that joins the host's network namespace (setns(2); a network namespace is each
         thread's own) and ends with the call, so no process is started for it."""
-        found: list[T] = []
-        failed: list[BaseException] = []
 
-        def inside() -> None:
+        def inside() -> T:
+            fd = os.open(f"/run/netns/{self.name}", os.O_RDONLY)
             try:
-                fd = os.open(f"/run/netns/{self.name}", os.O_RDONLY)
-                try:
-                    if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
-                        error = os.strerror(ctypes.get_errno())
-                        raise HostError(f"setns into {self.name}: {error}")
-                finally:
-                    os.close(fd)
-                found.append(fn(*args))
-            except BaseException as e:  # raised again on the caller's thread
-                failed.append(e)
+                if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+                    raise HostError(f"setns into {self.name}: {os.strerror(ctypes.get_errno())}")
+            finally:
+                os.close(fd)
+            return fn(*args)
 
-        thread = threading.Thread(target=inside, name=f"in-{self.name}")
-        thread.start()
-        thread.join()
-        if failed:
-            raise failed[0]
-        return found[0]
+        with ThreadPoolExecutor(1, thread_name_prefix=f"in-{self.name}") as thread:
+            return thread.submit(inside).result()  # its exception raised here
 
     def pids(self) -> list[int]:
         """Every process inside this host, its children's children included."""
