@@ -37,6 +37,7 @@ from grpo.report import StepReport
 from grpo.spec import JobSpec, RegexReward
 from grpo.training.trainer import TrainingLoop
 from tests.processes import rank_processes
+from worker import preload
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "preloaded_fork_server")
 
@@ -88,18 +89,12 @@ def preloaded_fork_server() -> Any:
     stopped and waited for at the end, so its ranks' CPU is counted (tests/budget.py)."""
     server = multiprocessing.forkserver._forkserver
     preloaded = list(getattr(server, "_preload_modules", ["__main__"]))
-    stop_fork_server()
+    preload.stop()
     multiprocessing.set_forkserver_preload([__name__])
     multiprocessing.forkserver.ensure_running()
     yield
-    stop_fork_server()
+    preload.stop()
     multiprocessing.set_forkserver_preload(preloaded)
-
-
-def stop_fork_server() -> None:
-    server = multiprocessing.forkserver._forkserver
-    if getattr(server, "_forkserver_pid", None) is not None:
-        getattr(server, "_stop")()  # noqa: B009 - private, not in typeshed (worker/preload.py)
 
 
 def launch(entry: Any, args: tuple[Any, ...], **kwargs: Any) -> Any:
