@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from celery import Celery
 
+from app import file_broker
 from app.settings import Settings, get_settings
 from app.store import dispatch, events, rescores, runs
 from app.store.db import Session
@@ -44,6 +45,8 @@ def make_celery(settings: Settings) -> Celery:
         broker_transport_options=_transport_options(settings),
     )
     if settings.is_filesystem_broker:
+        # kombu's filesystem transport, writing each message whole (app/file_broker.py)
+        app.conf.broker_transport = file_broker.TRANSPORT
         # The filesystem transport has no fanout: no remote control, mingle or gossip.
         app.conf.worker_enable_remote_control = False
     return app
@@ -56,6 +59,7 @@ def _transport_options(settings: Settings) -> dict[str, object]:
             "data_folder_out": str(settings.broker_dir / "queue"),
             "processed_folder": str(settings.broker_dir / "processed"),
             "control_folder": str(settings.broker_dir / "control"),
+            "staging_folder": str(settings.broker_dir / "staging"),
             "store_processed": False,
             "polling_interval": 0.5,
         }
@@ -66,7 +70,7 @@ def prepare_broker() -> None:
     """Create the filesystem broker's folders (the embedded default); a no-op otherwise."""
     settings = get_settings()
     if settings.is_filesystem_broker:
-        for folder in ("queue", "processed", "control"):
+        for folder in ("queue", "processed", "control", "staging"):
             (settings.broker_dir / folder).mkdir(parents=True, exist_ok=True)
 
 
