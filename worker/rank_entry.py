@@ -7,19 +7,18 @@ not imported by this module, so that its import happens here, under the guard: a
 changed or removed under the worker since it started fails that import with its
 traceback kept, rather than the process dying before any code of ours ran. `loaded` is set
 once the import succeeded: a run's process that failed without setting it tells the
-worker that its environment is at fault, not the run (worker/environment.py). A rank whose
-collective broke because another rank is gone waits a moment before it fails, so that the
-launcher finds the rank that is gone (killed by a signal, it leaves no error file) first.
+worker that its environment is at fault, not the run (worker/environment.py). (A rank whose
+collective broke because another rank is gone waits in the run's code, grpo/parallel/launch.py
+worded_rank, so that the launcher names the rank that is gone.)
 """
 
 from __future__ import annotations
 
 import importlib
-import time
 from multiprocessing.synchronize import Event
 from typing import Any
 
-from grpo.parallel.kept_cause import PEER_LOST_WAIT_S, is_peer_lost, keep_cause
+from grpo.parallel.kept_cause import keep_cause
 
 
 def enter(loaded: Event, target: str, *args: Any) -> Any:
@@ -35,8 +34,4 @@ def enter(loaded: Event, target: str, *args: Any) -> Any:
         return function(*args)
     except (Exception, SystemExit) as exc:  # sys.exit(1) in a plugin: where it was called
         keep_cause(exc)
-        if is_peer_lost(f"{type(exc).__name__}: {exc}"):
-            # a consequence: give the launcher time to see the peer that is gone first (it
-            # ends this rank then), so that it names the cause (grpo/parallel/kept_cause.py)
-            time.sleep(PEER_LOST_WAIT_S)
         raise

@@ -34,7 +34,7 @@ PEER_LOST_WAIT_S = 3.0
 """How long a rank whose collective broke on a peer's end waits before it fails: its launcher
 polls the ranks every 0.5 s and names the first failed rank it finds; a peer killed by a
 signal leaves no error file, so only the launcher can name it, and only if it sees the
-peer's exit before this rank's (worker/rank_entry.py)."""
+peer's exit before this rank's (grpo/parallel/launch.py worded_rank)."""
 
 
 def is_peer_lost(text: str) -> bool:

@@ -34,7 +34,7 @@ from torch.distributed.tensor.debug import _clear_sharding_prop_cache
 
 from grpo.cause import Cause
 from grpo.failures import user_message
-from grpo.parallel.kept_cause import is_peer_lost, read_cause
+from grpo.parallel.kept_cause import PEER_LOST_WAIT_S, is_peer_lost, read_cause
 from grpo.parallel.ranks import Ranks, current_ranks
 
 __all__ = [
@@ -279,10 +279,16 @@ def worded_rank(device: str) -> Iterator[Ranks]:
     What the body (or joining) raises comes out as RankError worded as a one-process
     run's failure, raised before leaving the group: the launcher's error file says why
     before the other ranks' collectives break on this rank's exit (failure_message reads
-    it back)."""
+    it back). A failure that is only another rank's end (a collective that lost its peer)
+    waits PEER_LOST_WAIT_S first, so that the launcher, polling every 0.5 s, finds the
+    rank that is gone before this one: killed by a signal, that rank leaves no error file,
+    and only the launcher can name it. Every launched rank lives in here: the service's
+    (worker/ranks.py) and `grpo train`'s (grpo/cli/train.py)."""
     try:
         yield init_rank(device)
     except Exception as exc:
+        if is_peer_lost(f"{type(exc).__name__}: {exc}"):
+            time.sleep(PEER_LOST_WAIT_S)
         raise RankError(user_message(exc)) from exc
     leave_group()
 

@@ -32,13 +32,13 @@ from grpo.parallel.launch import (
     init_rank,
     launch_ranks,
     leave_group,
+    worded_rank,
 )
 from grpo.report import StepReport
 from grpo.spec import JobSpec, RegexReward
 from grpo.training.trainer import TrainingLoop
 from tests.processes import rank_processes
 from worker import preload
-from worker.rank_entry import enter
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread", "preloaded_fork_server")
 
@@ -117,14 +117,12 @@ def one_process(tmp_path_factory, grpo_cache_dir) -> tuple[list[StepReport], Pat
 
 
 def fit_rank(spec: JobSpec, workdir: Path, cache: Path, die_at: int | None) -> Any:
-    """One launched rank; rank 1 kills itself at its first step when `die_at` is set."""
-    ranks = init_rank("cpu")
-    try:
+    """One launched rank, living in worded_rank as `grpo train`'s and the service's ranks do;
+    rank 1 kills itself at its first step when `die_at` is set."""
+    with worded_rank("cpu") as ranks:
         if die_at is not None and ranks.rank == 1:
             os.kill(os.getpid(), 9)
         return fit(spec, workdir, cache)
-    finally:
-        leave_group()
 
 
 def checkpoint_weights(workdir: Path, step: int = 2) -> dict[str, torch.Tensor]:
@@ -158,14 +156,12 @@ def test_two_ranks_sample_report_and_train_what_one_process_does(
 
 
 def test_a_rank_that_dies_fails_the_run_and_stops_the_others(tmp_path, grpo_cache_dir):
-    """Through the worker's first code of a rank (worker/rank_entry.py), as the service
-    launches ranks: rank 0, whose collective breaks on rank 1's death, waits there until the
-    launcher has seen that death. Without it the launcher may find both ranks ended at one
-    poll and name rank 0 (a clean-clone run failed so)."""
-    loaded = multiprocessing.get_context("spawn").Event()
-    args = (loaded, f"{__name__}:fit_rank", job(2), tmp_path / "run", grpo_cache_dir, 1)
+    """Rank 0, whose collective breaks on rank 1's death, waits in worded_rank until the
+    launcher has seen that death; without the wait the launcher may find both ranks ended
+    at one poll and name rank 0 (a clean-clone run failed so)."""
+    args = (job(2), tmp_path / "run", grpo_cache_dir, 1)
     with pytest.raises(ChildFailedError) as info:
-        launch(enter, args, run_id="test-die")
+        launch(fit_rank, args, run_id="test-die")
     assert "Signal 9" in str(info.value) or "SIGKILL" in str(info.value)
     message = failure_message(info.value, num_processes=2)
     assert message.startswith("rank 1 of 2 (pid ") and "was killed by SIGKILL" in message

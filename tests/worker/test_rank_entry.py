@@ -1,7 +1,8 @@
-"""A rank whose collective broke because its peer was killed is not named as the cause: it
-waits (worker/rank_entry.py) until its launcher has seen the peer's death. Without the wait
-the launcher, polling every 0.5 s, often found both exits at once and named the lower rank,
-the collateral one (stop 46's clean-clone runs)."""
+"""A rank of the service (started by worker/rank_entry.py, living in grpo/parallel/launch.py's
+worded_rank as worker/ranks.py's do) whose collective broke because its peer was killed is
+not named as the cause: it waits in worded_rank until its launcher has seen the peer's
+death. Without the wait the launcher, polling every 0.5 s, often found both exits at once
+and named the lower rank, the collateral one (stop 46's clean-clone runs)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,17 @@ import pytest
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-from grpo.parallel.launch import failure_message, init_rank, launch_ranks
+from grpo.parallel.launch import failure_message, launch_ranks, worded_rank
 from worker.rank_entry import enter
 
 
 def killed_in_a_collective() -> None:
     """Rank 1 is killed by SIGKILL while rank 0 waits for it in a barrier."""
-    ranks = init_rank("cpu")
-    dist.barrier()  # both in the group
-    if ranks.rank == 1:
-        os.kill(os.getpid(), signal.SIGKILL)
-    dist.barrier()  # rank 0: "Connection reset by peer" within milliseconds
+    with worded_rank("cpu") as ranks:
+        dist.barrier()  # both in the group
+        if ranks.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        dist.barrier()  # rank 0: "Connection reset by peer" within milliseconds
 
 
 @pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
