@@ -31,10 +31,9 @@ TRANSPORT = "app.file_broker:Transport"
 class Channel(filesystem.Channel):
     @cached_property
     def staging_folder(self) -> Path:
-        """Where a message is written before it is moved into the queue folder: the
-        `staging_folder` transport option, or `staging` beside the queue folder."""
-        folder = self.transport_options.get("staging_folder")
-        return Path(folder) if folder else Path(self.data_folder_out).parent / "staging"
+        """Where a message is written before it is moved into the queue folder: `staging`
+        beside it, on the same filesystem (app/queue.py's prepare_broker makes it)."""
+        return Path(self.data_folder_out).parent / "staging"
 
     # kombu's filesystem transport names the argument `payload`, its base class `message`
     def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]

@@ -59,7 +59,6 @@ def _transport_options(settings: Settings) -> dict[str, object]:
             "data_folder_out": str(settings.broker_dir / "queue"),
             "processed_folder": str(settings.broker_dir / "processed"),
             "control_folder": str(settings.broker_dir / "control"),
-            "staging_folder": str(settings.broker_dir / "staging"),
             "store_processed": False,
             "polling_interval": 0.5,
         }
