@@ -40,8 +40,18 @@ up: install
 	@echo '  export PATH="$(abspath $(BIN)):$$PATH"   (GRPO_PORT=8001 make up: another port)'
 	$(BIN)/grpo up
 
-test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+# The linters run beside the suite, not before it: they keep one core busy for about a
+# minute (mypy most of it), which the suite's first minutes, spent mostly waiting on the
+# services, engines and builds they start, leave free. Their output comes after the suite's;
+# either failing fails `make test` (pytest's exit code first). `make lint` alone fails fast.
+test: install-test
+	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & lint=$$!; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  $(PYTEST_ARGS); tests=$$?; \
+	wait $$lint; linted=$$?; \
+	echo "== make lint (run beside the suite): $$([ $$linted = 0 ] && echo passed || echo FAILED)"; \
+	cat $(VENV)/lint.log; \
+	if [ $$tests != 0 ]; then exit $$tests; fi; exit $$linted
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test node_modules/.installed
