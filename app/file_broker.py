@@ -32,7 +32,7 @@ class Channel(filesystem.Channel):
     @cached_property
     def staging_folder(self) -> Path:
         """Where a message is written before it is moved into the queue folder: `staging`
-        beside it, on the same filesystem (app/queue.py's prepare_broker makes it)."""
+        beside it, on the same filesystem; `_put` makes it."""
         return Path(self.data_folder_out).parent / "staging"
 
     # kombu's filesystem transport names the argument `payload`, its base class `message`

@@ -69,7 +69,7 @@ def prepare_broker() -> None:
     """Create the filesystem broker's folders (the embedded default); a no-op otherwise."""
     settings = get_settings()
     if settings.is_filesystem_broker:
-        for folder in ("queue", "processed", "control", "staging"):
+        for folder in ("queue", "processed", "control"):
             (settings.broker_dir / folder).mkdir(parents=True, exist_ok=True)
 
 
