@@ -55,7 +55,7 @@ from pathlib import Path
 
 from app.settings import get_settings
 from grpo.checkpoints.files import latest_checkpoint, step_of
-from grpo.models.loading import builtin_dir_name
+from grpo.models.builtin_names import builtin_dir_name
 from grpo.spec import JobSpec
 from grpo.spec.sources import parse_data_source, parse_model_name, uploaded_dataset_path
 

@@ -18,6 +18,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from grpo.models.builtin_names import built_builtin_dir
+
 SERVE_MODULE = "vllm.entrypoints.openai.api_server"
 RECEIVER = "grpo.engines.vllm_receiver.WeightReceiver"
 
@@ -68,10 +70,19 @@ def serve_arguments(args: argparse.Namespace, model_dir: str) -> list[str]:
     return options + shlex.split(args.serve_args)
 
 
-def run_vllm_serve(args: argparse.Namespace) -> int:
-    from grpo.models.loading import resolve_model_path
+def model_directory(model: str, cache_dir: Path) -> str:
+    """What vLLM loads: a built-in this machine has built is found without importing torch
+    and transformers (about 5 s of CPU before vLLM's own server imports them again); the rest
+    resolve, and a built-in is built, as `grpo train` does it."""
+    if (built := built_builtin_dir(model, cache_dir)) is not None:
+        return str(built)
+    from grpo.models.loading import resolve_model_path  # torch: only to build or find the rest
 
-    model_dir = resolve_model_path(args.model, args.cache_dir, progress=True)
+    return resolve_model_path(model, cache_dir, progress=True)
+
+
+def run_vllm_serve(args: argparse.Namespace) -> int:
+    model_dir = model_directory(args.model, args.cache_dir)
     options = serve_arguments(args, model_dir)
     print(f"equivalent: VLLM_SERVER_DEV_MODE=1 vllm serve {shlex.join(options)}", flush=True)
     if args.print_only:

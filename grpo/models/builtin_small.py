@@ -17,10 +17,9 @@ from transformers import Qwen2Config
 from grpo.models.bpe_tokenizer import ENDOFTEXT, IM_END, build_bpe_tokenizer
 from grpo.models.random_init import save_random_model
 
-SMALL_VERSION = "v2"
-"""Bump when the architecture, the tokenizer's corpus or chat template, or the
-initialisation changes (v2: the chat template renders tools)."""
 SMALL_SEED = 4321
+"""Its cache directory's version is grpo/models/builtin_names.py's SMALL_VERSION: bump it
+when anything here, the tokenizer's corpus or the chat template changes."""
 
 
 def small_config(vocab_size: int, *, endoftext_id: int, im_end_id: int) -> Qwen2Config:

@@ -29,19 +29,20 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from grpo.models.build_progress import Log
-from grpo.models.builtin_small import SMALL_VERSION, build_small
+from grpo.models.builtin_names import builtin_dir_name
+from grpo.models.builtin_small import build_small
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.random_init import save_random_model
-from grpo.models.small_warmup import SMALL_ARITH, SMALL_ARITH_VERSION
-from grpo.models.tool_warmup import TOOLS_RECIPE_VERSION, build_tiny_tools
-from grpo.models.warmup import RECIPE_VERSION, build_warmed_up
+from grpo.models.small_warmup import SMALL_ARITH
+from grpo.models.tool_warmup import build_tiny_tools
+from grpo.models.warmup import build_warmed_up
 from grpo.spec import FIRST_USE_BUILD
 from grpo.spec.hub import hub_model_problem, is_cached
 from grpo.spec.sources import LocalRoots, parse_model_name, resolve_local
 
-TINY_VERSION = "v2"
-"""Bump when the built-in architecture or its initialisation changes (new cache dir)."""
 TINY_SEED = 1234
+"""Its cache directory's version is grpo/models/builtin_names.py's TINY_VERSION: bump it when
+tiny_config or build_tiny changes."""
 
 
 def tiny_config(vocab_size: int, *, pad_id: int, bos_id: int, eos_id: int) -> LlamaConfig:
@@ -120,23 +121,6 @@ def materialise(
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-def builtin_dir_name(name: str) -> str:
-    """The directory under the cache dir that holds built-in model `name` once built (what
-    the nodes of a run on several machines compare: worker/shared_storage.py)."""
-    match name:
-        case "builtin:small":
-            return f"builtin-small-{SMALL_VERSION}"
-        case "builtin:small-arith":
-            return f"builtin-small-arith-{SMALL_VERSION}-{SMALL_ARITH_VERSION}"
-        case "builtin:tiny":
-            return f"builtin-tiny-{TINY_VERSION}"
-        case "builtin:tiny-arith":
-            return f"builtin-tiny-arith-{RECIPE_VERSION}"
-        case "builtin:tiny-tools":
-            return f"builtin-tiny-tools-{TOOLS_RECIPE_VERSION}"
-    raise ValueError(f"unknown built-in model {name!r}")
 
 
 def builtin_dir(name: str, cache_dir: Path, *, progress: bool, log: Log | None = None) -> Path:

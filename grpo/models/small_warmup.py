@@ -20,12 +20,10 @@ from transformers import PreTrainedModel
 from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from grpo.data.example import Example
+from grpo.models.builtin_names import SMALL_ARITH_VERSION  # bump it when anything here changes
 from grpo.models.lm_head import decoder_and_head
 from grpo.models.warmup import Recipe, pad_with_labels
 
-SMALL_ARITH_VERSION = "v1"
-"""Bump whenever anything here, the arith task or builtin:small changes: it names the
-cache directory."""
 SMALL_LEARNING_RATE = 1e-3
 SMALL_TARGET_ACCURACY = 0.32
 """Held-out greedy accuracy the warm-up stops at (see warmup.TARGET_ACCURACY)."""

@@ -27,11 +27,10 @@ from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from grpo.data.tools_task import CALC_SCHEMA, tool_call_text, tools_examples
 from grpo.models.build_progress import BuildProgress, Log
+from grpo.models.builtin_names import TOOLS_RECIPE_VERSION  # bump it when anything here changes
 from grpo.models.tool_template import build_tool_tokenizer
 from grpo.models.warmup import _seeded_single_thread
 
-TOOLS_RECIPE_VERSION = "v2"
-"""Bump whenever anything below, the tools task or the template changes."""
 TOOL_SHARE = 0.4
 """Share of warm-up examples that call the tool (the rest answer at once)."""
 STEPS = 600

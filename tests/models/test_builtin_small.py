@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from grpo.models.bpe_tokenizer import VOCAB_SIZE, train_backend
-from grpo.models.builtin_small import SMALL_VERSION
+from grpo.models.builtin_names import SMALL_VERSION
 from grpo.models.loading import load_policy
 from grpo.rollout.policy import count_parameters, eos_token_ids
 

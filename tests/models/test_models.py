@@ -10,8 +10,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from grpo.models.builtin_names import TINY_VERSION
 from grpo.models.char_tokenizer import build_char_tokenizer
-from grpo.models.loading import TINY_VERSION, load_policy, materialise, pick_device, supports_bf16
+from grpo.models.loading import load_policy, materialise, pick_device, supports_bf16
 
 
 def test_char_tokenizer_round_trips_text_through_save_and_reload(tmp_path: Path) -> None:

@@ -12,10 +12,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from grpo.data.example import Example
-from grpo.models.builtin_small import SMALL_VERSION
+from grpo.models.builtin_names import SMALL_ARITH_VERSION, SMALL_VERSION
 from grpo.models.loading import builtin_dir
 from grpo.models.small_warmup import (
-    SMALL_ARITH_VERSION,
     SMALL_TARGET_ACCURACY,
     encode_chat_examples,
     labelled_head_loss,

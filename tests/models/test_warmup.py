@@ -9,9 +9,10 @@ import pytest
 
 from grpo.data.arith_task import arith_examples
 from grpo.data.example import Example
+from grpo.models.builtin_names import RECIPE_VERSION
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.loading import load_policy
-from grpo.models.warmup import RECIPE_VERSION, encode_examples, greedy_accuracy
+from grpo.models.warmup import encode_examples, greedy_accuracy
 
 
 def test_only_the_answer_and_eos_are_trained_on() -> None:
