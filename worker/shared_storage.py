@@ -55,7 +55,7 @@ from pathlib import Path
 
 from app.settings import get_settings
 from grpo.checkpoints.files import latest_checkpoint, step_of
-from grpo.models.builtin_names import builtin_dir_name
+from grpo.models.builtin_names import builtin_dir_name, is_built
 from grpo.spec import JobSpec
 from grpo.spec.sources import parse_data_source, parse_model_name, uploaded_dataset_path
 
@@ -168,7 +168,7 @@ def _digest_file(path: Path) -> str:
 def _digest_dir(directory: Path) -> str:
     """The digest of every file under a built model's directory (names and bytes), or
     `not built` when it is not there yet."""
-    if not (directory / "config.json").is_file():
+    if not is_built(directory):
         return NOT_BUILT
     digest = hashlib.sha256()
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):

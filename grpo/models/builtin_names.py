@@ -45,6 +45,12 @@ def builtin_dir_name(name: str) -> str:
     raise ValueError(f"unknown built-in model {name!r}")
 
 
+def is_built(directory: Path) -> bool:
+    """Whether a built-in's directory is complete: loading.py's materialise renames it into
+    place whole, config.json and all, so its config.json is there only once it is."""
+    return (directory / "config.json").is_file()
+
+
 def built_builtin_dir(name: str, cache_dir: Path) -> Path | None:
     """The directory of built-in `name` when this machine has built it, else None (a hub
     id, a local path, or a built-in not built yet: grpo/models/loading.py resolves those)."""
@@ -52,4 +58,4 @@ def built_builtin_dir(name: str, cache_dir: Path) -> Path | None:
         directory = cache_dir / builtin_dir_name(name)
     except ValueError:
         return None  # not a built-in's name: loading.py says what it is, or what is wrong
-    return directory if (directory / "config.json").is_file() else None
+    return directory if is_built(directory) else None

@@ -29,7 +29,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from grpo.models.build_progress import Log
-from grpo.models.builtin_names import builtin_dir_name
+from grpo.models.builtin_names import builtin_dir_name, is_built
 from grpo.models.builtin_small import build_small
 from grpo.models.char_tokenizer import build_char_tokenizer
 from grpo.models.random_init import save_random_model
@@ -99,10 +99,10 @@ def materialise(
     Safe across processes: a file lock serialises builders, the rename is atomic, so a
     reader sees either no directory or a complete one.
     """
-    if (target / "config.json").is_file():
+    if is_built(target):
         return target
     with _file_lock(target.with_name(target.name + ".lock")):
-        if (target / "config.json").is_file():
+        if is_built(target):
             return target
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
         started = time.perf_counter()
