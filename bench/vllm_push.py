@@ -44,6 +44,7 @@ from grpo.engines.vllm_push import (
 )
 from grpo.engines.weights import policy_weights
 from grpo.models.loading import load_policy
+from grpo.run.local import cache_dir
 
 
 def main() -> None:
@@ -51,7 +52,7 @@ def main() -> None:
     parser.add_argument("--model", default="builtin:small")
     parser.add_argument("--url", default="http://127.0.0.1:8123")
     parser.add_argument("--pushes", type=int, default=10)
-    parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/grpo-test-cache"))
+    parser.add_argument("--cache-dir", type=Path, default=cache_dir())
     args = parser.parse_args()
     model, _ = load_policy(args.model, cache_dir=args.cache_dir, progress=False)
     http = httpx.Client(base_url=args.url, timeout=120)

@@ -36,7 +36,9 @@ sys.dont_write_bytecode = False
 def grpo_cache_dir() -> Path:
     """The model cache (GRPO_CACHE_DIR or ~/.cache/grpo), shared across runs: the
     tiny-arith warm-up is built once per machine, as the CLI would."""
-    return Path(os.environ.get("GRPO_CACHE_DIR", "~/.cache/grpo")).expanduser()
+    from grpo.run.local import cache_dir
+
+    return cache_dir()
 
 
 @pytest.fixture(scope="session")

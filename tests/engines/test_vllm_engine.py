@@ -20,6 +20,7 @@ import torch
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.vllm import VllmEngine, kv_cache_bytes
 from grpo.parallel.launch import is_launched
+from grpo.run.local import cache_dir
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.training.logprobs import completion_logps
@@ -41,7 +42,7 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainingLoop]:
         max_completion_length=12, learning_rate=0.05, save_steps=0, stop=(STOP,),
     )  # fmt: skip
     THREADS_BEFORE_START.append(torch.get_num_threads())
-    trained = TrainingLoop(spec, workdir=root / "run", cache_dir=Path("/tmp/grpo-test-cache"))
+    trained = TrainingLoop(spec, workdir=root / "run", cache_dir=cache_dir())
     yield trained
     trained.engine.close()
 
@@ -178,4 +179,4 @@ def test_a_model_vllm_cpu_cannot_attend_is_refused_before_it_starts(tmp_path: Pa
     refused at the engine's start with the way out, not deep inside the first generation."""
     spec = JobSpec(model="builtin:tiny-arith", use_vllm=True, device="cpu", max_steps=1)
     with pytest.raises(ValueError, match="head size 16.*use_vllm false"):
-        TrainingLoop(spec, workdir=tmp_path, cache_dir=Path("/tmp/grpo-test-cache"))
+        TrainingLoop(spec, workdir=tmp_path, cache_dir=cache_dir())

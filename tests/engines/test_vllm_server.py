@@ -37,6 +37,7 @@ from grpo.engines.weights import policy_weights
 from grpo.report import StepReport
 from grpo.rewards.trial import Sample, Trial
 from grpo.rewards.trial_report import ServerPaths
+from grpo.run.local import cache_dir
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.spec.rewards import JudgeReward
@@ -48,7 +49,7 @@ from tests.stack import free_port
 TOLERANCE = 1e-4  # tests/engines/test_vllm_engine.py's: fp32 gaps measured under 2e-6
 PROMPT_TOKENS = 300  # over two of vLLM's KV blocks: a prompt's KV is cached and reused
 TIMEOUT_S = 6.0  # the run's vllm_server_timeout once the server is up
-CACHE = Path("/tmp/grpo-test-cache")
+CACHE = cache_dir()  # the suite's model cache (tests/conftest.py grpo_cache_dir): built once
 
 
 class Server:

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from grpo.models.char_tokenizer import build_char_tokenizer
-from grpo.models.loading import load_policy
 from grpo.rollout.rollout import decode_completions
 from grpo.rollout.stopping import StopStrings, first_stop
 from tests.tiny_lm import sample
@@ -42,8 +41,8 @@ def test_character_tokens_stop_on_the_token_that_completes_the_string():
     "text",
     ["The sum is 1234.\n\nUser: next", "naïve café → done. Human: hi", "<think>ok</think> Human:"],
 )
-def test_byte_level_bpe_stops_where_a_full_decode_first_contains_the_string(tmp_path, text):
-    _, tokenizer = load_policy("builtin:small", cache_dir=tmp_path, progress=False)
+def test_byte_level_bpe_stops_where_a_full_decode_first_contains_the_string(small_tokenizer, text):
+    tokenizer = small_tokenizer
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     stops = ["\n\nUser:", " Human:", "→"]
     expected = full_decode_step(tokenizer, ids, stops)
