@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from grpo.parallel.threads import prefer_passive_wait
+
 pytest_plugins = [
     "tests.fixtures.service",  # the real service: pg_stack, embedded_stack, stack
     "tests.fixtures.browser",  # Chromium on the service: ui_stack, ui_api, browser, page...
@@ -23,6 +25,15 @@ pytest_plugins = [
 # (docs/how-to/development.md).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+# OpenMP threads that wait sleep instead of spinning, in pytest's processes and every one they
+# start, before any of them loads torch: what grpo/parallel/threads.py gives each process that
+# trains, for the reason it gives (a parallel region next to busy processes: the demo's step
+# 55x slower). A test process whose torch ended up with a second thread (one file ran an
+# in-process vLLM engine before) spun that thread against the other workers:
+# tests/training/test_update.py used 57 s and 88 s of CPU in two clean-clone runs, ~6 s alone.
+assert "torch" not in sys.modules, "OMP_WAIT_POLICY is read when torch loads"
+prefer_passive_wait()
 
 # Every vLLM engine a test starts gets the KV cache its spec needs
 # (grpo/engines/vllm.py kv_cache_bytes), not 30% of the machine's memory; with an explicit
