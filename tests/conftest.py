@@ -29,9 +29,9 @@ sys.dont_write_bytecode = False
 # OpenMP threads that wait sleep instead of spinning, in pytest's processes and every one they
 # start, before any of them loads torch: what grpo/parallel/threads.py gives each process that
 # trains, for the reason it gives (a parallel region next to busy processes: the demo's step
-# 55x slower). A test process whose torch ended up with a second thread (one file ran an
-# in-process vLLM engine before) spun that thread against the other workers:
-# tests/training/test_update.py used 57 s and 88 s of CPU in two clean-clone runs, ~6 s alone.
+# 55x slower). tests/training/test_update.py, ~6 s of CPU alone, used 57 s and 88 s in two
+# clean-clone runs while a thread of its worker (born during an in-process vLLM engine's
+# tests) burned CPU: likely such a spinning thread (docs/how-to/development.md).
 assert "torch" not in sys.modules, "OMP_WAIT_POLICY is read when torch loads"
 prefer_passive_wait()
 
