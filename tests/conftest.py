@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from grpo.parallel.threads import prefer_passive_wait
+from grpo.run.local import cache_dir
 
 pytest_plugins = [
     "tests.fixtures.service",  # the real service: pg_stack, embedded_stack, stack
@@ -47,8 +48,6 @@ prefer_passive_wait()
 def grpo_cache_dir() -> Path:
     """The model cache (GRPO_CACHE_DIR or ~/.cache/grpo), shared across runs: the
     tiny-arith warm-up is built once per machine, as the CLI would."""
-    from grpo.run.local import cache_dir
-
     return cache_dir()
 
 

@@ -20,7 +20,6 @@ import torch
 from grpo.engines.engine import GenerationRequest
 from grpo.engines.vllm import VllmEngine, kv_cache_bytes
 from grpo.parallel.launch import is_launched
-from grpo.run.local import cache_dir
 from grpo.spec import JobSpec
 from grpo.spec.generation import Sampling
 from grpo.training.logprobs import completion_logps
@@ -34,7 +33,9 @@ THREADS_BEFORE_START: list[int] = []  # torch's thread count when the engine sta
 
 
 @pytest.fixture(scope="module")
-def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainingLoop]:
+def trainer(
+    tmp_path_factory: pytest.TempPathFactory, grpo_cache_dir: Path
+) -> Iterator[TrainingLoop]:
     root = tmp_path_factory.mktemp("vllm")
     spec = JobSpec(
         model="builtin:small", use_vllm=True, device="cpu", precision="fp32", beta=0.0,
@@ -42,7 +43,7 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainingLoop]:
         max_completion_length=12, learning_rate=0.05, save_steps=0, stop=(STOP,),
     )  # fmt: skip
     THREADS_BEFORE_START.append(torch.get_num_threads())
-    trained = TrainingLoop(spec, workdir=root / "run", cache_dir=cache_dir())
+    trained = TrainingLoop(spec, workdir=root / "run", cache_dir=grpo_cache_dir)
     yield trained
     trained.engine.close()
 
@@ -174,9 +175,11 @@ def test_greedy_eos_and_length_finish_as_native(trainer: TrainingLoop) -> None:
     assert torch.equal(rollout.completion_ids[0], rollout.completion_ids[3])
 
 
-def test_a_model_vllm_cpu_cannot_attend_is_refused_before_it_starts(tmp_path: Path) -> None:
+def test_a_model_vllm_cpu_cannot_attend_is_refused_before_it_starts(
+    tmp_path: Path, grpo_cache_dir: Path
+) -> None:
     """The demo's builtin:tiny-arith has head size 16, which vLLM's CPU attention lacks:
     refused at the engine's start with the way out, not deep inside the first generation."""
     spec = JobSpec(model="builtin:tiny-arith", use_vllm=True, device="cpu", max_steps=1)
     with pytest.raises(ValueError, match="head size 16.*use_vllm false"):
-        TrainingLoop(spec, workdir=tmp_path, cache_dir=cache_dir())
+        TrainingLoop(spec, workdir=tmp_path, cache_dir=grpo_cache_dir)
