@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from tests.charts import CHART_JS, chart_points, wait_points
 from tests.fixtures.browser import Console
-from tests.runs import long_spec, small_spec, status_of, stop, submit
+from tests.runs import long_spec, small_spec, status_of, stop, submit, wait_for_run
 from tests.stack import ROOT, Stack, wait_healthy
 
 ADVANTAGE_BARS_JS = f"""() => {{
@@ -201,4 +201,32 @@ def test_a_queued_run_says_what_it_waits_for_beside_its_status(
     assert ui_api.post(f"/api/runs/{run['id']}/cancel").json()["status"] == "cancelled"
     expect(page.locator("#run-head .pill")).to_have_text(re.compile("cancelled", re.I))
     expect(waiting).to_have_count(0)
+    assert console.unexpected() == []
+
+
+def test_a_status_change_between_the_pages_first_reads_reaches_the_header(
+    page: Any, ui_api: httpx.Client, console: Console
+) -> None:
+    """The page reads the run beside its history and follows the stream from where the
+    history ends, so a change that lands between the two reads is in neither (CI lost a
+    worker's `waiting_for` so). Here the run read is answered with the run as submitted, the
+    worker having since left it queued; the header must still come to say why."""
+    run = submit(ui_api, small_spec(name="browser-race", resources={"min_free_memory_gb": 1e5}))
+    said = wait_for_run(ui_api, run["id"], lambda r: bool(r["waiting_for"]), timeout=60)[
+        "waiting_for"
+    ]
+    reads = []
+
+    def as_submitted_once(route: Any) -> None:
+        reads.append(route.request.url)
+        if len(reads) == 1:
+            route.fulfill(json=run)
+        else:
+            route.continue_()
+
+    page.route(f"**/api/runs/{run['id']}", as_submitted_once)
+    page.goto(f"/runs/{run['id']}")
+    expect(page.locator("#run-head #run-waiting")).to_have_text(said, timeout=60_000)
+    assert len(reads) >= 2, "the header was drawn from a read after the first"
+    assert ui_api.post(f"/api/runs/{run['id']}/cancel").json()["status"] == "cancelled"
     assert console.unexpected() == []

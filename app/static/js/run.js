@@ -373,6 +373,10 @@ async function main() {
   if (page.dataset.step) scrubber.select(Number(page.dataset.step), { live: false });
   doctor.load();
   follow(rows.lastEventId);
+  // The run was read beside the history, not with it: a status change that landed between
+  // the two reads (a worker saying why it leaves the run queued) is in neither that read
+  // nor the stream, which starts where the history ends. A read from now covers it.
+  refreshRun();
   loadHistograms();
   refreshEvals();
   showRunReplays(runId);

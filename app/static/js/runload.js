@@ -8,7 +8,10 @@ export const runId = /** @type {HTMLMetaElement} */ (document.querySelector('met
 export const run = getRun(runId);
 // a long run's history comes thinned to what the charts show (GET /metrics max_points)
 export const history = getMetrics(runId).catch(() => Object.assign([], { lastEventId: null, thinned: null }));
-export const logLines = getLogs(runId)
+// read after the history, whose end the stream starts from: a line written between the two
+// reads would otherwise be in neither (a line in both is shown once)
+export const logLines = history
+  .then(() => getLogs(runId))
   .then((r) => r.items)
   .catch(() => []);
 export const binEdges = getBinEdges(runId);
