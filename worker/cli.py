@@ -14,6 +14,7 @@ from app.settings import get_settings
 from grpo.parallel.threads import apply_threads, prefer_passive_wait
 from worker.celery_app import celery_app
 from worker.device import hold_devices, hold_threads, machine_devices
+from worker.fork_server import fork_server_here
 from worker.generation import serve_generation
 
 
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"grpo worker: holds {devices.label}; {threads.label}", file=sys.stderr, flush=True)
     if args.generation:
         return _generation(args)
+    fork_server_here()  # the run's code imported once, for the worker and its runs' processes
     worker_args = [
         "worker",
         "--pool",

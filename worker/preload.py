@@ -3,12 +3,13 @@ environment is the one it started with.
 
 Each run trains in fresh processes, one per rank (worker/ranks.py). Spawned, each imports
 torch, transformers and the trainer again: about 5 s of CPU here before its first step, for
-a tiny model whose steps take 50 ms. Instead, at its first run, the worker starts
-multiprocessing's fork server with the run's code (worker/ranks.py and its imports) and the
-worker's main module imported in it once, and each rank of this and later runs is forked
-from that server: a clean single-threaded process (the worker's own threads, sockets and
-database connections are never forked), with nothing left to import. Started at the first
-run, not with the worker: a worker that trains nothing imports nothing twice.
+a tiny model whose steps take 50 ms. Instead each rank is forked from multiprocessing's fork
+server with the run's code (worker/ranks.py and its imports) and the worker's main module
+imported in it: a clean single-threaded process (the worker's own threads, sockets and
+database connections are never forked), with nothing left to import. The worker forks that
+server from itself as it starts (worker/fork_server.py), so the code is imported once per
+worker; where that server is not running, the first run starts multiprocessing's own, which
+imports PRELOADED afresh.
 
 The server's modules are those the worker found when it started, so a rank forked from it
 could not notice a package changed or broken under the worker since (worker/environment.py

@@ -10,12 +10,15 @@ import importlib.util
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.fixtures.service import tiny_spec
+from tests.processes import FORK_SERVER
 from tests.stack import Stack
 from tests.worker.test_run_lifecycle import wait_for_final
 from worker import preload
@@ -80,6 +83,38 @@ def test_runs_on_one_worker_are_forked_from_its_server_and_train_alike(
     key = ("reward", "reward_std", "kl", "loss")
     first, second = ([[m["metrics"][k] for k in key] for m in items] for items in runs.values())
     assert len(first) == 2 and first == second
+
+
+def fork_servers(worker: int) -> list[psutil.Process]:
+    return [
+        c
+        for c in psutil.Process(worker).children()
+        if FORK_SERVER.decode() in " ".join(c.cmdline())
+    ]
+
+
+def test_the_worker_forks_its_fork_server_from_itself_and_every_run_uses_that_one(
+    embedded_stack: Stack,
+) -> None:
+    """worker/fork_server.py: the server is a child of the worker that imported nothing (its
+    own CPU time is under a second, where importing torch alone takes more), and a run's
+    rank is forked from it: after the run it is still the worker's one server."""
+    stack = embedded_stack
+    worker = stack.processes["worker"].pid
+    with stack.client() as client:
+        deadline = time.monotonic() + 120  # the server is forked before the worker reports
+        while not client.get("/api/workers").json()["items"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (server,) = fork_servers(worker)
+        run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=1)).json()["id"]
+        run = wait_for_final(client, run_id)
+    assert run["status"] == "succeeded", f"{run['error']}\n{stack.logs()}"
+    log = (stack.data_dir / "worker.log").read_text(errors="replace")
+    said = re.findall(rf"run {run_id}: launching 1 rank \((.*?)\)", log)
+    assert said == ["forked with the run's code preloaded"], log[-3000:]
+    assert [p.pid for p in fork_servers(worker)] == [server.pid]
+    own = server.cpu_times()
+    assert own.user + own.system < 1.0, own
 
 
 def test_a_module_held_under_a_second_top_level_name_is_not_remembered(
