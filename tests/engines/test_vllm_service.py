@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import httpx
 import psutil
@@ -23,7 +22,7 @@ import yaml
 
 from tests.fixtures.service import tiny_spec
 from tests.processes import alive
-from tests.stack import Stack
+from tests.stack import ROOT, Stack
 from tests.train.test_chat_run import chat_dataset
 from tests.worker.test_ranks_service import LONG, wait_for_ranks, wait_gone
 from tests.worker.test_run_lifecycle import wait_for_final
@@ -93,7 +92,7 @@ def test_a_use_vllm_chat_run_succeeds_with_eval_and_charts_the_gap(
 
 def test_the_small_arith_demo_runs_on_vllm_with_eval(embedded_stack: Stack) -> None:
     stack = embedded_stack
-    demo = yaml.safe_load(Path("examples/small-arith-demo.yaml").read_text(encoding="utf-8"))
+    demo = yaml.safe_load((ROOT / "examples" / "small-arith-demo.yaml").read_text(encoding="utf-8"))
     spec = {
         **demo, "max_steps": 2, "prompts_per_step": 2, "save_steps": 0, "use_vllm": True,
         "vllm_enforce_eager": True, "eval": {"every_steps": 2, "max_examples": 4},
