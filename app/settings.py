@@ -173,10 +173,11 @@ class Settings(BaseSettings):
     decline_pause_seconds: float = Field(5.0, ge=0)
     """How long a worker holds a run it cannot fit before sending it back to its queue."""
     preload_runs: bool = True
-    """Fork each run's processes from a server that imported the run's code once (torch,
-    transformers, the trainer: ~5 s of CPU a run saved), while the worker's imports are
-    unchanged on disk (worker/preload.py); off: each run's processes are spawned and
-    import it afresh."""
+    """Fork each run's processes from a server that has the run's code imported (torch,
+    transformers, the trainer: ~5 s of CPU a run saved; the worker forks it from itself as
+    it starts, worker/fork_server.py), while the worker's imports are unchanged on disk
+    (worker/preload.py); off: no server, and each run's processes are spawned and import
+    it afresh."""
     stop_grace_seconds: float = Field(20.0, gt=0)
     """How long a stopping worker waits for its job's next step boundary (to checkpoint and
     hand the run back) before it hands the run back without it and exits."""
