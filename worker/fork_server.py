@@ -28,7 +28,7 @@ import os
 import socket
 import sys
 import threading
-from multiprocessing import connection
+from multiprocessing import connection, util
 
 from app.settings import get_settings
 from worker.preload import PRELOADED
@@ -42,20 +42,26 @@ in its command line, and each process it forks keeps it (tests/processes.py look
 def fork_server_here() -> int | None:
     """Import the run's code, fork the fork server from this process and record it as
     multiprocessing's running server; its pid, or None when it was not started."""
-    if not get_settings().preload_runs or threading.active_count() > 1:
+    if not get_settings().preload_runs:
         return None
     for name in PRELOADED:
         if name != "__main__":  # this process's main module is the worker's already
             importlib.import_module(name)
+    if threading.active_count() > 1:  # the imports included: none may have started one
+        log.warning("a thread is running: the first run starts the fork server instead")
+        return None
     server = multiprocessing.forkserver._forkserver
     if getattr(server, "_forkserver_pid", None) is not None:
         return None
     with socket.socket(socket.AF_UNIX) as listener:
         address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
         listener.bind(address)
-        os.chmod(address, 0o600)
+        if not util.is_abstract_socket_namespace(address):  # as ensure_running() does
+            os.chmod(address, 0o600)
         listener.listen()
-        alive_r, alive_w = os.pipe()  # the server ends when every holder of alive_w has
+        alive_r, alive_w = os.pipe()  # the server ends once every holder of alive_w closed it
+        sys.stdout.flush()  # nothing buffered before the fork is written twice
+        sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child serves until the worker is gone
             _serve(listener.fileno(), alive_r, alive_w)
