@@ -14,8 +14,10 @@ before every run (a changed environment spawns the run's processes instead, as b
 
 The child renames itself as multiprocessing's server is named (setproctitle, where it is
 installed), so `ps` and the tests tell it from the worker. Not started when
-GRPO_PRELOAD_RUNS=0, or when the worker already has a second thread (a fork then could copy a
-lock another thread holds); the first run then starts multiprocessing's own.
+GRPO_PRELOAD_RUNS=0, when the worker already has a second thread (a fork then could copy a
+lock another thread holds), or where multiprocessing's server authenticates its clients (newer
+Pythons keep a key for that, which this server, written against 3.11's protocol, would not
+know); the first run then starts multiprocessing's own.
 """
 
 from __future__ import annotations
@@ -42,15 +44,15 @@ in its command line, and each process it forks keeps it (tests/processes.py look
 def fork_server_here() -> int | None:
     """Import the run's code, fork the fork server from this process and record it as
     multiprocessing's running server; its pid, or None when it was not started."""
-    if not get_settings().preload_runs:
-        return None
+    server = multiprocessing.forkserver._forkserver
+    if hasattr(server, "_forkserver_authkey") or not get_settings().preload_runs:
+        return None  # a server that authenticates its clients (newer Pythons) is not this one
     for name in PRELOADED:
         if name != "__main__":  # this process's main module is the worker's already
             importlib.import_module(name)
     if threading.active_count() > 1:  # the imports included: none may have started one
         log.warning("a thread is running: the first run starts the fork server instead")
         return None
-    server = multiprocessing.forkserver._forkserver
     if getattr(server, "_forkserver_pid", None) is not None:
         return None
     with socket.socket(socket.AF_UNIX) as listener:

@@ -7,6 +7,7 @@ module (its run is handed back, as the worker log's "spawned" there shows)."""
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing.forkserver
 import os
 import re
 import sys
@@ -22,6 +23,7 @@ from tests.processes import FORK_SERVER
 from tests.stack import Stack
 from tests.worker.test_run_lifecycle import wait_for_final
 from worker import preload
+from worker.fork_server import fork_server_here
 
 
 @pytest.fixture
@@ -115,6 +117,19 @@ def test_the_worker_forks_its_fork_server_from_itself_and_every_run_uses_that_on
     assert [p.pid for p in fork_servers(worker)] == [server.pid]
     own = server.cpu_times()
     assert own.user + own.system < 1.0, own
+
+
+def test_no_fork_server_is_forked_where_multiprocessing_authenticates_its_clients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Newer Pythons' fork server checks a key its clients hold; worker/fork_server.py speaks
+    3.11's protocol, so there it leaves the server to multiprocessing (nothing imported,
+    nothing forked)."""
+    server = multiprocessing.forkserver._forkserver
+    running = getattr(server, "_forkserver_pid", None)  # another test's, in this process
+    monkeypatch.setattr(server, "_forkserver_authkey", None, raising=False)
+    assert fork_server_here() is None
+    assert getattr(server, "_forkserver_pid", None) == running
 
 
 def test_a_module_held_under_a_second_top_level_name_is_not_remembered(
