@@ -30,13 +30,16 @@ SUGGESTED_PORTS = 49
 serves on a port past them: tests/project/test_ports.py)."""
 
 
-def migrate() -> None:
-    """Bring the database schema to the latest migration (alembic upgrade head)."""
+def migrate(database_url: str | None = None) -> None:
+    """Bring the database schema to the latest migration (alembic upgrade head): the
+    settings' database, or `database_url`'s."""
     from alembic import command
     from alembic.config import Config
 
     config = Config(str(ROOT / "alembic.ini"))
     config.attributes["configure_logger"] = False
+    if database_url is not None:
+        config.attributes["database_url"] = database_url  # migrations/env.py reads it first
     command.upgrade(config, "head")
 
 

@@ -252,22 +252,17 @@ def migrate(env: dict[str, str]) -> None:
     GRPO_DATA_DIR, as app/settings.py resolves it) to the latest migration, in this process
     as `grpo up` does (app/cli.py): a `python -m alembic upgrade head` per stack cost ~1 s of
     CPU to import, for ~0.04 s of migrating a fresh SQLite file."""
-    from alembic import command
-    from alembic.config import Config
-
+    from app.cli import migrate as upgrade
     from app.settings import Settings
 
     url = Settings(
         data_dir=Path(env.get("GRPO_DATA_DIR", "data")),
         database_url=env.get("GRPO_DATABASE_URL"),
     ).resolved_database_url
-    config = Config(str(ROOT / "alembic.ini"))
-    config.attributes["configure_logger"] = False
-    config.attributes["database_url"] = url
     with _MIGRATING:
         path = sys.path[:]
         try:
-            command.upgrade(config, "head")
+            upgrade(url)
         finally:
             sys.path[:] = path  # alembic.ini's prepend_sys_path, added again by each call
 
