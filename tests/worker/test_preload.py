@@ -11,7 +11,6 @@ import multiprocessing.forkserver
 import os
 import re
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tests.fixtures.service import tiny_spec
 from tests.processes import FORK_SERVER
 from tests.stack import Stack
 from tests.worker.test_run_lifecycle import wait_for_final
+from tests.worker.test_worker_environment import wait_worker
 from worker import preload
 from worker.fork_server import fork_server_here
 
@@ -104,9 +104,7 @@ def test_the_worker_forks_its_fork_server_from_itself_and_every_run_uses_that_on
     stack = embedded_stack
     worker = stack.processes["worker"].pid
     with stack.client() as client:
-        deadline = time.monotonic() + 120  # the server is forked before the worker reports
-        while not client.get("/api/workers").json()["items"] and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_worker(client)  # the server is forked before the worker reports itself
         (server,) = fork_servers(worker)
         run_id = client.post("/api/runs", json=tiny_spec(stack, max_steps=1)).json()["id"]
         run = wait_for_final(client, run_id)
